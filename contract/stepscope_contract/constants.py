@@ -1,0 +1,36 @@
+"""Names shared by every component: API identity, labels, annotations, ports, headers."""
+
+from typing import Final
+
+GROUP: Final = "stepscope.dev"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+KIND: Final = "ProfileSession"
+PLURAL: Final = "profilesessions"
+SINGULAR: Final = "profilesession"
+SHORT_NAME: Final = "profs"
+CATEGORY: Final = "stepscope"
+CRD_NAME: Final = f"{PLURAL}.{GROUP}"
+
+# Pod metadata the operator and the injection webhook read.
+INJECT_LABEL: Final = "stepscope.dev/inject"  # "true" on a pod or namespace: inject the sidecar
+RANK_ANNOTATION: Final = "stepscope.dev/rank"  # explicit rank of a pod
+SIDECAR_PORT_ANNOTATION: Final = "stepscope.dev/sidecar-port"
+INJECTED_ANNOTATION: Final = "stepscope.dev/injected"  # set by the webhook, makes injection idempotent
+SESSION_LABEL: Final = "stepscope.dev/session"  # on objects the operator creates for a session
+FINALIZER: Final = "stepscope.dev/finalizer"
+
+DEFAULT_SIDECAR_PORT: Final = 8471
+SIDECAR_CONTAINER_NAME: Final = "stepscope-sidecar"
+
+# The sidecar control API.
+AUTH_HEADER: Final = "Authorization"
+AUTH_SCHEME: Final = "Bearer"
+SIDECAR_API_PREFIX: Final = "/v1"
+
+# Environment shared by the sidecar and the in-process hook.
+ENV_HOOK_DIR: Final = "STEPSCOPE_HOOK_DIR"  # shared volume where request/state/trace files live
+ENV_TOKEN_FILE: Final = "STEPSCOPE_TOKEN_FILE"  # noqa: S105 - mounted Secret file with the sidecar bearer token
+ENV_POD_NAME: Final = "STEPSCOPE_POD_NAME"
+ENV_POD_NAMESPACE: Final = "STEPSCOPE_POD_NAMESPACE"
+ENV_NODE_NAME: Final = "STEPSCOPE_NODE_NAME"

@@ -1,0 +1,137 @@
+"""The ProfileSession CRD, generated from the pydantic models so that the two cannot disagree.
+
+pydantic's JSON Schema is turned into a Kubernetes *structural* openAPIV3Schema: references inlined,
+`Optional[X]` as a plain optional X, no `additionalProperties: false` beside `properties`, no titles.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from stepscope_contract.constants import (
+    CATEGORY,
+    CRD_NAME,
+    GROUP,
+    KIND,
+    PLURAL,
+    SHORT_NAME,
+    SINGULAR,
+    VERSION,
+)
+from stepscope_contract.session import ProfileSessionSpec, ProfileSessionStatus
+
+_DROP = {"title", "examples"}
+
+
+def _resolve(node: Any, defs: dict[str, Any]) -> Any:
+    if isinstance(node, list):
+        return [_resolve(item, defs) for item in node]
+    if not isinstance(node, dict):
+        return node
+    if "$ref" in node:
+        target = defs[node["$ref"].rsplit("/", 1)[-1]]
+        merged = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+        return _resolve(merged, defs)
+    if "anyOf" in node:
+        branches = [b for b in node["anyOf"] if b.get("type") != "null"]
+        rest = {k: v for k, v in node.items() if k != "anyOf"}
+        if len(branches) == 1:
+            merged = {**_resolve(branches[0], defs), **rest}
+            if merged.get("default", ...) is None:
+                merged.pop("default")
+            return _resolve(merged, defs)
+    out: dict[str, Any] = {}
+    for key, value in node.items():
+        if key in _DROP:
+            continue
+        if key == "additionalProperties" and value is False:
+            continue  # structural schemas prune unknown fields; `false` beside properties is invalid
+        if key == "default" and value is None:
+            continue
+        if key == "properties":
+            out[key] = {name: _resolve(sub, defs) for name, sub in value.items()}
+        else:
+            out[key] = _resolve(value, defs)
+    return out
+
+
+def structural_schema(model: type[ProfileSessionSpec] | type[ProfileSessionStatus]) -> dict[str, Any]:
+    raw = model.model_json_schema(by_alias=True, mode="validation")
+    defs = raw.pop("$defs", {})
+    schema = _resolve(raw, defs)
+    assert isinstance(schema, dict)
+    return schema
+
+
+def status_schema() -> dict[str, Any]:
+    schema = structural_schema(ProfileSessionStatus)
+    # kopf may keep bookkeeping under status.kopf; it is opaque to stepscope.
+    schema["properties"]["kopf"] = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    return schema
+
+
+def printer_columns() -> list[dict[str, Any]]:
+    return [
+        {"name": "Phase", "type": "string", "jsonPath": ".status.phase"},
+        {
+            "name": "Captured",
+            "type": "string",
+            "jsonPath": ".status.progress",
+            "description": "targets captured / total",
+        },
+        {"name": "Slowest", "type": "string", "jsonPath": ".status.summary.slowestRank", "description": "slowest rank"},
+        {"name": "Bottleneck", "type": "string", "jsonPath": ".status.summary.topBottleneck"},
+        {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+        {"name": "Report", "type": "string", "jsonPath": ".status.reportURL", "priority": 1},
+    ]
+
+
+def build_crd() -> dict[str, Any]:
+    spec_schema = structural_schema(ProfileSessionSpec)
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": CRD_NAME, "labels": {"app.kubernetes.io/part-of": "stepscope"}},
+        "spec": {
+            "group": GROUP,
+            "scope": "Namespaced",
+            "names": {
+                "kind": KIND,
+                "listKind": f"{KIND}List",
+                "plural": PLURAL,
+                "singular": SINGULAR,
+                "shortNames": [SHORT_NAME],
+                "categories": [CATEGORY],
+            },
+            "versions": [
+                {
+                    "name": VERSION,
+                    "served": True,
+                    "storage": True,
+                    "subresources": {"status": {}},
+                    "additionalPrinterColumns": printer_columns(),
+                    "schema": {
+                        "openAPIV3Schema": {
+                            "type": "object",
+                            "description": "A profiling campaign over the ranks of a distributed PyTorch job.",
+                            "required": ["spec"],
+                            "properties": {
+                                "apiVersion": {"type": "string"},
+                                "kind": {"type": "string"},
+                                "metadata": {"type": "object"},
+                                "spec": spec_schema,
+                                "status": status_schema(),
+                            },
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+def render_crd_yaml() -> str:
+    header = "# Generated from stepscope_contract by `make crds`; do not edit by hand.\n"
+    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=120)

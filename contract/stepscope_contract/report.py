@@ -1,0 +1,172 @@
+"""report.json: the analyzer's output. snake_case, with HTA's column names for the breakdowns."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated
+
+from pydantic import BaseModel, ConfigDict, Field
+
+REPORT_SCHEMA_VERSION = 1
+
+
+class ReportModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Cause(StrEnum):
+    COMPUTE = "compute"  # more device/CPU work time than peers for the same step
+    HOST = "host"  # host-side gaps: input pipeline, data loading, CPU stalls before work starts
+    COMMUNICATION = "communication"  # its collectives are slow themselves (not waiting for a late peer)
+    MEMORY = "memory"  # memory copies/sets or allocator work
+    HANG = "hang"  # did not reach a step boundary
+
+
+class RankStatus(StrEnum):
+    OK = "ok"
+    ERROR = "error"  # the trace could not be analysed; see error
+    HUNG = "hung"
+    MISSING = "missing"  # expected, but nothing was uploaded
+
+
+class Evidence(ReportModel):
+    metric: str = Field(description="what was compared, e.g. 'compute_time' or a kernel/function name")
+    value: float
+    baseline: float = Field(description="median of the other ranks")
+    unit: str = "us"
+    detail: str = ""
+
+
+class SlowRank(ReportModel):
+    rank: Annotated[int, Field(ge=0)]
+    cause: Cause
+    confidence: Annotated[float, Field(ge=0.0, le=1.0)]
+    slowdown_pct: float = Field(default=0.0, description="how much longer this rank's steps take, in %")
+    node: str | None = None
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class SlowNode(ReportModel):
+    node: str
+    ranks: list[int]
+    cause: Cause
+
+
+class Hang(ReportModel):
+    rank: Annotated[int, Field(ge=0)]
+    last_step: int | None = None
+    seconds_since_last_step: float | None = None
+    stacks: str = ""
+    waiting_collective: str | None = Field(default=None, description="collective the other ranks wait in")
+
+
+class StepStats(ReportModel):
+    count: int = 0
+    median_us: float = 0.0
+    mean_us: float = 0.0
+    min_us: float = 0.0
+    max_us: float = 0.0
+    spread_pct: float = Field(default=0.0, description="(max - min) / median, in %")
+    durations_us: list[float] = Field(default_factory=list)
+
+
+class IdleBreakdown(ReportModel):
+    host_wait: float = 0.0
+    kernel_wait: float = 0.0
+    other: float = 0.0
+
+
+class Bottleneck(ReportModel):
+    name: str
+    category: str = Field(description="kernel | memory | runtime | python | cpu_op | communication")
+    count: int = 0
+    total_us: float = 0.0
+    mean_us: float = 0.0
+    bottleneck_ratio: float = Field(default=0.0, description="time not overlapped by compute / end-to-end time")
+    ranks: list[int] = Field(default_factory=list)
+
+
+class KernelStat(ReportModel):
+    name: str
+    kernel_type: str = Field(description="COMPUTATION | COMMUNICATION | MEMORY (HTA's classes)")
+    count: int
+    sum_us: float
+    mean_us: float
+    max_us: float
+    min_us: float
+    stddev: float
+
+
+class Collective(ReportModel):
+    name: str
+    process_group: str | None = None
+    count: int = 0
+    total_us: float = 0.0
+    exposed_us: float = Field(default=0.0, description="time not overlapped by compute")
+    wait_us: float = Field(default=0.0, description="time spent waiting for the last rank to arrive")
+
+
+class RankReport(ReportModel):
+    rank: Annotated[int, Field(ge=0)]
+    status: RankStatus = RankStatus.OK
+    error: str | None = None
+    node: str | None = None
+    pod: str | None = None
+    trace_uri: str | None = None
+    device: str = "cpu"
+    steps: StepStats = Field(default_factory=StepStats)
+    # HTA temporal breakdown (µs and %), comm/comp overlap (%)
+    idle_time: float = 0.0
+    compute_time: float = 0.0
+    non_compute_time: float = 0.0
+    kernel_time: float = 0.0
+    idle_time_pctg: float = 0.0
+    compute_time_pctg: float = 0.0
+    non_compute_time_pctg: float = 0.0
+    comp_comm_overlap_pctg: float = 0.0
+    gpu_utilization: float = Field(default=0.0, description="busy / total over the captured window, 0..1")
+    idle_breakdown: IdleBreakdown = Field(default_factory=IdleBreakdown)
+    communication_time: float = 0.0
+    memory_time: float = 0.0
+    exposed_communication_time: float = 0.0
+    collective_wait_time: float = 0.0
+    host_gap_time: float = 0.0
+    top_kernels: list[KernelStat] = Field(default_factory=list)
+    top_functions: list[Bottleneck] = Field(default_factory=list)
+    collectives: list[Collective] = Field(default_factory=list)
+
+
+class Diagnosis(ReportModel):
+    verdict: str = Field(description="one line a person reads first")
+    slow_ranks: list[SlowRank] = Field(default_factory=list)
+    slow_nodes: list[SlowNode] = Field(default_factory=list)
+    hangs: list[Hang] = Field(default_factory=list)
+    bottlenecks: list[Bottleneck] = Field(default_factory=list)
+    communication: list[Collective] = Field(default_factory=list)
+    next_steps: list[str] = Field(default_factory=list)
+
+
+class RankError(ReportModel):
+    rank: int | None = None
+    source: str = ""
+    message: str
+
+
+class SessionInfo(ReportModel):
+    namespace: str | None = None
+    name: str | None = None
+    uid: str | None = None
+    capture_id: str | None = None
+
+
+class Report(ReportModel):
+    schema_version: int = REPORT_SCHEMA_VERSION
+    tool_version: str = ""
+    generated_at: datetime
+    session: SessionInfo = Field(default_factory=SessionInfo)
+    world_size: int | None = None
+    analysis_seconds: float = 0.0
+    ranks: list[RankReport] = Field(default_factory=list)
+    diagnosis: Diagnosis
+    errors: list[RankError] = Field(default_factory=list)

@@ -1,0 +1,357 @@
+"""The ProfileSession custom resource: spec and status models (the CRD is generated from these)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+from stepscope_contract.ranks import RANK_SET_PATTERN, parse_rank_set
+
+MAX_TARGET_STATUSES = 256
+"""At most this many per-target entries are kept in status; the counts always cover every target."""
+
+DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+QUANTITY = r"^[0-9]+(\.[0-9]+)?(m|k|Ki|Mi|Gi|Ti|M|G|T)?$"
+
+
+class CamelModel(BaseModel):
+    """Models whose wire form is camelCase, as Kubernetes objects are."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=False)
+
+    def wire(self) -> dict[str, Any]:
+        """The JSON-ready camelCase form, without unset optional fields."""
+        return self.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+# ----------------------------------------------------------------------------------------------- spec
+
+
+class JobKind(StrEnum):
+    PYTORCH_JOB = "PyTorchJob"
+    JOB_SET = "JobSet"
+    JOB = "Job"
+
+
+class Activity(StrEnum):
+    CPU = "cpu"
+    CUDA = "cuda"
+
+
+class AddressingStyle(StrEnum):
+    AUTO = "auto"
+    PATH = "path"
+    VIRTUAL = "virtual"
+
+
+class LabelSelectorRequirement(CamelModel):
+    key: Annotated[str, Field(min_length=1, max_length=317)]
+    operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
+    values: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _values_match_operator(self) -> LabelSelectorRequirement:
+        if self.operator in ("In", "NotIn") and not self.values:
+            raise ValueError(f"operator {self.operator} needs at least one value")
+        if self.operator in ("Exists", "DoesNotExist") and self.values:
+            raise ValueError(f"operator {self.operator} takes no values")
+        return self
+
+
+class LabelSelector(CamelModel):
+    """A Kubernetes label selector (matchLabels and matchExpressions are ANDed)."""
+
+    match_labels: dict[str, str] | None = None
+    match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> LabelSelector:
+        if not self.match_labels and not self.match_expressions:
+            raise ValueError("selector needs matchLabels or matchExpressions (an empty selector matches every pod)")
+        return self
+
+
+class JobRef(CamelModel):
+    kind: JobKind = Field(description="PyTorchJob (Kubeflow), JobSet or batch Job")
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+
+
+class TargetSpec(CamelModel):
+    """Which training pods to profile: exactly one of selector or jobRef."""
+
+    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["selector"]}, {"required": ["jobRef"]}]})
+
+    selector: LabelSelector | None = Field(default=None, description="pods in the session's namespace")
+    job_ref: JobRef | None = Field(default=None, description="pods of this job in the session's namespace")
+    ranks: Annotated[str, Field(max_length=1024, pattern=RANK_SET_PATTERN)] | None = Field(
+        default=None, description='rank subset such as "0-7,12"; all ranks when absent'
+    )
+    container: Annotated[str, Field(max_length=63, pattern=DNS_LABEL)] | None = Field(
+        default=None, description="training container (for its RANK env); the first container when absent"
+    )
+    max_targets: Annotated[int, Field(ge=1, le=4096)] = Field(
+        default=256, description="at most this many pods are profiled (lowest ranks first)"
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one_source(self) -> TargetSpec:
+        if (self.selector is None) == (self.job_ref is None):
+            raise ValueError("set exactly one of targets.selector or targets.jobRef")
+        return self
+
+    @field_validator("ranks")
+    @classmethod
+    def _ranks_parse(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_rank_set(value)
+        return value
+
+    def rank_set(self) -> frozenset[int] | None:
+        return None if self.ranks is None else parse_rank_set(self.ranks)
+
+
+class GpuMetricsSpec(CamelModel):
+    enabled: bool = True
+    interval_ms: Annotated[int, Field(ge=10, le=10_000)] = Field(
+        default=100, description="NVML sampling period; 100 ms is 10 Hz"
+    )
+
+
+class CaptureSpec(CamelModel):
+    steps: Annotated[int, Field(ge=1, le=1000)] = Field(default=5, description="training steps to record")
+    skip_steps: Annotated[int, Field(ge=0, le=100_000)] = Field(
+        default=1, description="steps to let pass after the request before recording (warm-up)"
+    )
+    activities: Annotated[list[Activity], Field(min_length=1, max_length=2)] = Field(
+        default_factory=lambda: [Activity.CPU, Activity.CUDA],
+        description="torch.profiler activities; cuda is skipped on pods without a GPU",
+    )
+    record_shapes: bool = False
+    with_stack: bool = False
+    profile_memory: bool = False
+    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
+    timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
+        default=600, description="deadline for the whole capture, from the start request to the last upload"
+    )
+    step_timeout_seconds: Annotated[int, Field(ge=1, le=3_600)] = Field(
+        default=120, description="no step boundary for this long while a capture is pending or running: hang"
+    )
+
+    @field_validator("activities")
+    @classmethod
+    def _unique_activities(cls, value: list[Activity]) -> list[Activity]:
+        if len(set(value)) != len(value):
+            raise ValueError("activities must not repeat")
+        return value
+
+
+class SecretRef(CamelModel):
+    """Storage credentials come only from a Kubernetes Secret in the session's namespace."""
+
+    name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
+    access_key_id_key: Annotated[str, Field(min_length=1, max_length=253)] = "AWS_ACCESS_KEY_ID"
+    secret_access_key_key: Annotated[str, Field(min_length=1, max_length=253)] = "AWS_SECRET_ACCESS_KEY"  # noqa: S105
+
+
+STORAGE_URI_PATTERN = (
+    r"^(s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?|oss://[a-z0-9][a-z0-9-]{1,61}[a-z0-9](/.*)?|file:///.*)$"
+)
+
+
+class StorageSpec(CamelModel):
+    uri: Annotated[str, Field(max_length=1024, pattern=STORAGE_URI_PATTERN)] = Field(
+        description="s3://bucket/prefix, oss://bucket/prefix or file:///path"
+    )
+    endpoint: Annotated[str, Field(max_length=512, pattern=r"^https?://[^\s]+$")] | None = Field(
+        default=None, description="S3-compatible endpoint (MinIO, OSS); AWS when absent"
+    )
+    region: Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9-]+$")] | None = None
+    addressing_style: AddressingStyle = AddressingStyle.AUTO
+    credentials_secret: SecretRef | None = Field(
+        default=None, description="Secret with the access keys; the pod's own identity when absent"
+    )
+    keep_raw_traces: bool = Field(default=True, description="keep rank traces after the report is written")
+    delete_on_session_delete: bool = Field(
+        default=False, description="delete this session's artifacts when the ProfileSession is deleted"
+    )
+
+
+class AnalysisResources(CamelModel):
+    cpu: Annotated[str, Field(max_length=32, pattern=QUANTITY)] = "1"
+    memory: Annotated[str, Field(max_length=32, pattern=QUANTITY)] = "2Gi"
+
+
+class AnalysisSpec(CamelModel):
+    enabled: bool = True
+    outlier_threshold: Annotated[float, Field(ge=1.0, le=20.0)] = Field(
+        default=3.5, description="robust z-score (median/MAD) above which a rank is an outlier"
+    )
+    min_slowdown_percent: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(
+        default=5.0, description="differences below this share of the median are never reported"
+    )
+    shards: Annotated[int, Field(ge=0, le=256)] = Field(
+        default=0, description="Indexed Job parallelism for the per-rank map step; 0 chooses by rank count"
+    )
+    resources: AnalysisResources = Field(default_factory=AnalysisResources)
+
+
+class ProfileSessionSpec(CamelModel):
+    targets: TargetSpec
+    capture: CaptureSpec = Field(default_factory=CaptureSpec)
+    storage: StorageSpec
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=604_800)] = Field(
+        default=3600, description="the analyzer Job is removed this long after it finishes"
+    )
+
+    @model_validator(mode="after")
+    def _credentials_need_object_store(self) -> ProfileSessionSpec:
+        if self.storage.uri.startswith("file://") and self.storage.credentials_secret is not None:
+            raise ValueError("storage.credentialsSecret is only meaningful for s3:// and oss:// URIs")
+        return self
+
+
+# --------------------------------------------------------------------------------------------- status
+
+
+class Phase(StrEnum):
+    PENDING = "Pending"
+    RESOLVING = "Resolving"
+    CAPTURING = "Capturing"
+    UPLOADING = "Uploading"
+    ANALYZING = "Analyzing"
+    SUCCEEDED = "Succeeded"
+    PARTIALLY_SUCCEEDED = "PartiallySucceeded"
+    FAILED = "Failed"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (Phase.SUCCEEDED, Phase.PARTIALLY_SUCCEEDED, Phase.FAILED)
+
+
+class ConditionType(StrEnum):
+    ACCEPTED = "Accepted"  # spec valid and not changed after start
+    TARGETS_RESOLVED = "TargetsResolved"
+    CAPTURED = "Captured"  # every target terminal
+    REPORT_READY = "ReportReady"
+    COMPLETE = "Complete"  # terminal with a report (Succeeded or PartiallySucceeded)
+    FAILED = "Failed"  # terminal without a usable result
+
+
+class ConditionStatus(StrEnum):
+    TRUE = "True"
+    FALSE = "False"
+    UNKNOWN = "Unknown"
+
+
+class Condition(CamelModel):
+    """Kubernetes condition conventions (metav1.Condition)."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: Annotated[str, Field(min_length=1, max_length=1024, pattern=r"^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$")]
+    message: Annotated[str, Field(max_length=32_768)] = ""
+    last_transition_time: datetime
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+
+
+class TargetState(StrEnum):
+    PENDING = "Pending"  # resolved, not yet signalled
+    SIGNALLED = "Signalled"  # sidecar accepted the start request
+    CAPTURING = "Capturing"
+    UPLOADING = "Uploading"
+    CAPTURED = "Captured"  # trace and manifest in storage
+    HUNG = "Hung"  # no step boundary within stepTimeoutSeconds; stacks in storage
+    FAILED = "Failed"
+    ABORTED = "Aborted"
+
+    @property
+    def terminal(self) -> bool:
+        return self in (TargetState.CAPTURED, TargetState.HUNG, TargetState.FAILED, TargetState.ABORTED)
+
+
+class TargetStatus(CamelModel):
+    pod: Annotated[str, Field(max_length=253)]
+    node: Annotated[str, Field(max_length=253)] | None = None
+    rank: Annotated[int, Field(ge=0)] | None = None
+    state: TargetState = TargetState.PENDING
+    message: Annotated[str, Field(max_length=1024)] = ""
+    artifact_uri: Annotated[str, Field(max_length=2048)] | None = None
+    attempts: Annotated[int, Field(ge=0)] = 0
+    last_transition_time: datetime | None = None
+
+
+class TargetCounts(CamelModel):
+    total: Annotated[int, Field(ge=0)] = 0
+    pending: Annotated[int, Field(ge=0)] = 0
+    active: Annotated[int, Field(ge=0)] = 0
+    captured: Annotated[int, Field(ge=0)] = 0
+    hung: Annotated[int, Field(ge=0)] = 0
+    failed: Annotated[int, Field(ge=0)] = 0
+
+
+class ReportSummary(CamelModel):
+    """The few lines of the report that belong in `kubectl get`."""
+
+    verdict: Annotated[str, Field(max_length=1024)] = ""
+    slowest_rank: Annotated[int, Field(ge=0)] | None = None
+    slowest_node: Annotated[str, Field(max_length=253)] | None = None
+    cause: Annotated[str, Field(max_length=64)] | None = None
+    top_bottleneck: Annotated[str, Field(max_length=256)] | None = None
+    slow_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+    hung_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+    errored_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+
+
+class ProfileSessionStatus(CamelModel):
+    """Everything the operator and the analyzer know about a session; the operator keeps no other state."""
+
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", use_enum_values=False)
+
+    phase: Phase = Phase.PENDING
+    message: Annotated[str, Field(max_length=4096)] = ""
+    observed_generation: Annotated[int, Field(ge=0)] | None = None
+    conditions: Annotated[list[Condition], Field(max_length=16)] = Field(default_factory=list)
+    capture_id: Annotated[str, Field(max_length=63)] | None = None
+    start_time: datetime | None = None
+    capture_deadline: datetime | None = None
+    completion_time: datetime | None = None
+    counts: TargetCounts = Field(default_factory=TargetCounts)
+    progress: Annotated[str, Field(max_length=32)] = Field(
+        default="0/0", description="captured/total, for the printer column"
+    )
+    targets: Annotated[list[TargetStatus], Field(max_length=MAX_TARGET_STATUSES)] = Field(default_factory=list)
+    targets_truncated: bool = False
+    artifacts_uri: Annotated[str, Field(max_length=2048)] | None = None
+    analyzer_job: Annotated[str, Field(max_length=253)] | None = None
+    summary: ReportSummary | None = None
+    report_url: Annotated[str, Field(max_length=2048)] | None = Field(default=None, alias="reportURL")
+    report_json_url: Annotated[str, Field(max_length=2048)] | None = Field(default=None, alias="reportJSONURL")
+
+
+class ObjectMeta(BaseModel):
+    """The part of metadata stepscope reads."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    namespace: str = "default"
+    uid: str = ""
+    generation: int = 0
+    labels: dict[str, str] = Field(default_factory=dict)
+    annotations: dict[str, str] = Field(default_factory=dict)
+
+
+class ProfileSession(BaseModel):
+    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+
+    api_version: str = Field(default="stepscope.dev/v1alpha1", alias="apiVersion")
+    kind: Literal["ProfileSession"] = "ProfileSession"
+    metadata: ObjectMeta
+    spec: ProfileSessionSpec
+    status: ProfileSessionStatus = Field(default_factory=ProfileSessionStatus)

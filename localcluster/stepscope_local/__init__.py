@@ -1,0 +1,1 @@
+"""stepscope local cluster: Kubernetes API emulator, S3 server and a runner for pods and Jobs."""

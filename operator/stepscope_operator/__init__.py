@@ -1,0 +1,1 @@
+"""stepscope operator: kopf handlers over pure functions."""

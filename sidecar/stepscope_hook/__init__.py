@@ -1,0 +1,1 @@
+"""stepscope in-process hook: loaded through sitecustomize, captures N steps with torch.profiler."""

@@ -1,0 +1,1 @@
+"""stepscope sidecar agent: control API, NVML sampler, uploader."""

@@ -1,0 +1,22 @@
+"""Shared test fixtures: repository paths and the shared HTA trace corpus."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SHARED_TRACES = REPO_ROOT.parent / "shared" / "data" / "traces" / "hta"
+
+
+@pytest.fixture(scope="session")
+def repo_root() -> Path:
+    return REPO_ROOT
+
+
+@pytest.fixture(scope="session")
+def shared_traces() -> Path:
+    if not SHARED_TRACES.is_dir():
+        pytest.skip(f"shared trace corpus not found at {SHARED_TRACES}")
+    return SHARED_TRACES
