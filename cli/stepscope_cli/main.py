@@ -11,6 +11,7 @@ from collections.abc import Callable
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "operator": ("stepscope_operator.main", "main", "run the kopf operator"),
     "sidecar": ("stepscope_sidecar.main", "main", "run the sidecar agent next to a training container"),
+    "install-hook": ("stepscope_sidecar.install", "main", "copy the in-process hook into a shared volume"),
     "analyze": ("stepscope_analyzer.cli", "analyze_main", "analyse traces from a folder or storage URI"),
     "analyzer-job": ("stepscope_analyzer.cli", "job_main", "the analyzer Job's entry point"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
