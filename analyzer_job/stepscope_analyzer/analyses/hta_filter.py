@@ -1,0 +1,41 @@
+"""HTA's default event selection (TraceAnalysis with include_last_profiler_step=False).
+
+With more than one ProfilerStep name, CPU events starting at/after the last ProfilerStep's start are dropped and GPU
+events are kept only if their correlation id matches a kept CPU event; with zero or one ProfilerStep nothing is
+dropped. GPU events here are HTA's: (stream >= 0 and correlation >= 0) or named 'Event Sync' / 'Context Sync'.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.parse import TraceColumns
+
+Mask = npt.NDArray[np.bool_]
+
+
+def gpu_event_mask(ev: TraceColumns) -> Mask:
+    sync_ids = [i for i, n in enumerate(ev.names) if n in ("Event Sync", "Context Sync")]
+    mask = (ev.stream >= 0) & (ev.correlation >= 0)
+    if sync_ids:
+        mask |= np.isin(ev.name_id, np.asarray(sync_ids, dtype=np.int32))
+    return mask
+
+
+def hta_keep_mask(ev: TraceColumns, is_gpu: Mask | None = None) -> Mask:
+    """Rows HTA keeps for its breakdowns."""
+    n = len(ev)
+    step_ids = [i for i, name in enumerate(ev.names) if "ProfilerStep" in name]
+    if len(step_ids) <= 1:
+        return np.ones(n, dtype=bool)
+    gpu = gpu_event_mask(ev) if is_gpu is None else is_gpu
+    cpu = ~gpu
+    steps = cpu & np.isin(ev.name_id, np.asarray(step_ids, dtype=np.int32))
+    if not steps.any():
+        return np.ones(n, dtype=bool)
+    last_start = float(ev.ts[steps].max())
+    keep_cpu = cpu & (ev.ts < last_start)
+    kept_corr = np.unique(ev.correlation[keep_cpu])
+    keep_gpu = gpu & np.isin(ev.correlation, kept_corr)
+    return keep_cpu | keep_gpu

@@ -1,0 +1,54 @@
+"""Interval arithmetic on numpy arrays: HTA-style merging, union length, coverage and intersection."""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+F64 = npt.NDArray[np.float64]
+
+
+def merge(ts: F64, end: F64) -> tuple[F64, F64]:
+    """Merge intervals into disjoint sorted ones. Intervals that touch (start == previous end) merge, as in HTA."""
+    if ts.size == 0:
+        return np.empty(0), np.empty(0)
+    order = np.argsort(ts, kind="stable")
+    s = ts[order]
+    e = end[order]
+    running = np.maximum.accumulate(e)
+    new_group = np.empty(s.size, dtype=bool)
+    new_group[0] = True
+    new_group[1:] = s[1:] > running[:-1]
+    starts = s[new_group]
+    group_idx = np.cumsum(new_group) - 1
+    ends = np.full(starts.size, -np.inf)
+    np.maximum.at(ends, group_idx, e)
+    return starts, ends
+
+
+def length(starts: F64, ends: F64) -> float:
+    return float(np.sum(ends - starts)) if starts.size else 0.0
+
+
+def coverage_before(starts: F64, ends: F64, x: F64) -> F64:
+    """For disjoint sorted intervals, the covered length in (-inf, x] for each x."""
+    if starts.size == 0:
+        return np.zeros(x.shape)
+    cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    idx = np.searchsorted(starts, x, side="right") - 1
+    safe = np.maximum(idx, 0)
+    partial = np.clip(np.minimum(x, ends[safe]) - starts[safe], 0.0, None)
+    covered = cum[safe] + partial
+    return np.where(idx >= 0, covered, 0.0)
+
+
+def covered_within(starts: F64, ends: F64, ts: F64, end: F64) -> F64:
+    """For each interval [ts, end], how much of it the disjoint sorted intervals (starts, ends) cover."""
+    return coverage_before(starts, ends, end) - coverage_before(starts, ends, ts)
+
+
+def intersection_length(a: tuple[F64, F64], b: tuple[F64, F64]) -> float:
+    """|A ∩ B| for two sets of disjoint sorted intervals."""
+    if a[0].size == 0 or b[0].size == 0:
+        return 0.0
+    return float(np.sum(covered_within(b[0], b[1], a[0], a[1])))

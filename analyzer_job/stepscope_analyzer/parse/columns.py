@@ -1,0 +1,263 @@
+"""Columnar storage of a trace's complete events: numpy arrays plus interned name and category tables."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.parse.errors import TraceError
+
+F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
+I32 = npt.NDArray[np.int32]
+
+INT64_MAX = (1 << 63) - 1
+# Keys of an event's args kept for collectives (record_param_comms and the like).
+COLLECTIVE_ARGS = (
+    "Collective name",
+    "Process Group Name",
+    "Process Group Description",
+    "Process Group ID",
+    "Process Group Ranks",
+    "Group size",
+    "In msg nelems",
+    "Out msg nelems",
+    "dtype",
+)
+
+
+@dataclass
+class TraceColumns:
+    """Complete ('X'-like: non-null ``dur`` and ``cat``) events, one row each, in file order.
+
+    Times are microseconds. When the trace has float (ns-resolution) timestamps they are rounded the way HTA does
+    (``ts = ceil(ts)``, ``end = floor(ts + dur)``, ``dur = end - ts``) so numbers match HTA exactly.
+    """
+
+    names: list[str]
+    cats: list[str]
+    name_id: I32
+    cat_id: I32
+    ts: F64
+    dur: F64
+    pid: I64
+    tid: I64
+    stream: I64
+    correlation: I64
+    external_id: I64
+    rounded_ns: bool = False
+    collective_args: dict[int, dict[str, Any]] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    labels: dict[int, str] = field(default_factory=dict)  # negative pid/tid codes for non-integer pids/tids
+
+    @property
+    def end(self) -> F64:
+        return self.ts + self.dur
+
+    def __len__(self) -> int:
+        return int(self.ts.shape[0])
+
+    def cat_code(self, cat: str) -> int:
+        try:
+            return self.cats.index(cat)
+        except ValueError:
+            return -1
+
+    def cat_mask(self, *cats: str) -> npt.NDArray[np.bool_]:
+        codes = [c for c in (self.cat_code(x) for x in cats) if c >= 0]
+        return np.isin(self.cat_id, np.asarray(codes, dtype=np.int32))
+
+
+def _as_int(value: Any, default: int, labels: dict[str, int]) -> int:
+    if type(value) is int:
+        return value
+    if value is None:
+        return default
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str):
+        try:
+            return int(value)
+        except ValueError:
+            pass
+    key = str(value)
+    code = labels.get(key)
+    if code is None:
+        code = labels[key] = -2 - len(labels)
+    return code
+
+
+def _stream_of(value: Any) -> int:
+    # HTA: int(stream) when it converts, else -1.
+    if type(value) is int:
+        return value
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        return -1
+
+
+def _int_arg(value: Any) -> int:
+    if type(value) is int:
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return -1
+
+
+class ColumnBuilder:
+    """Accumulates events chunk by chunk; ``finish`` turns them into TraceColumns."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, int] = {}
+        self._cats: dict[str, int] = {}
+        self._name_id: list[int] = []
+        self._cat_id: list[int] = []
+        self._ts: list[Any] = []
+        self._dur: list[Any] = []
+        self._pid: list[int] = []
+        self._tid: list[int] = []
+        self._stream: list[int] = []
+        self._corr: list[int] = []
+        self._ext: list[int] = []
+        self._labels: dict[str, int] = {}
+        self._collective_args: dict[int, dict[str, Any]] = {}
+        self._thread_names: dict[tuple[int, int], str] = {}
+        self.seen = 0
+
+    def add(self, events: list[Any]) -> None:
+        names, cats, labels = self._names, self._cats, self._labels
+        name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
+        pid_l, tid_l, stream_l, corr_l, ext_l = self._pid, self._tid, self._stream, self._corr, self._ext
+        coll = self._collective_args
+        self.seen += len(events)
+        for ev in events:
+            if type(ev) is not dict:
+                raise TraceError(f"trace event is a JSON {type(ev).__name__}, expected an object")
+            dur = ev.get("dur")
+            cat = ev.get("cat")
+            if dur is None or cat is None:
+                if ev.get("ph") == "M" and ev.get("name") == "thread_name":
+                    self._thread_name(ev)
+                continue
+            if cat == "Trace":
+                continue
+            name = ev.get("name", "")
+            if type(name) is not str:
+                name = str(name)
+            nid = names.get(name)
+            if nid is None:
+                nid = names[name] = len(names)
+            if type(cat) is not str:
+                cat = str(cat)
+            cid = cats.get(cat)
+            if cid is None:
+                cid = cats[cat] = len(cats)
+            name_id.append(nid)
+            cat_id.append(cid)
+            ts_l.append(ev.get("ts"))
+            dur_l.append(dur)
+            pid = ev.get("pid")
+            pid_l.append(pid if type(pid) is int else _as_int(pid, -1, labels))
+            tid = ev.get("tid")
+            tid_l.append(tid if type(tid) is int else _as_int(tid, -1, labels))
+            args = ev.get("args")
+            if args and type(args) is dict:
+                stream = args.get("stream")
+                stream_l.append(-1 if stream is None else _stream_of(stream))
+                corr = args.get("correlation")
+                corr_l.append(-1 if corr is None else _int_arg(corr))
+                ext = args.get("External id")
+                ext_l.append(-1 if ext is None else _int_arg(ext))
+                if "Collective name" in args or "Process Group Name" in args:
+                    coll[len(name_id) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
+            else:
+                stream_l.append(-1)
+                corr_l.append(-1)
+                ext_l.append(-1)
+
+    def _thread_name(self, ev: dict[str, Any]) -> None:
+        args = ev.get("args")
+        if isinstance(args, dict) and isinstance(args.get("name"), str):
+            pid = _as_int(ev.get("pid"), -1, self._labels)
+            tid = _as_int(ev.get("tid"), -1, self._labels)
+            self._thread_names[(pid, tid)] = args["name"]
+
+    def finish(self) -> TraceColumns:
+        ts_raw = _numbers(self._ts, "ts")
+        dur_raw = _numbers(self._dur, "dur")
+        if ts_raw.size and (ts_raw.dtype.kind == "f" or dur_raw.dtype.kind == "f"):
+            if ts_raw.dtype.kind == "f":
+                tsf = ts_raw.astype(np.float64)
+                end = np.floor(tsf + dur_raw.astype(np.float64))
+                ts = np.ceil(tsf)
+                rounded = bool(np.any(tsf != ts))
+                dur = end - ts
+            else:
+                ts = ts_raw.astype(np.float64)
+                dur = dur_raw.astype(np.float64)
+                rounded = False
+        else:
+            ts = ts_raw.astype(np.float64)
+            dur = dur_raw.astype(np.float64)
+            rounded = False
+        if ts.size and float(np.max(np.abs(ts))) > 2.0**53:
+            raise TraceError("timestamps beyond 2**53 us cannot be represented exactly (not microseconds?)")
+        bad = np.flatnonzero(dur_raw < 0) if dur_raw.size else np.empty(0, dtype=np.int64)
+        if bad.size:
+            raise TraceError(f"event #{int(bad[0])} has a negative 'dur' ({dur_raw[bad[0]]})")
+        return TraceColumns(
+            names=list(self._names),
+            cats=list(self._cats),
+            name_id=np.asarray(self._name_id, dtype=np.int32),
+            cat_id=np.asarray(self._cat_id, dtype=np.int32),
+            ts=ts,
+            dur=dur,
+            pid=_int64(self._pid, "pid"),
+            tid=_int64(self._tid, "tid"),
+            stream=_int64(self._stream, "stream"),
+            correlation=_int64(self._corr, "correlation"),
+            external_id=_int64(self._ext, "External id"),
+            rounded_ns=rounded,
+            collective_args=self._collective_args,
+            thread_names=self._thread_names,
+            labels={v: k for k, v in self._labels.items()},
+        )
+
+
+def _numbers(values: list[Any], field_name: str) -> npt.NDArray[Any]:
+    """Vectorised validation: a list of JSON numbers -> int64 or float64 array, else TraceError."""
+    try:
+        arr = np.asarray(values)
+    except (OverflowError, ValueError) as exc:
+        arr = np.asarray(values, dtype=object)
+        del exc
+    if arr.dtype.kind in "iu":
+        if arr.dtype.kind == "u":
+            raise TraceError(f"'{field_name}' value out of range (more than 2**63)")
+        return arr
+    if arr.dtype.kind == "f":
+        if np.isnan(arr).any():
+            raise TraceError(f"'{field_name}' is NaN in event #{int(np.flatnonzero(np.isnan(arr))[0])}")
+        return arr
+    if arr.dtype.kind == "b" and arr.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    for index, value in enumerate(values):
+        if value is None:
+            raise TraceError(f"complete event #{index} has no '{field_name}'")
+        if type(value) is bool or not isinstance(value, (int, float)):
+            raise TraceError(f"complete event #{index} has a non-numeric '{field_name}': {str(value)[:80]!r}")
+        if isinstance(value, int) and abs(value) > INT64_MAX:
+            raise TraceError(f"complete event #{index} has an out-of-range '{field_name}': {value}")
+    raise TraceError(f"'{field_name}' values are not numbers")
+
+
+def _int64(values: list[int], field_name: str) -> I64:
+    try:
+        return np.asarray(values, dtype=np.int64)
+    except OverflowError as exc:
+        big = next((v for v in values if abs(v) > INT64_MAX), None)
+        raise TraceError(f"'{field_name}' value out of the 64-bit range: {big}") from exc

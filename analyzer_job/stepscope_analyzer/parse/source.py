@@ -1,0 +1,30 @@
+"""Reading a trace's bytes: a path or bytes, gzip-compressed or plain."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+from pathlib import Path
+
+from stepscope_analyzer.parse.errors import TraceError
+
+GZIP_MAGIC = b"\x1f\x8b"
+
+
+def read_trace_bytes(source: Path | bytes) -> bytes:
+    """Return the decompressed JSON bytes of a trace file (``*.json`` or ``*.json.gz``) or of raw bytes."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        raw = bytes(source)
+        origin = "<bytes>"
+    else:
+        origin = str(source)
+        try:
+            raw = Path(source).read_bytes()
+        except OSError as exc:
+            raise TraceError(f"cannot read trace {origin}: {exc.strerror or exc}") from exc
+    if raw[:2] == GZIP_MAGIC:
+        try:
+            return gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise TraceError(f"corrupt or truncated gzip in {origin}: {exc}") from exc
+    return raw
