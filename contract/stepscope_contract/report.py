@@ -77,6 +77,15 @@ class IdleBreakdown(ReportModel):
     other: float = 0.0
 
 
+class StreamIdle(ReportModel):
+    """HTA's idle-time breakdown of one GPU stream (µs); CPU-only traces use stream -1 for the training thread."""
+
+    stream: int
+    host_wait: float = 0.0
+    kernel_wait: float = 0.0
+    other: float = 0.0
+
+
 class Bottleneck(ReportModel):
     name: str
     category: str = Field(description="kernel | memory | runtime | python | cpu_op | communication")
@@ -127,6 +136,9 @@ class RankReport(ReportModel):
     comp_comm_overlap_pctg: float = 0.0
     gpu_utilization: float = Field(default=0.0, description="busy / total over the captured window, 0..1")
     idle_breakdown: IdleBreakdown = Field(default_factory=IdleBreakdown)
+    idle_breakdown_by_stream: list[StreamIdle] = Field(default_factory=list)
+    world_size: int | None = None
+    window_us: float = Field(default=0.0, description="end-to-end time of the analysed window, µs")
     communication_time: float = 0.0
     memory_time: float = 0.0
     exposed_communication_time: float = 0.0

@@ -1,0 +1,5 @@
+"""Per-rank analyses with HTA's semantics: temporal/idle/kernel breakdowns, overlap, steps, bottlenecks."""
+
+from stepscope_analyzer.analyses.summary import summarize_parsed, summarize_trace
+
+__all__ = ["summarize_parsed", "summarize_trace"]

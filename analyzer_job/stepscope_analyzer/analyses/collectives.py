@@ -1,0 +1,78 @@
+"""Collectives per name and process group, with total and exposed (not overlapped by compute) time."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.analyses import intervals
+from stepscope_analyzer.parse import TraceColumns
+from stepscope_contract.report import Collective
+
+F64 = npt.NDArray[np.float64]
+Union = tuple[F64, F64]
+
+
+def _pg_label(args: dict[str, Any]) -> str | None:
+    name = args.get("Process Group Name")
+    desc = args.get("Process Group Description")
+    if name is None and desc is None:
+        return None
+    if name is not None and desc:
+        return f"{name}:{desc}"
+    return str(name if name is not None else desc)
+
+
+def process_groups_by_external_id(ev: TraceColumns) -> dict[int, str]:
+    """External id of record_param_comms-like events -> process group label ('<name>:<description>')."""
+    out: dict[int, str] = {}
+    for row, args in ev.collective_args.items():
+        label = _pg_label(args)
+        ext = int(ev.external_id[row])
+        if label is not None and ext >= 0:
+            out[ext] = label
+    return out
+
+
+def default_process_group(metadata: dict[str, Any]) -> str | None:
+    """The only process group of the trace (distributedInfo.pg_config), if there is exactly one."""
+    info = metadata.get("distributedInfo")
+    if not isinstance(info, dict):
+        return None
+    config = info.get("pg_config")
+    if isinstance(config, list) and len(config) == 1 and isinstance(config[0], dict):
+        return _pg_label(
+            {"Process Group Name": config[0].get("pg_name"), "Process Group Description": config[0].get("pg_desc")}
+        )
+    return None
+
+
+def collectives(
+    ev: TraceColumns, rows: npt.NDArray[np.int64], compute: Union, pg_of_ext: dict[int, str], default_pg: str | None
+) -> list[Collective]:
+    """Group collective rows (NCCL kernels, gloo:*/c10d::* ops) by (name, process group)."""
+    groups: dict[tuple[str, str | None], list[int]] = defaultdict(list)
+    for row in rows.tolist():
+        pg = pg_of_ext.get(int(ev.external_id[row]), default_pg)
+        groups[(ev.names[ev.name_id[row]], pg)].append(row)
+    out: list[Collective] = []
+    for (name, pg), members in groups.items():
+        idx = np.asarray(members, dtype=np.int64)
+        ts = ev.ts[idx]
+        end = ts + ev.dur[idx]
+        u = intervals.merge(ts, end)
+        merged = intervals.length(*u)
+        out.append(
+            Collective(
+                name=name,
+                process_group=pg,
+                count=int(idx.size),
+                total_us=float(np.sum(end - ts)),
+                exposed_us=merged - intervals.intersection_length(u, compute),
+            )
+        )
+    out.sort(key=lambda c: c.total_us, reverse=True)
+    return out

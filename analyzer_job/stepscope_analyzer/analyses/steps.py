@@ -1,0 +1,41 @@
+"""Step times from ProfilerStep#N annotations on the host (CPU) side."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.parse import TraceColumns
+from stepscope_contract.report import StepStats
+
+_STEP = re.compile(r"^ProfilerStep#\d+")
+
+
+def step_rows(ev: TraceColumns) -> npt.NDArray[np.int64]:
+    """Rows of host-side ProfilerStep#N events, ordered by start time."""
+    ids = [i for i, n in enumerate(ev.names) if _STEP.match(n)]
+    if not ids:
+        return np.empty(0, dtype=np.int64)
+    gpu_ann = ev.cat_code("gpu_user_annotation")
+    mask = np.isin(ev.name_id, np.asarray(ids, dtype=np.int32)) & (ev.stream == -1) & (ev.cat_id != gpu_ann)
+    rows = np.flatnonzero(mask)
+    return rows[np.argsort(ev.ts[rows], kind="stable")]
+
+
+def step_stats(ev: TraceColumns) -> StepStats:
+    rows = step_rows(ev)
+    if rows.size == 0:
+        return StepStats()
+    dur = ev.dur[rows]
+    median = float(np.median(dur))
+    return StepStats(
+        count=int(rows.size),
+        median_us=median,
+        mean_us=float(dur.mean()),
+        min_us=float(dur.min()),
+        max_us=float(dur.max()),
+        spread_pct=0.0 if median <= 0 else 100.0 * float(dur.max() - dur.min()) / median,
+        durations_us=[float(d) for d in dur],
+    )

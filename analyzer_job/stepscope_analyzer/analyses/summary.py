@@ -1,0 +1,217 @@
+"""summarize_trace: one rank's trace -> contract RankReport (HTA breakdowns, steps, bottlenecks, collectives)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.analyses import intervals
+from stepscope_analyzer.analyses.bottlenecks import bottlenecks, per_name
+from stepscope_analyzer.analyses.collectives import collectives, default_process_group, process_groups_by_external_id
+from stepscope_analyzer.analyses.cpu_breakdown import cpu_breakdown
+from stepscope_analyzer.analyses.gpu_breakdown import KERNEL_CATS, idle_breakdown, kernel_stats, temporal_breakdown
+from stepscope_analyzer.analyses.hta_filter import gpu_event_mask, hta_keep_mask
+from stepscope_analyzer.analyses.kernel_types import KernelType, kernel_types_of
+from stepscope_analyzer.analyses.steps import step_rows, step_stats
+from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
+from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StreamIdle
+
+F64 = npt.NDArray[np.float64]
+Mask = npt.NDArray[np.bool_]
+
+KERNEL_CATEGORY = {
+    KernelType.COMPUTATION: "kernel",
+    KernelType.COMMUNICATION: "communication",
+    KernelType.MEMORY: "memory",
+}
+HOST_CATEGORIES = (
+    ("cuda_runtime", "runtime"),
+    ("cuda_driver", "runtime"),
+    ("python_function", "python"),
+    ("cpu_op", "cpu_op"),
+)
+
+
+def summarize_trace(source: Path | bytes, *, rank: int | None = None, top_n: int = 50) -> RankReport:
+    """Parse and summarise one rank's Kineto trace (path or bytes, plain or gzip).
+
+    Raises TraceError (a ValueError) when the trace cannot be analysed. The rank comes from the trace's
+    distributedInfo unless given; ``device`` is "cuda" when the trace has GPU kernels, else "cpu".
+    """
+    return summarize_parsed(parse_trace(source), rank=rank, top_n=top_n)
+
+
+def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int = 50) -> RankReport:
+    ev = trace.events
+    resolved = rank if rank is not None else trace.rank
+    if resolved is None:
+        resolved = 0
+    if resolved < 0:
+        raise TraceError(f"rank must be >= 0, got {resolved}")
+    is_gpu = gpu_event_mask(ev)
+    keep = hta_keep_mask(ev, is_gpu)
+    lane = keep & (ev.stream != -1)
+    has_kernels = bool((lane & ev.cat_mask(*KERNEL_CATS)).any())
+    report = RankReport(rank=resolved, world_size=trace.world_size, steps=step_stats(ev))
+    if len(ev) == 0:
+        raise TraceError("trace has no complete events (nothing with 'ts', 'dur' and 'cat')")
+    if has_kernels:
+        _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
+    else:
+        _cpu(report, trace, top_n)
+    return report
+
+
+def _host_bottlenecks(
+    ev: TraceColumns,
+    *,
+    rows_mask: Mask,
+    compute: tuple[F64, F64],
+    window: float,
+    top_n: int,
+    compute_cats: tuple[str, ...] = (),
+) -> list[Bottleneck]:
+    out: list[Bottleneck] = []
+    end = ev.ts + ev.dur
+    for cat, category in HOST_CATEGORIES:
+        sel = rows_mask & ev.cat_mask(cat)
+        if not sel.any():
+            continue
+        times = per_name(ev.name_id[sel], ev.ts[sel], end[sel], compute)
+        out.extend(bottlenecks(ev.names, times, category, window, is_compute=cat in compute_cats, top_n=top_n))
+    return out
+
+
+def _gpu(report: RankReport, trace: ParsedTrace, *, keep: Mask, is_gpu: Mask, lane: Mask, top_n: int) -> None:
+    ev = trace.events
+    rows = np.flatnonzero(lane)
+    ktype = kernel_types_of(ev.names, ev.name_id[rows])
+    ts = ev.ts[rows]
+    end = ts + ev.dur[rows]
+    tb = temporal_breakdown(ts, end, ktype)
+    report.device = "cuda"
+    report.idle_time = tb.idle_time
+    report.compute_time = tb.compute_time
+    report.non_compute_time = tb.non_compute_time
+    report.kernel_time = tb.kernel_time
+    report.idle_time_pctg = tb.pctg(tb.idle_time)
+    report.compute_time_pctg = tb.pctg(tb.compute_time)
+    report.non_compute_time_pctg = tb.pctg(tb.non_compute_time)
+    overlap = tb.comp_comm_overlap
+    report.comp_comm_overlap_pctg = round(overlap, 2) if overlap is not None else 0.0
+    report.gpu_utilization = (tb.kernel_time - tb.idle_time) / tb.kernel_time if tb.kernel_time > 0 else 0.0
+    report.communication_time = tb.comm_time
+    report.memory_time = intervals.length(*tb.mem_union)
+    report.exposed_communication_time = tb.comm_time - intervals.intersection_length(tb.comm_union, tb.comp_union)
+    report.window_us = tb.kernel_time
+
+    streams = idle_breakdown(ev, keep, is_gpu)
+    report.idle_breakdown_by_stream = [
+        StreamIdle(stream=s.stream, host_wait=s.host_wait, kernel_wait=s.kernel_wait, other=s.other) for s in streams
+    ]
+    report.idle_breakdown = IdleBreakdown(
+        host_wait=sum(s.host_wait for s in streams),
+        kernel_wait=sum(s.kernel_wait for s in streams),
+        other=sum(s.other for s in streams),
+    )
+    report.top_kernels = [
+        KernelStat(
+            name=ev.names[k.name_id],
+            kernel_type=k.kernel_type.name,
+            count=k.count,
+            sum_us=k.sum,
+            mean_us=k.mean,
+            max_us=k.max,
+            min_us=k.min,
+            stddev=k.std,
+        )
+        for k in kernel_stats(ev.name_id[rows], ev.dur[rows], ktype)[:top_n]
+    ]
+    window = tb.kernel_time
+    tops = []
+    for kt, category in KERNEL_CATEGORY.items():
+        sel = ktype == kt
+        times = per_name(ev.name_id[rows][sel], ts[sel], end[sel], tb.comp_union)
+        tops.extend(
+            bottlenecks(ev.names, times, category, window, is_compute=kt == KernelType.COMPUTATION, top_n=top_n)
+        )
+    tops.extend(
+        _host_bottlenecks(
+            ev, rows_mask=keep & ~is_gpu & (ev.stream == -1), compute=tb.comp_union, window=window, top_n=top_n
+        )
+    )
+    tops.sort(key=lambda b: b.bottleneck_ratio, reverse=True)
+    report.top_functions = tops[: top_n * 2]
+
+    comm_rows = rows[ktype == KernelType.COMMUNICATION]
+    report.collectives = collectives(
+        ev, comm_rows, tb.comp_union, process_groups_by_external_id(ev), default_process_group(trace.metadata)
+    )
+    report.host_gap_time = _gpu_host_gaps(ev, ts, end)
+
+
+def _gpu_host_gaps(ev: TraceColumns, k_ts: F64, k_end: F64) -> float:
+    """Per ProfilerStep: time from the step's start until a GPU kernel first runs (capped at the step's end)."""
+    steps = step_rows(ev)
+    if steps.size == 0 or k_ts.size == 0:
+        return 0.0
+    order = np.sort(k_ts)
+    total = 0.0
+    for row in steps.tolist():
+        s, e = float(ev.ts[row]), float(ev.ts[row] + ev.dur[row])
+        # a kernel already running at the step's start counts as work
+        running = bool(np.any((k_ts < s) & (k_end > s)))
+        if running:
+            continue
+        i = int(np.searchsorted(order, s, side="left"))
+        first = float(order[i]) if i < order.size else e
+        total += max(0.0, min(first, e) - s)
+    return total
+
+
+def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
+    ev = trace.events
+    cb = cpu_breakdown(ev)
+    window = cb.kernel_time
+    report.device = "cpu"
+    report.idle_time = cb.idle_time
+    report.compute_time = cb.compute_time
+    report.non_compute_time = cb.non_compute_time
+    report.kernel_time = window
+    report.window_us = window
+
+    def pct(x: float) -> float:
+        return round(100.0 * x / window, 2) if window > 0 else 0.0
+
+    report.idle_time_pctg = pct(cb.idle_time)
+    report.compute_time_pctg = pct(cb.compute_time)
+    report.non_compute_time_pctg = pct(cb.non_compute_time)
+    comm = intervals.length(*cb.comm_union)
+    overlap = intervals.intersection_length(cb.comm_union, cb.compute_union)
+    report.comp_comm_overlap_pctg = round(100.0 * overlap / comm, 2) if comm > 0 else 0.0
+    report.gpu_utilization = cb.compute_time / window if window > 0 else 0.0
+    report.communication_time = comm
+    report.exposed_communication_time = comm - overlap
+    report.idle_breakdown = IdleBreakdown(host_wait=0.0, kernel_wait=cb.kernel_wait, other=cb.other_idle)
+    report.idle_breakdown_by_stream = [StreamIdle(stream=-1, kernel_wait=cb.kernel_wait, other=cb.other_idle)]
+    report.host_gap_time = cb.host_gap_time
+    in_window = (ev.ts < cb.window[1]) & (ev.ts + ev.dur > cb.window[0])
+    rows_mask = cb.train_mask & ~cb.comm_mask & in_window
+    tops = _host_bottlenecks(
+        ev, rows_mask=rows_mask, compute=cb.compute_union, window=window, top_n=top_n, compute_cats=("cpu_op",)
+    )
+    comm_sel = cb.comm_mask & in_window
+    end = ev.ts + ev.dur
+    times = per_name(ev.name_id[comm_sel], ev.ts[comm_sel], end[comm_sel], cb.compute_union)
+    tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n))
+    tops.sort(key=lambda b: b.bottleneck_ratio, reverse=True)
+    report.top_functions = tops[: top_n * 2]
+    report.collectives = collectives(
+        ev,
+        np.flatnonzero(comm_sel),
+        cb.compute_union,
+        process_groups_by_external_id(ev),
+        default_process_group(trace.metadata),
+    )
