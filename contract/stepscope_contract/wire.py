@@ -155,6 +155,7 @@ class HookState(CamelModel):
     rank: Annotated[int, Field(ge=0)]
     world_size: Annotated[int, Field(ge=1)] = 1
     local_rank: int | None = None
+    local_world_size: int | None = Field(default=None, description="LOCAL_WORLD_SIZE: ranks in this pod")
     pid: int
     phase: HookPhase
     capture_id: str | None = None

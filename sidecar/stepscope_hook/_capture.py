@@ -1,0 +1,106 @@
+"""One torch.profiler recording of exactly N steps, with ProfilerStep#i markers and rank metadata."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any, Dict, List, Optional
+
+
+class CaptureError(Exception):
+    """A capture request this process cannot honour; the capture fails, training goes on."""
+
+
+def resolve_activities(names: List[str], cuda_available: bool) -> List[Any]:
+    """Map request activity names to torch.profiler activities; CUDA is dropped when there is no GPU."""
+    import torch.profiler as tp
+
+    out = []
+    for name in names:
+        key = str(name).lower()
+        if key == "cpu":
+            out.append(tp.ProfilerActivity.CPU)
+        elif key == "cuda":
+            if cuda_available:
+                out.append(tp.ProfilerActivity.CUDA)
+        else:
+            raise CaptureError("unknown profiler activity %r (expected 'cpu' or 'cuda')" % (name,))
+    if not out:
+        raise CaptureError("no usable profiler activity in %r on this host" % (names,))
+    return out
+
+
+class ProfilerRun:
+    """Wraps torch.profiler.profile without a schedule; the hook marks steps itself so that the
+    trace holds exactly `steps` ProfilerStep#i spans, each from one step boundary to the next."""
+
+    def __init__(self, request: Dict[str, Any], metadata: Dict[str, Any]) -> None:
+        import torch
+        import torch.profiler as tp
+
+        self.cuda = bool(torch.cuda.is_available())
+        activities = resolve_activities(list(request.get("activities") or ["cpu"]), self.cuda)
+        self.device = "cuda" if any(a == tp.ProfilerActivity.CUDA for a in activities) else "cpu"
+        self._prof = tp.profile(
+            activities=activities,
+            record_shapes=bool(request.get("recordShapes", False)),
+            with_stack=bool(request.get("withStack", False)),
+            profile_memory=bool(request.get("profileMemory", False)),
+        )
+        self._metadata = metadata
+        self._marker: Optional[Any] = None
+        self.step_index = 0
+        self.started = False
+
+    def start(self) -> None:
+        import torch.distributed as dist
+
+        self._prof.start()
+        self.started = True
+        self._prof.add_metadata_json("stepscope", json.dumps(self._metadata))
+        if not (dist.is_available() and dist.is_initialized()):
+            info = {
+                "backend": "none",
+                "rank": self._metadata.get("rank", 0),
+                "world_size": self._metadata.get("worldSize", 1),
+            }
+            self._prof.add_metadata_json("distributedInfo", json.dumps(info))
+        self._open_marker()
+
+    def _open_marker(self) -> None:
+        import torch.autograd.profiler as ap
+
+        marker: Any = ap.record_function("ProfilerStep#%d" % self.step_index)
+        marker.__enter__()
+        self._marker = marker
+
+    def _close_marker(self) -> None:
+        if self._marker is not None:
+            marker, self._marker = self._marker, None
+            marker.__exit__(None, None, None)
+
+    def next_step(self) -> None:
+        """At a step boundary inside the window: close this step's span, open the next."""
+        self._close_marker()
+        self.step_index += 1
+        self._open_marker()
+
+    def finish(self, trace_path: str) -> None:
+        """Close the last span, stop the profiler and write the gzipped Chrome trace."""
+        self._close_marker()
+        self._prof.stop()
+        self.started = False
+        os.makedirs(os.path.dirname(trace_path), exist_ok=True)
+        tmp = trace_path[: -len(".json.gz")] + ".tmp.json.gz"
+        self._prof.export_chrome_trace(tmp)
+        os.replace(tmp, trace_path)
+
+    def discard(self) -> None:
+        """Stop without writing anything (abort, hang, error); never raises."""
+        with contextlib.suppress(Exception):
+            self._close_marker()
+        if self.started:
+            self.started = False
+            with contextlib.suppress(Exception):
+                self._prof.stop()

@@ -1,0 +1,392 @@
+"""The hook's state machine: step boundaries, capture requests, the watchdog, state files.
+
+Idle cost per step: one monotonic clock read, two attribute updates and one comparison; the request file
+is stat'ed at most every `poll_seconds`. Every entry point swallows errors: an unexpected one is written to
+the state file and switches the hook off, the training process never sees it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import platform
+import socket
+import sys
+import threading
+import time
+from typing import Any, Dict, List, Optional, Tuple
+
+from ._capture import CaptureError, ProfilerRun
+from ._files import read_json, write_json_atomic, write_text_atomic
+from ._stacks import format_all_stacks
+
+REQUEST_FILE = "request.json"
+STATE_DIR = "state"
+CAPTURES_DIR = "captures"
+TRACE_FILE = "trace.pt.trace.json.gz"
+STACKS_FILE = "stacks.txt"
+META_FILE = "meta.json"
+
+IDLE = "idle"
+ARMED = "armed"
+CAPTURING = "capturing"
+WRITTEN = "written"
+HUNG = "hung"
+FAILED = "failed"
+ABORTED = "aborted"
+DISABLED = "disabled"
+
+
+def _env_int(name: str) -> Optional[int]:
+    value = os.environ.get(name, "").strip()
+    return int(value) if value.lstrip("-").isdigit() else None
+
+
+class _Active:
+    """The capture this process is working on."""
+
+    def __init__(self, request: Dict[str, Any], now: float) -> None:
+        self.request = request
+        self.capture_id = str(request["captureId"])
+        self.steps = int(request["steps"])
+        self.skip_left = int(request.get("skipSteps", 0))
+        self.step_timeout = float(request.get("stepTimeoutSeconds", 120.0))
+        self.phase = ARMED
+        self.run: Optional[ProfilerRun] = None
+        self.captured = 0
+        self.durations_ms: List[float] = []
+        self.step_started = now
+        self.armed_at = now
+
+
+class Hook:
+    def __init__(self, hook_dir: str, poll_seconds: float = 0.2) -> None:
+        self.hook_dir = hook_dir
+        self.request_path = os.path.join(hook_dir, REQUEST_FILE)
+        self.poll_seconds = poll_seconds
+        self.enabled = True
+        self.explicit = False
+        self.registered = False
+        self.step_count = 0
+        self.last_step = time.monotonic()
+        self.next_check = 0.0
+        self.active: Optional[_Active] = None
+        self.handled: List[str] = []
+        self.rank = 0
+        self.world_size = 1
+        self.local_rank: Optional[int] = None
+        self.local_world_size: Optional[int] = None
+        self.lock = threading.RLock()
+        self._request_sig: Optional[Tuple[int, int]] = None
+        self._pending: Optional[Dict[str, Any]] = None
+        self._watchdog: Optional[threading.Thread] = None
+        self._handle: Any = None
+
+    # ------------------------------------------------------------------ step boundaries (training thread)
+
+    def optimizer_hook(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        """torch.optim.optimizer.register_optimizer_step_post_hook callback."""
+        if not self.explicit:
+            self.on_step()
+
+    def explicit_step(self) -> None:
+        """stepscope_hook.step(): once called, optimizer steps no longer count (no double boundaries)."""
+        self.explicit = True
+        self.on_step()
+
+    def on_step(self) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        self.last_step = now
+        self.step_count += 1
+        if self.active is None and now < self.next_check:
+            return
+        try:
+            self._boundary(now)
+        except Exception as exc:
+            self.disable("internal error at a step boundary: %r" % (exc,))
+
+    def _boundary(self, now: float) -> None:
+        with self.lock:
+            if not self.enabled:
+                return
+            if not self.registered:
+                self._register()
+            if now >= self.next_check:
+                self.next_check = now + self.poll_seconds
+                self._poll_request(now)
+            if self.active is not None:
+                self._advance(now)
+
+    def _register(self) -> None:
+        """First step boundary: learn who we are, report in, start the watchdog."""
+        self.registered = True
+        rank = _env_int("RANK")
+        world = _env_int("WORLD_SIZE")
+        if rank is None or world is None:
+            with contextlib.suppress(Exception):
+                import torch.distributed as dist
+
+                if dist.is_available() and dist.is_initialized():
+                    rank, world = dist.get_rank(), dist.get_world_size()
+        self.rank = max(rank or 0, 0)
+        self.world_size = max(world or 1, 1)
+        self.local_rank = _env_int("LOCAL_RANK")
+        self.local_world_size = _env_int("LOCAL_WORLD_SIZE")
+        self.write_state(IDLE)
+        self._watchdog = threading.Thread(target=self._watch, name="stepscope-watchdog", daemon=True)
+        self._watchdog.start()
+
+    # ------------------------------------------------------------------ requests
+
+    def _read_new_request(self) -> Optional[Dict[str, Any]]:
+        """request.json when it changed since the last look, else None."""
+        try:
+            st = os.stat(self.request_path)
+        except OSError:
+            self._request_sig = None
+            return None
+        sig = (st.st_mtime_ns, st.st_size)
+        if sig == self._request_sig:
+            return None
+        data = read_json(self.request_path)
+        if data is None:
+            return None  # half-written or garbage: look again next time
+        self._request_sig = sig
+        return data
+
+    def _poll_request(self, now: float) -> None:
+        data = self._read_new_request()
+        if data is not None:
+            self._pending = data
+        data = self._pending
+        if data is None:
+            return
+        capture_id = str(data.get("captureId", ""))
+        active = self.active
+        if data.get("abort"):
+            self._pending = None
+            if active is not None and active.capture_id == capture_id:
+                self._finish_abort(active)
+            elif capture_id and capture_id not in self.handled:
+                self._mark_handled(capture_id)
+                self.write_state(ABORTED, capture_id=capture_id, message="aborted before it started")
+            return
+        if not capture_id or capture_id in self.handled or active is not None:
+            self._pending = None
+            return
+        self._pending = None
+        self._mark_handled(capture_id)
+        try:
+            steps = int(data["steps"])
+            if steps < 1:
+                raise ValueError("steps must be >= 1")
+            self.active = _Active(data, now)
+        except (KeyError, TypeError, ValueError) as exc:
+            self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
+            return
+        self.write_state(ARMED, capture_id=capture_id)
+
+    def _mark_handled(self, capture_id: str) -> None:
+        self.handled.append(capture_id)
+        del self.handled[:-64]
+
+    # ------------------------------------------------------------------ the capture
+
+    def _advance(self, now: float) -> None:
+        active = self.active
+        assert active is not None
+        if active.phase == HUNG:  # the watchdog gave up on it; training resumed: drop the recording
+            self.active = None
+            if active.run is not None:
+                active.run.discard()
+            return
+        if active.phase == ARMED:
+            if active.skip_left > 0:
+                active.skip_left -= 1
+                return
+            self._start(active, now)
+            return
+        active.durations_ms.append(round((now - active.step_started) * 1000.0, 3))
+        active.step_started = now
+        active.captured += 1
+        run = active.run
+        assert run is not None
+        if active.captured >= active.steps:
+            self._finish_written(active, run)
+        else:
+            run.next_step()
+
+    def _start(self, active: _Active, now: float) -> None:
+        try:
+            run = ProfilerRun(active.request, self._identity(active.capture_id))
+            active.run = run
+            run.start()
+        except CaptureError as exc:
+            self._fail(active, str(exc), disable=False)
+            return
+        except Exception as exc:
+            self._fail(active, "profiler failed to start: %r" % (exc,), disable=True)
+            return
+        active.phase = CAPTURING
+        active.step_started = now
+        self.write_state(CAPTURING, capture_id=active.capture_id)
+
+    def _finish_written(self, active: _Active, run: ProfilerRun) -> None:
+        out = self.output_dir(active.capture_id)
+        try:
+            run.finish(os.path.join(out, TRACE_FILE))
+        except Exception as exc:
+            self._fail(active, "trace export failed: %r" % (exc,), disable=True)
+            return
+        self.active = None
+        self._write_meta(active, device=run.device)
+        self.write_state(WRITTEN, capture_id=active.capture_id, steps_captured=active.captured)
+
+    def _finish_abort(self, active: _Active) -> None:
+        self.active = None
+        if active.run is not None and active.phase != HUNG:
+            active.run.discard()
+        self.write_state(ABORTED, capture_id=active.capture_id, message="aborted", steps_captured=active.captured)
+
+    def _fail(self, active: _Active, reason: str, disable: bool) -> None:
+        self.active = None
+        if active.run is not None:
+            active.run.discard()
+        self._write_meta(active, error=reason)
+        if disable:
+            self.disable(reason, capture_id=active.capture_id)
+        else:
+            self.write_state(FAILED, capture_id=active.capture_id, message=reason, steps_captured=active.captured)
+
+    # ------------------------------------------------------------------ watchdog (its own thread)
+
+    def _watch(self) -> None:
+        while self.enabled:
+            busy = self.active is not None or self._pending is not None
+            time.sleep(0.1 if busy else 0.5)
+            try:
+                self._watch_once()
+            except Exception as exc:
+                self.disable("internal error in the watchdog: %r" % (exc,))
+                return
+
+    def _watch_once(self) -> None:
+        with self.lock:
+            if not self.enabled:
+                return
+            now = time.monotonic()
+            if self.active is None and self._pending is None:
+                # the training may be stuck already: a request must still get its evidence
+                data = self._read_new_request()
+                if data is not None:
+                    self._pending = data
+            active = self.active
+            if active is not None:
+                if active.phase in (ARMED, CAPTURING) and now - self.last_step > active.step_timeout:
+                    self._declare_hung(active.capture_id, active, now)
+                return
+            pending = self._pending
+            if pending is None or pending.get("abort"):
+                return
+            capture_id = str(pending.get("captureId", ""))
+            if not capture_id or capture_id in self.handled:
+                self._pending = None
+                return
+            timeout = float(pending.get("stepTimeoutSeconds", 120.0))
+            if now - self.last_step > timeout:
+                self._pending = None
+                self._mark_handled(capture_id)
+                fake = _Active(pending, now)
+                self._declare_hung(capture_id, fake, now)
+
+    def _declare_hung(self, capture_id: str, active: _Active, now: float) -> None:
+        since = now - self.last_step
+        header = "stepscope: rank %d saw no step boundary for %.1f s (capture %s)" % (self.rank, since, capture_id)
+        out = self.output_dir(capture_id)
+        write_text_atomic(os.path.join(out, STACKS_FILE), format_all_stacks(since, header))
+        active.phase = HUNG
+        self._write_meta(active, hung=True, since=since, error="no step boundary for %.1f s" % since)
+        self.write_state(
+            HUNG,
+            capture_id=capture_id,
+            message="no step boundary for %.1f s (stepTimeoutSeconds %g)" % (since, active.step_timeout),
+            steps_captured=active.captured,
+        )
+
+    # ------------------------------------------------------------------ files
+
+    def output_dir(self, capture_id: str) -> str:
+        return os.path.join(self.hook_dir, CAPTURES_DIR, capture_id, "rank-%d" % self.rank)
+
+    def _identity(self, capture_id: str) -> Dict[str, Any]:
+        return {
+            "captureId": capture_id,
+            "rank": self.rank,
+            "worldSize": self.world_size,
+            "localRank": self.local_rank,
+            "pod": os.environ.get("STEPSCOPE_POD_NAME") or os.environ.get("HOSTNAME") or None,
+            "node": os.environ.get("STEPSCOPE_NODE_NAME") or None,
+            "hostname": socket.gethostname(),
+            "pid": os.getpid(),
+        }
+
+    def _write_meta(
+        self,
+        active: _Active,
+        device: str = "cpu",
+        hung: bool = False,
+        since: Optional[float] = None,
+        error: Optional[str] = None,
+    ) -> None:
+        meta = self._identity(active.capture_id)
+        torch_mod = sys.modules.get("torch")
+        meta.update(
+            {
+                "torchVersion": str(getattr(torch_mod, "__version__", "")) or None,
+                "pythonVersion": platform.python_version(),
+                "device": device,
+                "stepsRequested": active.steps,
+                "stepsCaptured": active.captured,
+                "stepDurationsMs": list(active.durations_ms),
+                "hung": hung,
+                "secondsSinceLastStep": None if since is None else round(since, 3),
+                "error": error,
+            }
+        )
+        write_json_atomic(os.path.join(self.output_dir(active.capture_id), META_FILE), meta)
+
+    def write_state(
+        self, phase: str, capture_id: Optional[str] = None, message: str = "", steps_captured: int = 0
+    ) -> None:
+        wall_last = time.time() - (time.monotonic() - self.last_step)
+        state = {
+            "rank": self.rank,
+            "worldSize": self.world_size,
+            "localRank": self.local_rank,
+            "localWorldSize": self.local_world_size,
+            "pid": os.getpid(),
+            "phase": phase,
+            "captureId": capture_id,
+            "message": message,
+            "step": self.step_count,
+            "stepsCaptured": steps_captured,
+            "lastStepTime": wall_last,
+            "outputDir": self.output_dir(capture_id) if capture_id else None,
+            "updatedAt": time.time(),
+        }
+        write_json_atomic(os.path.join(self.hook_dir, STATE_DIR, "rank-%d.json" % self.rank), state)
+
+    def disable(self, reason: str, capture_id: Optional[str] = None) -> None:
+        """Switch the hook off for good; best effort to say why. Never raises."""
+        self.enabled = False
+        with contextlib.suppress(Exception):
+            active, self.active = self.active, None
+            if active is not None:
+                capture_id = capture_id or active.capture_id
+                if active.run is not None:
+                    active.run.discard()
+            if self._handle is not None:
+                self._handle.remove()
+            self.write_state(DISABLED, capture_id=capture_id, message=reason)
