@@ -35,7 +35,8 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
     order = np.argsort(name_id, kind="stable")
     ids = name_id[order]
     s = ts[order]
-    e = end[order]
+    # HTA's ns rounding (ceil start, floor end) can leave sub-microsecond events with end < start: count them as 0
+    e = np.maximum(end[order], s)
     cuts = np.flatnonzero(np.diff(ids)) + 1
     starts = np.concatenate(([0], cuts))
     stops = np.concatenate((cuts, [ids.size]))

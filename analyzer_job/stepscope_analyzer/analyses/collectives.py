@@ -62,7 +62,7 @@ def collectives(
     for (name, pg), members in groups.items():
         idx = np.asarray(members, dtype=np.int64)
         ts = ev.ts[idx]
-        end = ts + ev.dur[idx]
+        end = ts + np.maximum(ev.dur[idx], 0.0)
         u = intervals.merge(ts, end)
         merged = intervals.length(*u)
         out.append(

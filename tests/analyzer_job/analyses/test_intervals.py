@@ -1,0 +1,37 @@
+"""Interval arithmetic against a brute-force reference on an integer grid."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stepscope_analyzer.analyses import intervals
+
+pytestmark = pytest.mark.unit
+
+
+def _grid(ts: np.ndarray, end: np.ndarray, size: int) -> np.ndarray:
+    covered = np.zeros(size, dtype=bool)
+    for s, e in zip(ts.astype(int), end.astype(int), strict=True):
+        covered[s:e] = True
+    return covered
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_merge_union_and_intersection(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    a_ts = rng.integers(0, 500, 40).astype(float)
+    a_end = a_ts + rng.integers(0, 30, 40)
+    b_ts = rng.integers(0, 500, 25).astype(float)
+    b_end = b_ts + rng.integers(0, 60, 25)
+    ua = intervals.merge(a_ts, a_end)
+    ub = intervals.merge(b_ts, b_end)
+    assert intervals.length(*ua) == _grid(a_ts, a_end, 600).sum()
+    assert np.all(ua[0][1:] > ua[1][:-1])  # disjoint, sorted, touching ones merged
+    both = _grid(a_ts, a_end, 600) & _grid(b_ts, b_end, 600)
+    assert intervals.intersection_length(ua, ub) == both.sum()
+
+
+def test_touching_intervals_merge_like_hta() -> None:
+    s, e = intervals.merge(np.array([0.0, 10.0, 25.0]), np.array([10.0, 20.0, 30.0]))
+    assert s.tolist() == [0.0, 25.0] and e.tolist() == [20.0, 30.0]
