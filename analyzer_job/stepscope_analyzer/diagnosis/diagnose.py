@@ -1,0 +1,56 @@
+"""The cross-rank diagnosis: slow ranks and nodes, hangs, bottlenecks, communication, verdict. Pure."""
+
+from __future__ import annotations
+
+from stepscope_analyzer.diagnosis.aggregate import communication_summary, top_bottlenecks
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.hangs import HangEvidence, find_hangs
+from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
+from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_analyzer.diagnosis.verdict import next_steps, verdict_line
+from stepscope_contract.report import Diagnosis, RankReport, RankStatus
+
+
+def diagnose(
+    ranks: list[RankReport],
+    hang_evidence: list[HangEvidence] | None = None,
+    config: DiagnosisConfig | None = None,
+    nodes: dict[int, str] | None = None,
+) -> Diagnosis:
+    """Diagnose a job from its per-rank summaries (any status) and hang evidence from storage.
+
+    Only ranks with status ok are compared; hung ranks come from `hang_evidence` and from summaries with
+    status hung; `nodes` (rank -> node) fills in nodes the summaries lack.
+    """
+    cfg = config or DiagnosisConfig()
+    ok = [r for r in ranks if r.status is RankStatus.OK]
+    errored = sum(1 for r in ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))
+    evidence = [e for e in hang_evidence or [] if e.hung]
+    known = {e.rank for e in evidence}
+    evidence += [
+        HangEvidence(rank=r.rank, hung=True, node=r.node)
+        for r in ranks
+        if r.status is RankStatus.HUNG and r.rank not in known
+    ]
+    node_of: dict[int, str | None] = {r.rank: r.node for r in ranks}
+    for e in evidence:
+        node_of.setdefault(e.rank, e.node)
+    for rank, node in (nodes or {}).items():
+        if not node_of.get(rank):
+            node_of[rank] = node
+
+    hangs, hang_ranks = find_hangs(evidence)
+    hung = {h.rank for h in hangs}
+    slow = hang_ranks + find_slow_ranks([r for r in ok if r.rank not in hung], cfg)
+    slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
+    slow_nodes = find_slow_nodes(slow, node_of)
+    bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
+    return Diagnosis(
+        verdict=verdict_line(slow, hangs, slow_nodes, len(ok), errored),
+        slow_ranks=slow,
+        slow_nodes=slow_nodes,
+        hangs=hangs,
+        bottlenecks=bottlenecks,
+        communication=communication_summary(ok, cfg.max_collectives),
+        next_steps=next_steps(slow, bottlenecks, errored),
+    )
