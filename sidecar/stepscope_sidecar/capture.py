@@ -1,0 +1,263 @@
+"""One capture in this pod: hand the request to the hooks, sample GPUs, wait, upload every rank."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+from stepscope_contract.manifest import ArtifactFile, RankManifest
+from stepscope_contract.storage import (
+    GPU_METRICS_FILE,
+    MANIFEST_FILE,
+    STACKS_FILE,
+    TRACE_FILE,
+    parse_storage_uri,
+    rank_location,
+)
+from stepscope_contract.wire import (
+    CaptureRequest,
+    CaptureState,
+    CaptureStatus,
+    HookRequest,
+    HookState,
+    UploadedArtifact,
+)
+from stepscope_sidecar.aggregate import final_state, hook_done, live_state, rank_outcome
+from stepscope_sidecar.hookfiles import HookDir
+from stepscope_sidecar.metrics import Metrics
+from stepscope_sidecar.nvml import Sampler, write_records
+from stepscope_sidecar.retry import Backoff
+from stepscope_sidecar.stores import Store, TransferSettings, make_store
+from stepscope_sidecar.uploader import UploadError, UploadStats, content_type, put_with_retry, sha256_of
+
+log = logging.getLogger(__name__)
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    hook_dir: Path
+    pod: str | None = None
+    node: str | None = None
+    poll_s: float = 0.2
+    transfer: TransferSettings = field(default_factory=TransferSettings)
+    backoff: Backoff = field(default_factory=Backoff)
+
+
+class CaptureRun:
+    def __init__(self, request: CaptureRequest, config: AgentConfig, hooks: HookDir, metrics: Metrics) -> None:
+        self.request = request
+        self.config = config
+        self.hooks = hooks
+        self.metrics = metrics
+        started = _now()
+        self.status = CaptureStatus(
+            capture_id=request.capture_id, state=CaptureState.ARMED, started_at=started, updated_at=started
+        )
+        self._abort = asyncio.Event()
+        self._started_mono = time.monotonic()
+        self.deadline = self._started_mono + request.options.timeout_seconds
+        self.task: asyncio.Task[None] | None = None
+
+    @property
+    def capture_id(self) -> str:
+        return self.request.capture_id
+
+    def _set(self, state: CaptureState, message: str | None = None) -> None:
+        self.status.state = state
+        if message is not None:
+            self.status.message = message
+        self.status.updated_at = _now()
+
+    def start(self) -> None:
+        opts = self.request.options
+        self.hooks.write_request(
+            HookRequest(
+                capture_id=self.capture_id,
+                steps=opts.steps,
+                skip_steps=opts.skip_steps,
+                activities=opts.activities,
+                record_shapes=opts.record_shapes,
+                with_stack=opts.with_stack,
+                profile_memory=opts.profile_memory,
+                step_timeout_seconds=float(opts.step_timeout_seconds),
+                requested_at=time.time(),
+            )
+        )
+        self.task = asyncio.create_task(self._run(), name=f"capture-{self.capture_id}")
+
+    async def abort(self) -> None:
+        if self.status.state.terminal:
+            return
+        self._abort.set()
+        req = self.hooks.request_path.read_text(encoding="utf-8") if self.hooks.request_path.exists() else ""
+        if self.capture_id in req:
+            hook_req = HookRequest.model_validate_json(req)
+            hook_req.abort = True
+            hook_req.requested_at = time.time()
+            self.hooks.write_request(hook_req)
+        if self.task is not None:
+            await asyncio.wait({self.task}, timeout=10)
+
+    # ------------------------------------------------------------------ the capture's life
+
+    async def _run(self) -> None:
+        try:
+            await self._run_inner()
+        except Exception as exc:  # never leave a capture hanging in a non-terminal state
+            log.exception("capture %s failed", self.capture_id)
+            self._set(CaptureState.FAILED, f"sidecar error: {exc!r}")
+        finally:
+            self.hooks.clear_request(self.capture_id)
+            self.metrics.captures.labels(state=self.status.state.value).inc()
+
+    async def _run_inner(self) -> None:
+        opts = self.request.options
+        sampler: Sampler | None = None
+        if opts.gpu_metrics.enabled:
+            sampler = Sampler(opts.gpu_metrics.interval_ms / 1000.0)
+            await asyncio.to_thread(sampler.start)
+        states, timed_out = await self._wait_for_hooks()
+        if sampler is not None:
+            await asyncio.to_thread(sampler.stop)
+            self.metrics.gpu_samples.inc(len(sampler.records))
+        if self._abort.is_set():
+            self._set(CaptureState.ABORTED, "aborted")
+            return
+        ranks = sorted(states)
+        self.status.ranks = ranks
+        if not ranks:
+            self._set(CaptureState.FAILED, "no hook reported in before the capture deadline (is the hook loaded?)")
+            return
+        self._set(CaptureState.UPLOADING)
+        results = await asyncio.gather(
+            *(asyncio.to_thread(self._upload_rank, r, states[r], sampler, timed_out) for r in ranks)
+        )
+        outcomes = {r: outcome for r, (outcome, _) in zip(ranks, results, strict=True)}
+        messages = [f"rank {r}: {msg}" for r, (_, msg) in zip(ranks, results, strict=True) if msg]
+        self.status.steps_captured = min(
+            (s.steps_captured for s in states.values() if s.capture_id == self.capture_id), default=0
+        )
+        self._set(final_state(outcomes, aborted=False), "; ".join(messages))
+
+    async def _wait_for_hooks(self) -> tuple[dict[int, HookState], bool]:
+        """Poll the hooks' states until every rank is done with this capture, the deadline passes or abort."""
+        while True:
+            states = await asyncio.to_thread(self.hooks.states)
+            self.status.ranks = sorted(states)
+            expected = max([len(states), *[s.local_world_size or 0 for s in states.values()]])
+            done = [s for s in states.values() if hook_done(s, self.capture_id)]
+            if states:
+                self._set(live_state(list(states.values()), self.capture_id))
+            if states and len(done) == len(states) and len(states) >= expected:
+                return states, False
+            if self._abort.is_set():
+                return states, False
+            if time.monotonic() >= self.deadline:
+                return states, True
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._abort.wait(), timeout=self.config.poll_s)
+
+    # ------------------------------------------------------------------ upload (worker thread)
+
+    def _upload_rank(
+        self, rank: int, state: HookState, sampler: Sampler | None, timed_out: bool
+    ) -> tuple[CaptureState, str]:
+        """Upload one rank's files, manifest last; delete the local copy only after a confirmed upload."""
+        rank_dir = self.hooks.rank_dir(self.capture_id, rank)
+        errors: list[str] = []
+        ours = state.capture_id == self.capture_id
+        outcome = rank_outcome(state if ours else None)
+        if not ours or not hook_done(state, self.capture_id):
+            phase = state.phase.value if ours else "never saw the request"
+            errors.append(f"capture deadline passed, hook phase: {phase}" if timed_out else f"hook phase: {phase}")
+            outcome = CaptureState.FAILED
+        elif state.message and outcome is not CaptureState.UPLOADED:
+            errors.append(state.message)
+        meta, meta_error = self.hooks.meta(self.capture_id, rank)
+        if meta_error:
+            errors.append(meta_error)
+        if meta is not None and meta.error and meta.error not in errors:
+            errors.append(meta.error)
+
+        gpu_note = "not requested"
+        if sampler is not None:
+            gpu_note = sampler.status
+            if sampler.records:
+                write_records(sampler.records, rank_dir / GPU_METRICS_FILE, state.local_rank)
+        files = [rank_dir / n for n in (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE) if (rank_dir / n).is_file()]
+        if outcome is CaptureState.UPLOADED and not (rank_dir / TRACE_FILE).is_file():
+            errors.append("the hook reported a trace but it is missing")
+            outcome = CaptureState.FAILED
+
+        location = rank_location(parse_storage_uri(self.request.destination.session_uri), rank)
+        manifest = RankManifest(
+            capture_id=self.capture_id,
+            namespace=self.request.session.namespace,
+            session=self.request.session.name,
+            pod=self.config.pod,
+            node=self.config.node,
+            rank=rank,
+            state=outcome,
+            files=[
+                ArtifactFile(name=p.name, size=p.stat().st_size, sha256=sha256_of(p), content_type=content_type(p.name))
+                for p in files
+            ],
+            meta=meta,
+            gpu_metrics=gpu_note,
+            errors=errors,
+            capture_started_at=self.status.started_at,
+            capture_finished_at=_now(),
+        )
+        stats = UploadStats()
+        # uploads get what is left of the capture deadline, and at least a minute for a late window
+        upload_deadline = max(self.deadline, time.monotonic() + 60.0) if not timed_out else time.monotonic() + 60.0
+        upload_deadline = min(upload_deadline, self.deadline + 600.0)
+        try:
+            store: Store = make_store(location, self.request.destination, self.config.transfer)
+            uploaded: list[UploadedArtifact] = []
+            for path in files:
+                key = location.key(path.name)
+                put_with_retry(store, path, key, deadline=upload_deadline, stats=stats, backoff=self.config.backoff)
+                uploaded.append(UploadedArtifact(rank=rank, uri=store.uri(key)))
+            manifest.upload_finished_at = _now()
+            manifest.upload_attempts = stats.attempts + 1
+            rank_dir.mkdir(parents=True, exist_ok=True)
+            manifest_path = rank_dir / MANIFEST_FILE
+            manifest_path.write_text(manifest.model_dump_json(by_alias=True, indent=1), encoding="utf-8")
+            put_with_retry(
+                store,
+                manifest_path,
+                location.key(MANIFEST_FILE),
+                deadline=upload_deadline,
+                stats=stats,
+                backoff=self.config.backoff,
+            )
+            uploaded.append(UploadedArtifact(rank=rank, uri=store.uri(location.key(MANIFEST_FILE))))
+        except (UploadError, ValueError, OSError) as exc:
+            self.metrics.upload_failures.inc()
+            self.metrics.upload_retries.inc(stats.retries)
+            manifest.errors.append(str(exc))
+            manifest.state = CaptureState.FAILED
+            manifest.upload_attempts = stats.attempts
+            rank_dir.mkdir(parents=True, exist_ok=True)
+            (rank_dir / MANIFEST_FILE).write_text(manifest.model_dump_json(by_alias=True, indent=1), encoding="utf-8")
+            return CaptureState.FAILED, f"{exc} (local copy kept in {rank_dir})"
+        self.metrics.upload_bytes.inc(stats.bytes)
+        self.metrics.upload_retries.inc(stats.retries)
+        self.status.artifacts.extend(uploaded)
+        shutil.rmtree(rank_dir, ignore_errors=True)  # every file confirmed in storage
+        message = "; ".join(errors)
+        if stats.retries:
+            message = f"{message}; " if message else ""
+            message += f"uploaded after {stats.retries} retr{'y' if stats.retries == 1 else 'ies'}"
+        return outcome, message

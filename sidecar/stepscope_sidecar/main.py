@@ -1,0 +1,102 @@
+"""`stepscope sidecar`: the agent beside a training container."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from pathlib import Path
+
+from aiohttp import web
+
+from stepscope_contract.constants import DEFAULT_SIDECAR_PORT, ENV_NODE_NAME, ENV_POD_NAME
+from stepscope_sidecar import nvml
+from stepscope_sidecar.agent import Agent
+from stepscope_sidecar.app import build_app
+from stepscope_sidecar.auth import TokenError, load_token
+from stepscope_sidecar.capture import AgentConfig
+from stepscope_sidecar.metrics import Metrics
+from stepscope_sidecar.retry import Backoff
+from stepscope_sidecar.stores import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
+
+log = logging.getLogger("stepscope.sidecar")
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="stepscope sidecar", description="capture agent beside a training container")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (the pod IP in a cluster)")
+    p.add_argument("--port", type=int, default=DEFAULT_SIDECAR_PORT, help="0 picks a free port")
+    p.add_argument("--hook-dir", required=True, help="volume shared with the training container")
+    p.add_argument("--token-file", required=True, help="file holding the bearer token (mounted Secret)")
+    p.add_argument("--port-file", help="write the bound port here once listening")
+    p.add_argument("--multipart-threshold", type=int, default=DEFAULT_MULTIPART_THRESHOLD)
+    p.add_argument("--multipart-chunk", type=int, default=DEFAULT_MULTIPART_CHUNK)
+    p.add_argument("--retry-base", type=float, default=0.5, help="first retry delay, seconds (doubles each time)")
+    p.add_argument("--retry-cap", type=float, default=8.0, help="longest retry delay, seconds")
+    p.add_argument("--retry-attempts", type=int, default=12, help="attempts per file before giving up")
+    p.add_argument("--poll-interval", type=float, default=0.2, help="seconds between looks at the hooks' states")
+    p.add_argument("--log-level", default="INFO")
+    return p.parse_args(argv)
+
+
+def _write_port(path: str, port: int) -> None:
+    tmp = Path(path + ".tmp")
+    tmp.write_text(str(port), encoding="utf-8")
+    os.replace(tmp, path)
+
+
+async def _serve(args: argparse.Namespace, agent: Agent, token: str) -> None:
+    import asyncio
+
+    runner = web.AppRunner(build_app(agent, token), handle_signals=True)
+    await runner.setup()
+    site = web.TCPSite(runner, args.host, args.port)
+    await site.start()
+    server = site._server
+    sockets = getattr(server, "sockets", None) or []
+    port = sockets[0].getsockname()[1] if sockets else args.port
+    log.info("listening on %s:%s, hook dir %s", args.host, port, args.hook_dir)
+    if args.port_file:
+        _write_port(args.port_file, port)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: list[str]) -> int:
+    import asyncio
+    import signal
+
+    args = parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        token = load_token(args.token_file)
+    except TokenError as exc:
+        log.error("%s", exc)
+        return 2
+    config = AgentConfig(
+        hook_dir=Path(args.hook_dir),
+        pod=os.environ.get(ENV_POD_NAME) or None,
+        node=os.environ.get(ENV_NODE_NAME) or None,
+        poll_s=args.poll_interval,
+        transfer=TransferSettings(multipart_threshold=args.multipart_threshold, multipart_chunk=args.multipart_chunk),
+        backoff=Backoff(base=args.retry_base, cap=args.retry_cap, max_attempts=args.retry_attempts),
+    )
+    gpu = nvml.probe()
+    log.info("GPU metrics: %s", gpu)
+    agent = Agent(config, Metrics(), gpu)
+
+    async def run() -> None:
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            if task is not None:
+                loop.add_signal_handler(sig, task.cancel)
+        try:
+            await _serve(args, agent, token)
+        except asyncio.CancelledError:
+            await agent.shutdown()
+
+    asyncio.run(run())
+    return 0
