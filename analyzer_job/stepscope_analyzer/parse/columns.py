@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stepscope_analyzer.parse.errors import TraceError
+from stepscope_analyzer.parse.schema import COLLECTIVE_FIELDS, TraceEvent
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -178,6 +179,63 @@ class ColumnBuilder:
                 stream_l.append(-1)
                 corr_l.append(-1)
                 ext_l.append(-1)
+
+    def add_typed(self, events: list[TraceEvent]) -> None:
+        """Same as ``add`` for events decoded into TraceEvent structs (the fast path)."""
+        names, cats, labels = self._names, self._cats, self._labels
+        name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
+        pid_l, tid_l, stream_l, corr_l, ext_l = self._pid, self._tid, self._stream, self._corr, self._ext
+        self.seen += len(events)
+        for ev in events:
+            dur = ev.dur
+            cat = ev.cat
+            if dur is None or cat is None:
+                if ev.ph == "M" and ev.name == "thread_name" and ev.args is not None:
+                    self._thread_name({"pid": ev.pid, "tid": ev.tid, "args": {"name": ev.args.name}})
+                continue
+            if cat == "Trace":
+                continue
+            name = ev.name
+            if type(name) is not str:
+                name = str(name)
+            nid = names.get(name)
+            if nid is None:
+                nid = names[name] = len(names)
+            if type(cat) is not str:
+                cat = str(cat)
+            cid = cats.get(cat)
+            if cid is None:
+                cid = cats[cat] = len(cats)
+            name_id.append(nid)
+            cat_id.append(cid)
+            ts_l.append(ev.ts)
+            dur_l.append(dur)
+            pid = ev.pid
+            pid_l.append(pid if type(pid) is int else _as_int(pid, -1, labels))
+            tid = ev.tid
+            tid_l.append(tid if type(tid) is int else _as_int(tid, -1, labels))
+            args = ev.args
+            if args is not None:
+                stream = args.stream
+                stream_l.append(-1 if stream is None else _stream_of(stream))
+                corr = args.correlation
+                corr_l.append(-1 if corr is None else _int_arg(corr))
+                ext = args.external_id
+                ext_l.append(-1 if ext is None else _int_arg(ext))
+                if args.collective_name is not None or args.pg_name is not None:
+                    self._collective_args[len(name_id) - 1] = {
+                        key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
+                    }
+            else:
+                stream_l.append(-1)
+                corr_l.append(-1)
+                ext_l.append(-1)
+
+    def add_chunk(self, events: list[Any]) -> None:
+        if events and type(events[0]) is TraceEvent:
+            self.add_typed(events)
+        else:
+            self.add(events)
 
     def _thread_name(self, ev: dict[str, Any]) -> None:
         args = ev.get("args")

@@ -40,7 +40,7 @@ def parse_bytes(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTr
     reader = ChunkedEvents(data, chunk_bytes)
     try:
         for chunk in reader:
-            builder.add(chunk)
+            builder.add_chunk(chunk)
         metadata = reader.metadata
     except CannotSplitError:
         builder = ColumnBuilder()

@@ -13,9 +13,11 @@ import re
 from collections.abc import Generator, Iterator
 from typing import Any
 
+import msgspec
 import orjson
 
 from stepscope_analyzer.parse.errors import TraceError
+from stepscope_analyzer.parse.schema import EVENTS_DECODER
 
 DEFAULT_CHUNK_BYTES = 4 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
@@ -57,8 +59,14 @@ def parse_whole(data: bytes) -> tuple[dict[str, Any], list[Any]]:
 
 
 def _try_array(piece: bytes) -> list[Any] | None:
+    """Decode ``[piece]``: typed structs when every event fits the schema, else plain dicts; None if not JSON."""
+    data = b"[" + piece + b"]"
     try:
-        value = _loads(b"[" + piece + b"]")
+        return EVENTS_DECODER.decode(data)
+    except (msgspec.DecodeError, ValueError):  # ValueError: UnicodeDecodeError on non-UTF-8 bytes
+        pass  # not this schema, or not JSON: the generic path decides (and handles non-UTF-8 names)
+    try:
+        value = _loads(data)
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, list) else None
