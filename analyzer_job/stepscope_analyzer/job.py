@@ -1,0 +1,219 @@
+"""`stepscope analyzer-job --namespace NS --name SESSION [--mode all|map|reduce] [--shards N]`.
+
+The analyzer Job of a ProfileSession: reads the session (in-cluster config, or KUBECONFIG when set), finds its
+storage folder, and
+- map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport);
+- reduce: reads every summary, diagnoses, uploads report/{report.json, report.html} and patches the session's
+  status (summary, reportURL, reportJSONURL, ReportReady);
+- all: both in one pod.
+Failures exit non-zero with a message on stderr; reduce (and all) also set ReportReady=False with the reason.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from pydantic import ValidationError
+
+from stepscope_analyzer.diagnosis import DiagnosisConfig, build_status_summary
+from stepscope_analyzer.pipeline import (
+    Layout,
+    RankInput,
+    RankOutcome,
+    discover,
+    reduce_outcomes,
+    summarize_all,
+    summarize_input,
+)
+from stepscope_analyzer.report import html_bytes, model_json_bytes
+from stepscope_analyzer.status_patch import status_patch
+from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store
+from stepscope_contract.constants import GROUP, PLURAL, VERSION
+from stepscope_contract.errors import describe_validation_error
+from stepscope_contract.report import RankError, RankReport, RankStatus, SessionInfo
+from stepscope_contract.session import ProfileSession
+from stepscope_contract.storage import (
+    REPORT_HTML,
+    REPORT_JSON,
+    StorageLocation,
+    parse_storage_uri,
+    report_location,
+    session_location,
+    summary_key,
+)
+
+READ_WORKERS = 16
+PATCH_ATTEMPTS = 5
+
+
+class JobError(RuntimeError):
+    """The analyzer Job cannot go on; the message says why."""
+
+
+def _log(message: str) -> None:
+    print(f"stepscope analyzer-job: {message}", file=sys.stderr, flush=True)
+
+
+def job_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="stepscope analyzer-job", description="analyse a ProfileSession's traces")
+    p.add_argument("--namespace", required=True)
+    p.add_argument("--name", required=True)
+    p.add_argument("--mode", choices=["all", "map", "reduce"], default="all")
+    p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
+    p.add_argument("--index", type=int, default=None, help="map shard index (default: $JOB_COMPLETION_INDEX or 0)")
+    p.add_argument("--top-n", type=int, default=50)
+    return p
+
+
+def custom_objects_api() -> Any:
+    from kubernetes import client, config
+
+    if os.environ.get("KUBECONFIG"):
+        config.load_kube_config(config_file=os.environ["KUBECONFIG"])
+    else:
+        config.load_incluster_config()
+    return client.CustomObjectsApi()
+
+
+def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], ProfileSession]:
+    from kubernetes.client.exceptions import ApiException
+
+    try:
+        obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+    except ApiException as exc:
+        raise JobError(f"cannot read ProfileSession {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    try:
+        return obj, ProfileSession.model_validate(obj)
+    except ValidationError as exc:
+        raise JobError(f"ProfileSession {namespace}/{name} is invalid: {describe_validation_error(exc)}") from exc
+
+
+def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
+    spec = session.spec.storage
+    base = parse_storage_uri(spec.uri)
+    meta = session.metadata
+    location = session_location(base, meta.namespace, meta.name, meta.uid)
+    return location, open_store(location, StorageOptions(spec.endpoint, spec.region, spec.addressing_style))
+
+
+def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
+    """Ranks i::n of the session (sorted by rank)."""
+    if shards < 1 or not 0 <= index < shards:
+        raise JobError(f"shard index {index} is outside 0..{shards - 1}")
+    return layout.inputs[index::shards]
+
+
+def run_map(
+    store: Store, location: StorageLocation, layout: Layout, *, index: int, shards: int, top_n: int
+) -> list[RankOutcome]:
+    part = Layout(session=layout.session, inputs=shard(layout, index, shards))
+    _log(f"map shard {index}/{shards}: {len(part.inputs)} of {len(layout.inputs)} rank(s)")
+    outcomes = summarize_all(store, part, top_n=top_n, progress=_log)
+    for o in outcomes:
+        store.write(summary_key(location, o.summary.rank), model_json_bytes(o.summary, indent=None), "application/json")
+    return outcomes
+
+
+def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> list[RankOutcome]:
+    """Every rank's summary from storage; a rank without one is an error; hung ranks get their stacks back."""
+
+    def one(inp: RankInput) -> RankOutcome:
+        assert inp.rank is not None
+        key = summary_key(location, inp.rank)
+        try:
+            summary = RankReport.model_validate_json(store.read(key))
+        except (StorageError, ValidationError, ValueError) as exc:
+            message = f"no usable summary from the map step ({str(exc)[:300]})"
+            return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
+        if summary.status is RankStatus.HUNG:
+            return summarize_input(store, inp)  # reads manifest and stacks only
+        return RankOutcome(summary)
+
+    with ThreadPoolExecutor(READ_WORKERS) as pool:
+        outcomes = list(pool.map(one, layout.inputs))
+    for o in outcomes:
+        s = o.summary
+        if s.status is not RankStatus.OK and not o.errors:
+            o.errors.append(RankError(rank=s.rank, source=s.trace_uri or "", message=s.error or s.status.value))
+    return outcomes
+
+
+def patch_status(api: Any, namespace: str, name: str, **fields: Any) -> None:
+    from kubernetes.client.exceptions import ApiException
+
+    for attempt in range(PATCH_ATTEMPTS):
+        current = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        body = status_patch(current, **fields)
+        try:
+            api.patch_namespaced_custom_object_status(
+                GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json"
+            )
+            return
+        except ApiException as exc:
+            if exc.status == 409 and attempt + 1 < PATCH_ATTEMPTS:
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            raise JobError(f"cannot patch the status of {namespace}/{name}: {exc.status} {exc.reason}") from exc
+
+
+def _run(args: argparse.Namespace, api: Any) -> None:
+    started = time.perf_counter()
+    raw, session = read_session(api, args.namespace, args.name)
+    location, store = storage_of(session)
+    _log(f"session {args.namespace}/{args.name}: storage {location.uri}, mode {args.mode}")
+    layout = discover(store, location)
+    if not layout.session or not layout.inputs:
+        raise JobError(f"no rank folders under {location.uri}/ranks/")
+    if args.mode == "map":
+        index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
+        run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)
+        return
+    if args.mode == "all":
+        outcomes = run_map(store, location, layout, index=0, shards=1, top_n=args.top_n)
+    else:
+        outcomes = read_summaries(store, location, layout)
+    meta = session.metadata
+    info = SessionInfo(namespace=meta.namespace, name=meta.name, uid=meta.uid, capture_id=session.status.capture_id)
+    config = DiagnosisConfig.from_spec(session.spec.analysis)
+    report = reduce_outcomes(outcomes, config=config, session=info, started=started, include_missing=True)
+    where = report_location(location)
+    json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
+    html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
+    summary = build_status_summary(report)
+    patch_status(
+        api,
+        args.namespace,
+        args.name,
+        ok=True,
+        message=summary.verdict,
+        summary=summary,
+        report_url=html_url,
+        report_json_url=json_url,
+    )
+    _log(f"report written to {html_url}; {report.diagnosis.verdict}")
+    del raw
+
+
+def job_main(argv: list[str]) -> int:
+    args = job_parser().parse_args(argv)
+    try:
+        api = custom_objects_api()
+    except Exception as exc:
+        _log(f"no Kubernetes access: {exc}")
+        return 2
+    try:
+        _run(args, api)
+    except (JobError, StorageError, ValueError) as exc:
+        _log(f"failed: {exc}")
+        if args.mode != "map":
+            try:
+                patch_status(api, args.namespace, args.name, ok=False, message=f"analysis failed: {exc}")
+            except Exception as patch_exc:
+                _log(f"could not record the failure in the status either: {patch_exc}")
+        return 1
+    return 0

@@ -1,0 +1,236 @@
+"""From storage to a Report: find the ranks, summarise each (a bad rank never stops the others), diagnose.
+
+Two layouts are understood:
+- a session folder (stepscope_contract.storage): ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, stacks.txt};
+- a plain folder of Kineto traces (*.json, *.json.gz directly inside it) or one trace file; the rank comes from
+  the trace's distributedInfo, else from a 'rank<N>' in the file name; a rank claimed twice is moved to the
+  next free number with a note in the errors.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from pydantic import ValidationError
+
+from stepscope_analyzer.analyses import summarize_parsed
+from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose
+from stepscope_analyzer.parse import parse_trace
+from stepscope_analyzer.report import build_report
+from stepscope_analyzer.storage_io import StorageError, Store
+from stepscope_contract.manifest import RankManifest
+from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
+from stepscope_contract.storage import (
+    MANIFEST_FILE,
+    STACKS_FILE,
+    TRACE_FILE,
+    StorageLocation,
+    rank_from_key,
+    rank_location,
+)
+from stepscope_contract.wire import CaptureState
+
+Progress = Callable[[str], None]
+_RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+_TRACE_SUFFIXES = (".json", ".json.gz")
+_NOT_TRACES = frozenset({"manifest.json", "report.json", "meta.json", "summary.json"})
+MAX_ERROR_CHARS = 2000
+
+
+@dataclass
+class RankInput:
+    """One rank's artifacts in storage (any may be missing)."""
+
+    rank: int | None
+    name: str
+    trace_key: str | None = None
+    manifest_key: str | None = None
+    stacks_key: str | None = None
+
+
+@dataclass
+class Layout:
+    session: bool
+    inputs: list[RankInput] = field(default_factory=list)
+
+
+def _quiet(_: str) -> None:
+    return None
+
+
+def discover(store: Store, location: StorageLocation) -> Layout:
+    keys = store.list_keys(location)
+    by_rank: dict[int, RankInput] = {}
+    for key in keys:
+        rank = rank_from_key(location, key)
+        if rank is None:
+            continue
+        entry = by_rank.setdefault(rank, RankInput(rank=rank, name=f"rank {rank}"))
+        base = rank_location(location, rank)
+        if key == base.key(TRACE_FILE):
+            entry.trace_key = key
+        elif key == base.key(MANIFEST_FILE):
+            entry.manifest_key = key
+        elif key == base.key(STACKS_FILE):
+            entry.stacks_key = key
+    if by_rank:
+        return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)])
+    root = location.prefix.rstrip("/")
+    plain = []
+    for key in keys:
+        name = PurePosixPath(key).name
+        directly_inside = key == root or PurePosixPath(key).parent == PurePosixPath(root or ".")
+        if directly_inside and name.endswith(_TRACE_SUFFIXES) and name not in _NOT_TRACES:
+            plain.append(RankInput(rank=None, name=name, trace_key=key))
+    return Layout(session=False, inputs=plain)
+
+
+def _error_text(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError | StorageError) else str(exc)
+    return text[:MAX_ERROR_CHARS]
+
+
+@dataclass
+class RankOutcome:
+    summary: RankReport
+    errors: list[RankError] = field(default_factory=list)
+    hang: HangEvidence | None = None
+    needs_rank: bool = False
+    """a plain-folder trace that failed before its rank was known: numbered after the others"""
+
+
+def _read_manifest(store: Store, inp: RankInput) -> tuple[RankManifest | None, str | None]:
+    if inp.manifest_key is None:
+        return None, None
+    try:
+        return RankManifest.model_validate_json(store.read(inp.manifest_key)), None
+    except (StorageError, ValidationError, ValueError) as exc:
+        return None, f"manifest.json unreadable: {_error_text(exc)}"
+
+
+def summarize_input(store: Store, inp: RankInput, *, top_n: int = 50, claimed: set[int] | None = None) -> RankOutcome:
+    """Summarise one rank; every failure becomes a rank with status error, never an exception."""
+    errors: list[RankError] = []
+    manifest, manifest_error = _read_manifest(store, inp)
+    if manifest_error:
+        errors.append(RankError(rank=inp.rank, source=inp.manifest_key or "", message=manifest_error))
+    meta = manifest.meta if manifest else None
+    node = (manifest.node if manifest else None) or (meta.node if meta else None)
+    pod = (manifest.pod if manifest else None) or (meta.pod if meta else None)
+    stacks = ""
+    if inp.stacks_key:
+        try:
+            stacks = store.read(inp.stacks_key).decode("utf-8", "replace")
+        except StorageError as exc:
+            errors.append(RankError(rank=inp.rank, source=inp.stacks_key, message=_error_text(exc)))
+    hung = bool((meta and meta.hung) or (manifest and manifest.state is CaptureState.HUNG))
+    hang = None
+    if hung and inp.rank is not None:
+        hang = HangEvidence(
+            rank=inp.rank,
+            hung=True,
+            node=node,
+            last_step=meta.steps_captured if meta else None,
+            seconds_since_last_step=meta.seconds_since_last_step if meta else None,
+            stacks=stacks,
+        )
+    trace_uri = store.uri(inp.trace_key) if inp.trace_key else None
+    base = {"node": node, "pod": pod, "trace_uri": trace_uri, "world_size": meta.world_size if meta else None}
+
+    def failed(status: RankStatus, message: str, source: str) -> RankOutcome:
+        rank = inp.rank if inp.rank is not None else 0
+        errors.append(RankError(rank=inp.rank, source=source, message=message))
+        return RankOutcome(RankReport(rank=rank, status=status, error=message, **base), errors, hang)
+
+    if hung:
+        rank = inp.rank if inp.rank is not None else 0
+        return RankOutcome(
+            RankReport(rank=rank, status=RankStatus.HUNG, error="hung: no step boundary", **base), errors, hang
+        )
+    if inp.trace_key is None:
+        why = "; ".join(manifest.errors) if manifest and manifest.errors else ""
+        state = manifest.state.value if manifest else "nothing uploaded"
+        status = RankStatus.MISSING if manifest is None or not manifest.errors else RankStatus.ERROR
+        return failed(status, f"no trace ({state}){': ' + why if why else ''}", inp.manifest_key or inp.name)
+    try:
+        trace = parse_trace(store.read(inp.trace_key))
+        trace_rank = inp.rank if inp.rank is not None else trace.rank
+        if trace_rank is None:
+            match = _RANK_IN_NAME.search(inp.name)
+            trace_rank = int(match.group(1)) if match else 0
+        rank = trace_rank
+        if inp.rank is None and claimed is not None and rank in claimed:
+            free = max(claimed) + 1
+            errors.append(
+                RankError(
+                    rank=free,
+                    source=inp.trace_key,
+                    message=f"{inp.name} says rank {rank}, which another file already holds; listed as rank {free}",
+                )
+            )
+            rank = free
+        summary = summarize_parsed(trace, rank=rank, top_n=top_n)
+    except Exception as exc:  # a bad rank never stops the others
+        outcome = failed(RankStatus.ERROR, _error_text(exc), inp.trace_key or inp.name)
+        outcome.needs_rank = inp.rank is None
+        return outcome
+    if claimed is not None:
+        claimed.add(summary.rank)
+    update = {k: v for k, v in base.items() if v is not None}
+    return RankOutcome(summary.model_copy(update=update), errors, hang)
+
+
+def summarize_all(
+    store: Store, layout: Layout, *, top_n: int = 50, progress: Progress = _quiet, ranks: set[int] | None = None
+) -> list[RankOutcome]:
+    claimed: set[int] = set()
+    outcomes: list[RankOutcome] = []
+    chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
+    for n, inp in enumerate(chosen, 1):
+        started = time.perf_counter()
+        outcome = summarize_input(store, inp, top_n=top_n, claimed=None if layout.session else claimed)
+        s = outcome.summary
+        state = s.status.value if s.status is not RankStatus.OK else f"{s.steps.count} steps"
+        progress(f"[{n}/{len(chosen)}] rank {s.rank} ({inp.name}): {state} in {time.perf_counter() - started:.2f} s")
+        outcomes.append(outcome)
+    for outcome in outcomes:
+        if outcome.needs_rank:
+            free = max(claimed, default=-1) + 1
+            claimed.add(free)
+            outcome.summary = outcome.summary.model_copy(update={"rank": free})
+            outcome.errors = [e.model_copy(update={"rank": free}) for e in outcome.errors]
+    return outcomes
+
+
+def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
+    """Ranks below the world size that the manifests announce but storage does not hold."""
+    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size]
+    if not sizes:
+        return []
+    present = {o.summary.rank for o in outcomes}
+    message = "expected from the world size, but nothing was uploaded"
+    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in range(max(sizes)) if r not in present]
+
+
+def reduce_outcomes(
+    outcomes: list[RankOutcome],
+    *,
+    config: DiagnosisConfig | None = None,
+    session: SessionInfo | None = None,
+    started: float | None = None,
+    include_missing: bool = False,
+) -> Report:
+    summaries = [o.summary for o in outcomes]
+    errors = [e for o in outcomes for e in o.errors]
+    if include_missing:
+        absent = missing_ranks(outcomes)
+        summaries += absent
+        errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
+    hangs = [o.hang for o in outcomes if o.hang is not None]
+    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config)
+    elapsed = time.perf_counter() - started if started is not None else 0.0
+    return build_report(summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed)

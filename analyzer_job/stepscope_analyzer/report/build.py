@@ -1,0 +1,41 @@
+"""Assemble the contract Report from per-rank summaries, errors and the diagnosis. Pure."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from importlib import metadata
+
+from stepscope_contract.report import Diagnosis, RankError, RankReport, Report, SessionInfo
+
+
+def tool_version() -> str:
+    try:
+        return metadata.version("stepscope")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"
+
+
+def build_report(
+    ranks: list[RankReport],
+    diagnosis: Diagnosis,
+    *,
+    errors: list[RankError] | None = None,
+    session: SessionInfo | None = None,
+    world_size: int | None = None,
+    analysis_seconds: float = 0.0,
+    generated_at: datetime | None = None,
+) -> Report:
+    ordered = sorted(ranks, key=lambda r: r.rank)
+    if world_size is None:
+        sizes = [r.world_size for r in ordered if r.world_size]
+        world_size = max(sizes) if sizes else (len(ordered) or None)
+    return Report(
+        tool_version=tool_version(),
+        generated_at=generated_at or datetime.now(UTC),
+        session=session or SessionInfo(),
+        world_size=world_size,
+        analysis_seconds=round(analysis_seconds, 3),
+        ranks=ordered,
+        diagnosis=diagnosis,
+        errors=list(errors or []),
+    )

@@ -1,0 +1,75 @@
+"""report.html: one self-contained page (inline CSS and SVG, no script, no external URL), jinja2 with
+autoescape on, so every name taken from a trace is escaped."""
+
+from __future__ import annotations
+
+from functools import cache
+
+import jinja2
+
+from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
+from stepscope_contract.report import Cause, RankStatus, Report
+
+MAX_TABLE_NAME = 160
+MAX_TABLE_RANKS = 1024
+
+
+def _short(text: object, limit: int = MAX_TABLE_NAME) -> str:
+    s = str(text)
+    return s if len(s) <= limit else s[: limit - 1] + "…"
+
+
+def _us(value: float) -> str:
+    """µs as a readable duration."""
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.2f} s"
+    if value >= 1_000:
+        return f"{value / 1_000:.2f} ms"
+    return f"{value:.0f} µs"
+
+
+@cache
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("stepscope_analyzer.report", "templates"),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["short"] = _short
+    env.filters["us"] = _us
+    return env
+
+
+def render_html(report: Report) -> str:
+    d = report.diagnosis
+    highlight = {s.rank for s in d.slow_ranks}
+    ok = [r for r in report.ranks if r.status is RankStatus.OK]
+    top = d.slow_ranks[0] if d.slow_ranks else None
+    if top is None:
+        severity = "error" if not ok and not d.hangs else "ok"
+    else:
+        severity = "hang" if top.cause is Cause.HANG else "slow"
+    return (
+        _environment()
+        .get_template("report.html.j2")
+        .render(
+            report=report,
+            d=d,
+            top=top,
+            severity=severity,
+            highlight=highlight,
+            ranks=report.ranks[:MAX_TABLE_RANKS],
+            ranks_cut=max(0, len(report.ranks) - MAX_TABLE_RANKS),
+            breakdown=breakdown_chart(ok, highlight),
+            timeline=step_timeline(ok, highlight),
+            bottlenecks=bottleneck_chart(d.bottlenecks),
+            segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
+        )
+    )
+
+
+def html_bytes(report: Report) -> bytes:
+    """The page as UTF-8; undecodable characters from names become replacement marks."""
+    return render_html(report).encode("utf-8", "replace")
