@@ -128,6 +128,8 @@ class ColumnBuilder:
         self._collective_args: dict[int, dict[str, Any]] = {}
         self._thread_names: dict[tuple[int, int], str] = {}
         self.seen = 0
+        self._rows = 0  # rows already flushed into arrays
+        self._parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _PART_KEYS}
 
     def add(self, events: list[Any]) -> None:
         names, cats, labels = self._names, self._cats, self._labels
@@ -174,7 +176,7 @@ class ColumnBuilder:
                 ext = args.get("External id")
                 ext_l.append(-1 if ext is None else _int_arg(ext))
                 if "Collective name" in args or "Process Group Name" in args:
-                    coll[len(name_id) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
+                    coll[self._rows + len(name_id) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
             else:
                 stream_l.append(-1)
                 corr_l.append(-1)
@@ -223,7 +225,7 @@ class ColumnBuilder:
                 ext = args.external_id
                 ext_l.append(-1 if ext is None else _int_arg(ext))
                 if args.collective_name is not None or args.pg_name is not None:
-                    self._collective_args[len(name_id) - 1] = {
+                    self._collective_args[self._rows + len(name_id) - 1] = {
                         key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
                     }
             else:
@@ -232,10 +234,32 @@ class ColumnBuilder:
                 ext_l.append(-1)
 
     def add_chunk(self, events: list[Any]) -> None:
+        """Add one chunk of events and convert it to arrays at once (keeps Python objects to one chunk)."""
         if events and type(events[0]) is TraceEvent:
             self.add_typed(events)
         else:
             self.add(events)
+        self.flush()
+
+    def flush(self) -> None:
+        """Move the accumulated rows from Python lists into numpy arrays (validated)."""
+        if not self._ts:
+            return
+        offset = self._rows
+        parts = self._parts
+        parts["ts"].append(_numbers(self._ts, "ts", offset))
+        parts["dur"].append(_numbers(self._dur, "dur", offset))
+        parts["name_id"].append(np.asarray(self._name_id, dtype=np.int32))
+        parts["cat_id"].append(np.asarray(self._cat_id, dtype=np.int32))
+        parts["pid"].append(_int64(self._pid, "pid"))
+        parts["tid"].append(_int64(self._tid, "tid"))
+        parts["stream"].append(_int64(self._stream, "stream"))
+        parts["correlation"].append(_int64(self._corr, "correlation"))
+        parts["external_id"].append(_int64(self._ext, "External id"))
+        self._rows += len(self._ts)
+        for values in (self._ts, self._dur, self._name_id, self._cat_id, self._pid, self._tid, self._stream,
+                       self._corr, self._ext):  # fmt: skip
+            values.clear()
 
     def _thread_name(self, ev: dict[str, Any]) -> None:
         args = ev.get("args")
@@ -245,40 +269,41 @@ class ColumnBuilder:
             self._thread_names[(pid, tid)] = args["name"]
 
     def finish(self) -> TraceColumns:
-        ts_raw = _numbers(self._ts, "ts")
-        dur_raw = _numbers(self._dur, "dur")
-        if ts_raw.size and (ts_raw.dtype.kind == "f" or dur_raw.dtype.kind == "f"):
-            if ts_raw.dtype.kind == "f":
-                tsf = ts_raw.astype(np.float64)
-                end = np.floor(tsf + dur_raw.astype(np.float64))
-                ts = np.ceil(tsf)
-                rounded = bool(np.any(tsf != ts))
-                dur = end - ts
-            else:
-                ts = ts_raw.astype(np.float64)
-                dur = dur_raw.astype(np.float64)
-                rounded = False
+        self.flush()
+        parts = self._parts
+
+        def cat(key: str, dtype: Any) -> npt.NDArray[Any]:
+            return np.concatenate(parts[key]).astype(dtype, copy=False) if parts[key] else np.zeros(0, dtype=dtype)
+
+        floats = any(p.dtype.kind == "f" for p in parts["ts"])
+        ts_raw = cat("ts", np.float64)
+        dur_raw = cat("dur", np.float64)
+        rounded = False
+        if floats:
+            # HTA: ts = ceil(ts), end = floor(ts + dur), dur = end - ts (float64 arithmetic, as pandas does)
+            end = np.floor(ts_raw + dur_raw)
+            ts = np.ceil(ts_raw)
+            rounded = bool(np.any(ts_raw != ts))
+            dur = end - ts
         else:
-            ts = ts_raw.astype(np.float64)
-            dur = dur_raw.astype(np.float64)
-            rounded = False
+            ts, dur = ts_raw, dur_raw
         if ts.size and float(np.max(np.abs(ts))) > 2.0**53:
             raise TraceError("timestamps beyond 2**53 us cannot be represented exactly (not microseconds?)")
-        bad = np.flatnonzero(dur_raw < 0) if dur_raw.size else np.empty(0, dtype=np.int64)
+        bad = np.flatnonzero(dur_raw < 0)
         if bad.size:
-            raise TraceError(f"event #{int(bad[0])} has a negative 'dur' ({dur_raw[bad[0]]})")
+            raise TraceError(f"complete event #{int(bad[0])} has a negative 'dur' ({dur_raw[bad[0]]})")
         return TraceColumns(
             names=list(self._names),
             cats=list(self._cats),
-            name_id=np.asarray(self._name_id, dtype=np.int32),
-            cat_id=np.asarray(self._cat_id, dtype=np.int32),
+            name_id=cat("name_id", np.int32),
+            cat_id=cat("cat_id", np.int32),
             ts=ts,
             dur=dur,
-            pid=_int64(self._pid, "pid"),
-            tid=_int64(self._tid, "tid"),
-            stream=_int64(self._stream, "stream"),
-            correlation=_int64(self._corr, "correlation"),
-            external_id=_int64(self._ext, "External id"),
+            pid=cat("pid", np.int64),
+            tid=cat("tid", np.int64),
+            stream=cat("stream", np.int64),
+            correlation=cat("correlation", np.int64),
+            external_id=cat("external_id", np.int64),
             rounded_ns=rounded,
             collective_args=self._collective_args,
             thread_names=self._thread_names,
@@ -286,7 +311,10 @@ class ColumnBuilder:
         )
 
 
-def _numbers(values: list[Any], field_name: str) -> npt.NDArray[Any]:
+_PART_KEYS = ("ts", "dur", "name_id", "cat_id", "pid", "tid", "stream", "correlation", "external_id")
+
+
+def _numbers(values: list[Any], field_name: str, offset: int = 0) -> npt.NDArray[Any]:
     """Vectorised validation: a list of JSON numbers -> int64 or float64 array, else TraceError."""
     try:
         arr = np.asarray(values)
@@ -299,11 +327,9 @@ def _numbers(values: list[Any], field_name: str) -> npt.NDArray[Any]:
         return arr
     if arr.dtype.kind == "f":
         if np.isnan(arr).any():
-            raise TraceError(f"'{field_name}' is NaN in event #{int(np.flatnonzero(np.isnan(arr))[0])}")
+            raise TraceError(f"'{field_name}' is NaN in event #{offset + int(np.flatnonzero(np.isnan(arr))[0])}")
         return arr
-    if arr.dtype.kind == "b" and arr.size == 0:
-        return np.zeros(0, dtype=np.int64)
-    for index, value in enumerate(values):
+    for index, value in enumerate(values, start=offset):
         if value is None:
             raise TraceError(f"complete event #{index} has no '{field_name}'")
         if type(value) is bool or not isinstance(value, (int, float)):

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from stepscope_analyzer.parse.columns import ColumnBuilder, TraceColumns
 from stepscope_analyzer.parse.errors import TraceError
-from stepscope_analyzer.parse.source import read_trace_bytes
+from stepscope_analyzer.parse.source import read_raw_bytes, read_trace_bytes
 from stepscope_analyzer.parse.splitter import DEFAULT_CHUNK_BYTES, CannotSplitError, ChunkedEvents, parse_whole
+from stepscope_analyzer.parse.stream import GZIP_MAGIC, iter_blocks
 
 
 @dataclass
@@ -34,24 +36,44 @@ class ParsedTrace:
         return size if isinstance(size, int) and size > 0 else None
 
 
-def parse_bytes(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTrace:
-    """Parse decompressed Chrome-trace JSON bytes."""
+def _parse_blocks(blocks: Iterator[bytes], whole: Callable[[], bytes], chunk_bytes: int) -> ParsedTrace:
     builder = ColumnBuilder()
-    reader = ChunkedEvents(data, chunk_bytes)
+    reader = ChunkedEvents(blocks, chunk_bytes)
     try:
         for chunk in reader:
             builder.add_chunk(chunk)
-        metadata = reader.metadata
+        metadata, size = reader.metadata, reader.size_bytes
     except CannotSplitError:
+        close = getattr(blocks, "close", None)
+        if close is not None:
+            close()
+        data = whole()
         builder = ColumnBuilder()
         metadata, events = parse_whole(data)
-        builder.add(events)
+        builder.add_chunk(events)
         del events
+        size = len(data)
     except RecursionError as exc:
         raise TraceError("trace JSON is nested too deeply") from exc
-    return ParsedTrace(events=builder.finish(), metadata=metadata, size_bytes=len(data))
+    return ParsedTrace(events=builder.finish(), metadata=metadata, size_bytes=size)
+
+
+def parse_bytes(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTrace:
+    """Parse decompressed Chrome-trace JSON bytes."""
+    return _parse_blocks(iter_blocks(data), lambda: data, chunk_bytes)
 
 
 def parse_trace(source: Path | bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTrace:
-    """Parse a trace file (plain or gzip) or its bytes; raise TraceError for anything that cannot be analysed."""
-    return parse_bytes(read_trace_bytes(source), chunk_bytes)
+    """Parse a trace file (plain or gzip) or its bytes; raise TraceError for anything that cannot be analysed.
+
+    gzip input is inflated block by block on a background thread while the events are decoded, so the whole JSON
+    text is never held in memory on the normal path.
+    """
+    raw = read_raw_bytes(source)
+    if raw[:2] != GZIP_MAGIC:
+        return parse_bytes(raw, chunk_bytes)
+    blocks = iter_blocks(raw)
+    try:
+        return _parse_blocks(blocks, lambda: read_trace_bytes(raw), chunk_bytes)
+    finally:
+        blocks.close()

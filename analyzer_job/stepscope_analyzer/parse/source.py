@@ -11,17 +11,20 @@ from stepscope_analyzer.parse.errors import TraceError
 GZIP_MAGIC = b"\x1f\x8b"
 
 
+def read_raw_bytes(source: Path | bytes) -> bytes:
+    """The file's bytes as stored (possibly gzip-compressed)."""
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return bytes(source)
+    try:
+        return Path(source).read_bytes()
+    except OSError as exc:
+        raise TraceError(f"cannot read trace {source}: {exc.strerror or exc}") from exc
+
+
 def read_trace_bytes(source: Path | bytes) -> bytes:
     """Return the decompressed JSON bytes of a trace file (``*.json`` or ``*.json.gz``) or of raw bytes."""
-    if isinstance(source, (bytes, bytearray, memoryview)):
-        raw = bytes(source)
-        origin = "<bytes>"
-    else:
-        origin = str(source)
-        try:
-            raw = Path(source).read_bytes()
-        except OSError as exc:
-            raise TraceError(f"cannot read trace {origin}: {exc.strerror or exc}") from exc
+    raw = read_raw_bytes(source)
+    origin = "<bytes>" if isinstance(source, (bytes, bytearray, memoryview)) else str(source)
     if raw[:2] == GZIP_MAGIC:
         try:
             return gzip.decompress(raw)

@@ -145,3 +145,37 @@ def test_empty_event_array() -> None:
 
         summarize_trace(b'{"traceEvents": [ ], "distributedInfo": {"rank": 0}}')
     assert len(parse_bytes(b'{"traceEvents": [ ], "x": [1]}').events) == 0
+
+
+def _big_doc(n: int = 20000) -> bytes:
+    return _doc([_event(f"kernel {i % 50}", i * 10, 3, stream=7, correlation=i) for i in range(n)])
+
+
+def test_gzip_truncated_mid_stream_after_chunks_were_parsed() -> None:
+    import threading
+
+    from stepscope_analyzer.analyses import summarize_trace
+
+    packed = gzip.compress(_big_doc())
+    before = threading.active_count()
+    for cut in (len(packed) // 2, len(packed) - 9):
+        with pytest.raises(TraceError, match="truncated gzip"):
+            summarize_trace(packed[:cut])
+    assert threading.active_count() == before  # the inflating thread is gone
+
+
+def test_streamed_gzip_equals_plain_and_multi_member_gzip_is_read(tmp_path: Path) -> None:
+    doc = _big_doc()
+    plain = parse_bytes(doc, chunk_bytes=50_000).events
+    path = tmp_path / "t.pt.trace.json.gz"
+    half = len(doc) // 2
+    path.write_bytes(gzip.compress(doc[:half]) + gzip.compress(doc[half:]))
+    streamed = parse_trace(path, chunk_bytes=50_000).events
+    np.testing.assert_array_equal(plain.ts, streamed.ts)
+    np.testing.assert_array_equal(plain.correlation, streamed.correlation)
+    assert len(streamed) == 20000
+
+
+def test_garbage_after_gzip_stream_is_an_error() -> None:
+    with pytest.raises(TraceError, match="trailing garbage"):
+        parse_trace(gzip.compress(GOOD) + b"garbage!")
