@@ -62,8 +62,8 @@ def name_evidence(
         excess = value - baseline
         if excess <= floor:
             continue
-        ratio = f"{value / baseline:.2f}x" if baseline > 0 else "absent on the other ranks"
-        detail = f"{key[0]}; {ratio} the median of the other ranks, +{excess:,.0f} us per step"
+        ratio = f"{value / baseline:.2f}x the median of the others" if baseline > 0 else "absent on the other ranks"
+        detail = f"{key[0]}; {ratio}; +{excess:,.0f} us per step"
         rows.append((excess, Evidence(metric=key[1], value=value, baseline=baseline, detail=detail)))
     rows.sort(key=lambda row: -row[0])
     return [e for _, e in rows[:limit]]

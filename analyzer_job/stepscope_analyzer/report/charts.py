@@ -42,6 +42,10 @@ class Chart:
     note: str = ""
 
 
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def chart_ranks(ranks: list[RankReport], highlight: set[int]) -> tuple[list[RankReport], str]:
     """At most MAX_CHART_RANKS ranks: the highlighted ones first, then the lowest ranks."""
     if len(ranks) <= MAX_CHART_RANKS:
@@ -108,9 +112,11 @@ def bottleneck_chart(bottlenecks: list[Bottleneck], name_chars: int = 60) -> Cha
     chart = Chart(width=label_w + plot_w + 60, height=ROW_H * len(bottlenecks) + 8)
     for i, b in enumerate(bottlenecks):
         y = 4 + i * ROW_H
-        name = b.name if len(b.name) <= name_chars else b.name[: name_chars - 1] + "…"
+        name = _cut(b.name, name_chars)
         chart.labels.append(Label(label_w - 6, y + ROW_H - 5, name))
         w = (b.bottleneck_ratio / top * plot_w) if top > 0 else 0.0
-        chart.rects.append(Rect(label_w, y, max(w, 0.5), ROW_H - 3, "#8e6bbf", f"{b.name}: {b.bottleneck_ratio:.2%}"))
+        chart.rects.append(
+            Rect(label_w, y, max(w, 0.5), ROW_H - 3, "#8e6bbf", f"{_cut(b.name, 400)}: {b.bottleneck_ratio:.2%}")
+        )
         chart.labels.append(Label(label_w + w + 4, y + ROW_H - 5, f"{b.bottleneck_ratio:.1%}", anchor="start"))
     return chart

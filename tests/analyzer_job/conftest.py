@@ -1,0 +1,87 @@
+"""Fixtures of the analyzer tests: a moto S3 server on loopback, the committed gloo traces, a session folder."""
+
+from __future__ import annotations
+
+import gzip
+import os
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@pytest.fixture
+def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """A moto S3 server process on 127.0.0.1; AWS credentials for it in the environment."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()  # noqa: S310 - loopback
+                break
+            except OSError:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise RuntimeError("moto_server did not start") from None
+                time.sleep(0.1)
+        for key, value in {
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }.items():
+            monkeypatch.setenv(key, value)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def gloo_traces() -> list[bytes]:
+    """Real CPU-only gloo traces of 2 ranks (rank 1 sleeps 20 ms per step before its all_reduce)."""
+    return [(FIXTURES / f"gloo_2rank_rank{rank}.pt.trace.json.gz").read_bytes() for rank in range(2)]
+
+
+@pytest.fixture(scope="session")
+def malformed_traces(gloo_traces: list[bytes]) -> dict[str, bytes]:
+    """Trace bytes that cannot be analysed, by what is wrong with them."""
+    good = gzip.decompress(gloo_traces[0])
+    return {
+        "truncated gzip": gloo_traces[0][: len(gloo_traces[0]) // 2],
+        "invalid json": b'{"traceEvents": [{"name": "x", "ph": "X", "ts": 1,',
+        "not a trace": b'{"hello": "world"}',
+        "empty": b"",
+        "events without fields": b'{"traceEvents": [{"name": "a"}, {"ph": "X"}, 42, null]}',
+        "binary garbage": os.urandom(4096),
+        "truncated plain json": good[: len(good) // 3],
+    }
+
+
+@pytest.fixture(scope="session")
+def analyze_cmd() -> list[str]:
+    """`stepscope analyze` as a separate process."""
+    return [sys.executable, "-m", "stepscope_cli.main", "analyze"]

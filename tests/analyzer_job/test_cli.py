@@ -1,0 +1,152 @@
+"""`stepscope analyze` in a separate process on real traces: real gloo jobs with a planted slow rank, a plain
+folder of traces, a malformed corpus mixed with good ranks, and s3:// from a moto server on loopback."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import boto3
+import pytest
+
+from stepscope_contract.report import Report
+
+pytestmark = pytest.mark.integration
+
+GLOO_JOB = Path(__file__).resolve().parent / "gloo_job.py"
+
+
+def _run(
+    cmd: list[str], *, env: dict[str, str] | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, check=False)
+
+
+def _write_rank(root: Path, rank: int, files: dict[str, bytes]) -> None:
+    d = root / "ranks" / str(rank)
+    d.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (d / name).write_bytes(data)
+
+
+def _report(out: Path) -> Report:
+    return Report.model_validate_json((out / "report.json").read_bytes())
+
+
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(("slow_rank", "cause"), [(2, "compute"), (1, "host")])
+def test_real_gloo_job_names_the_planted_slow_rank(
+    tmp_path: Path, analyze_cmd: list[str], slow_rank: int, cause: str
+) -> None:
+    session = tmp_path / "session"
+    job = _run(
+        [sys.executable, str(GLOO_JOB), str(session), "--slow-rank", str(slow_rank), "--cause", cause], timeout=200
+    )
+    assert job.returncode == 0, job.stderr[-3000:]
+    out = tmp_path / "out"
+    result = _run([*analyze_cmd, str(session), "-o", str(out)])
+    assert result.returncode == 0, result.stderr
+    assert "found 4 rank(s) (session folder)" in result.stderr  # progress on stderr
+    assert result.stdout.startswith(f"Rank {slow_rank} on node node-{slow_rank // 2} slows the job")
+    report = _report(out)
+    assert [(s.rank, s.cause.value) for s in report.diagnosis.slow_ranks] == [(slow_rank, cause)]
+    slow = report.diagnosis.slow_ranks[0]
+    assert slow.confidence >= 0.8
+    if cause == "compute":  # the extra matmuls are named
+        assert {"aten::mm", "aten::tanh"} & {e.metric for e in slow.evidence}
+    assert [r.rank for r in report.ranks] == [0, 1, 2, 3]
+    assert all(r.status.value == "ok" and r.steps.count == 5 and r.node for r in report.ranks)
+    assert report.errors == []
+    assert (out / "report.html").stat().st_size > 5000
+
+
+def test_plain_folder_of_traces(tmp_path: Path, gloo_traces: list[bytes], analyze_cmd: list[str]) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank, data in enumerate(gloo_traces):  # names without a rank: the rank comes from distributedInfo
+        (folder / f"worker-{'ab'[rank]}.pt.trace.json.gz").write_bytes(data)
+    result = _run([*analyze_cmd, f"file://{folder}", "-o", str(tmp_path / "out")])
+    assert result.returncode == 0, result.stderr
+    assert "found 2 rank(s) (folder of traces)" in result.stderr
+    report = _report(tmp_path / "out")
+    assert [(s.rank, s.cause.value) for s in report.diagnosis.slow_ranks] == [(1, "host")]
+    assert {r.trace_uri for r in report.ranks} == {f"file://{folder}/worker-a.pt.trace.json.gz",
+                                                   f"file://{folder}/worker-b.pt.trace.json.gz"}  # fmt: skip
+
+
+def test_malformed_ranks_become_per_rank_errors(
+    tmp_path: Path, gloo_traces: list[bytes], malformed_traces: dict[str, bytes], analyze_cmd: list[str]
+) -> None:
+    session = tmp_path / "session"
+    _write_rank(session, 0, {"trace.pt.trace.json.gz": gloo_traces[0]})
+    _write_rank(session, 1, {"trace.pt.trace.json.gz": gloo_traces[1]})
+    bad = {}
+    for i, (what, data) in enumerate(sorted(malformed_traces.items()), start=2):
+        _write_rank(session, i, {"trace.pt.trace.json.gz": data})
+        bad[i] = what
+    n = 2 + len(bad)
+    _write_rank(session, n, {"manifest.json": b"{not json"})  # a manifest alone, and broken
+    stacks = b'Thread 0x7f (most recent call first):\n  File "train.py", line 3 in load\n'
+    manifest = {"captureId": "c1", "namespace": "ns", "session": "s", "rank": n + 1, "state": "hung",
+                "meta": {"captureId": "c1", "rank": n + 1, "pid": 1, "stepsRequested": 5, "stepsCaptured": 2,
+                         "hung": True, "secondsSinceLastStep": 130.5}}  # fmt: skip
+    _write_rank(session, n + 1, {"manifest.json": json.dumps(manifest).encode(), "stacks.txt": stacks})
+
+    result = _run([*analyze_cmd, str(session), "-o", str(tmp_path / "out")])
+    assert result.returncode == 0, result.stderr
+    report = _report(tmp_path / "out")
+    status = {r.rank: r.status.value for r in report.ranks}
+    assert status[0] == status[1] == "ok"
+    assert all(status[i] == "error" for i in bad), status
+    assert status[n] == "missing" and status[n + 1] == "hung"
+    errored = {e.rank for e in report.errors}
+    assert set(bad) | {n} <= errored
+    gz = next(e for e in report.errors if e.rank == [k for k, v in bad.items() if v == "truncated gzip"][0])
+    assert "gzip" in gz.message
+    assert report.diagnosis.hangs[0].rank == n + 1 and "load" in report.diagnosis.hangs[0].stacks
+    assert report.diagnosis.slow_ranks[0].rank == n + 1  # the hang comes first
+    page = (tmp_path / "out" / "report.html").read_text()
+    assert "Per-rank errors" in page and "gzip" in page
+
+
+def test_analyze_reads_s3_from_moto(
+    tmp_path: Path, gloo_traces: list[bytes], moto_endpoint: str, analyze_cmd: list[str]
+) -> None:
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket="traces")
+    for rank, data in enumerate(gloo_traces):
+        s3.put_object(Bucket="traces", Key=f"runs/ns/job-abcd1234/ranks/{rank}/trace.pt.trace.json.gz", Body=data)
+    s3.put_object(Bucket="traces", Key="runs/ns/other-session/ranks/0/trace.pt.trace.json.gz", Body=b"x")
+    out = tmp_path / "out"
+    env = {**os.environ}
+    result = _run(
+        [
+            *analyze_cmd,
+            "s3://traces/runs/ns/job-abcd1234",
+            "-o",
+            str(out),
+            "--endpoint",
+            moto_endpoint,
+            "--addressing-style",
+            "path",
+        ],  # fmt: skip
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "reading s3://traces/runs/ns/job-abcd1234" in result.stderr
+    report = _report(out)
+    assert [r.rank for r in report.ranks] == [0, 1]
+    assert report.ranks[0].trace_uri == "s3://traces/runs/ns/job-abcd1234/ranks/0/trace.pt.trace.json.gz"
+    assert [(s.rank, s.cause.value) for s in report.diagnosis.slow_ranks] == [(1, "host")]
+
+
+def test_analyze_fails_clearly(tmp_path: Path, analyze_cmd: list[str]) -> None:
+    missing = _run([*analyze_cmd, str(tmp_path / "nope")])
+    assert missing.returncode == 2 and "is not a folder or a file" in missing.stderr
+    empty = _run([*analyze_cmd, str(tmp_path)])
+    assert empty.returncode == 1 and "no traces found" in empty.stderr
+    scheme = _run([*analyze_cmd, "gs://bucket/x"])
+    assert scheme.returncode == 2 and "not supported" in scheme.stderr
