@@ -95,6 +95,8 @@ def _stream_of(value: Any) -> int:
     # HTA: int(stream) when it converts, else -1.
     if type(value) is int:
         return value
+    if value is None:
+        return -1
     try:
         return int(value)
     except (TypeError, ValueError, OverflowError):
@@ -104,6 +106,8 @@ def _stream_of(value: Any) -> int:
 def _int_arg(value: Any) -> int:
     if type(value) is int:
         return value
+    if value is None:
+        return -1
     if isinstance(value, float) and value.is_integer():
         return int(value)
     return -1
@@ -217,21 +221,16 @@ class ColumnBuilder:
             tid = ev.tid
             tid_l.append(tid if type(tid) is int else _as_int(tid, -1, labels))
             args = ev.args
-            if args is not None:
-                stream = args.stream
-                stream_l.append(-1 if stream is None else _stream_of(stream))
-                corr = args.correlation
-                corr_l.append(-1 if corr is None else _int_arg(corr))
-                ext = args.external_id
-                ext_l.append(-1 if ext is None else _int_arg(ext))
-                if args.collective_name is not None or args.pg_name is not None:
-                    self._collective_args[self._rows + len(name_id) - 1] = {
-                        key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
-                    }
-            else:
-                stream_l.append(-1)
-                corr_l.append(-1)
-                ext_l.append(-1)
+            stream = args.stream
+            stream_l.append(stream if type(stream) is int else _stream_of(stream))
+            corr = args.correlation
+            corr_l.append(corr if type(corr) is int else _int_arg(corr))
+            ext = args.external_id
+            ext_l.append(ext if type(ext) is int else _int_arg(ext))
+            if args.collective_name is not None or args.pg_name is not None:
+                self._collective_args[self._rows + len(name_id) - 1] = {
+                    key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
+                }
 
     def add_chunk(self, events: list[Any]) -> None:
         """Add one chunk of events and convert it to arrays at once (keeps Python objects to one chunk)."""

@@ -12,10 +12,10 @@ from typing import Any
 import msgspec
 
 
-class EventArgs(msgspec.Struct, omit_defaults=True):
-    stream: Any = None
-    correlation: Any = None
-    external_id: Any = msgspec.field(default=None, name="External id")
+class EventArgs(msgspec.Struct, gc=False):
+    stream: Any = -1
+    correlation: Any = -1
+    external_id: Any = msgspec.field(default=-1, name="External id")
     name: Any = None  # thread_name / process_name metadata events
     collective_name: Any = msgspec.field(default=None, name="Collective name")
     pg_name: Any = msgspec.field(default=None, name="Process Group Name")
@@ -28,7 +28,7 @@ class EventArgs(msgspec.Struct, omit_defaults=True):
     dtype: Any = None
 
 
-class TraceEvent(msgspec.Struct):
+class TraceEvent(msgspec.Struct, gc=False):
     ph: Any = None
     cat: Any = None
     name: Any = ""
@@ -36,7 +36,7 @@ class TraceEvent(msgspec.Struct):
     tid: Any = None
     ts: Any = None
     dur: Any = None
-    args: EventArgs | None = None
+    args: EventArgs = msgspec.field(default_factory=EventArgs)
 
 
 # (struct attribute, trace arg name) of the args kept for collectives
