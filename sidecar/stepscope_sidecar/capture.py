@@ -37,6 +37,7 @@ from stepscope_sidecar.stores import Store, TransferSettings, make_store
 from stepscope_sidecar.uploader import UploadError, UploadStats, content_type, put_with_retry, sha256_of
 
 log = logging.getLogger(__name__)
+ABORT_ACK_SECONDS = 10.0
 
 
 def _now() -> datetime:
@@ -132,6 +133,7 @@ class CaptureRun:
             self.metrics.gpu_samples.inc(len(sampler.records))
         if self._abort.is_set():
             self._set(CaptureState.ABORTED, "aborted")
+            await self._wait_for_abort_ack()
             return
         ranks = sorted(states)
         self.status.ranks = ranks
@@ -166,6 +168,15 @@ class CaptureRun:
                 return states, True
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._abort.wait(), timeout=self.config.poll_s)
+
+    async def _wait_for_abort_ack(self) -> None:
+        """Leave the abort request in place until every hook that armed this capture has dropped it."""
+        end = time.monotonic() + ABORT_ACK_SECONDS
+        while time.monotonic() < end:
+            states = await asyncio.to_thread(self.hooks.states)
+            if all(s.capture_id != self.capture_id or hook_done(s, self.capture_id) for s in states.values()):
+                return
+            await asyncio.sleep(self.config.poll_s)
 
     # ------------------------------------------------------------------ upload (worker thread)
 
@@ -219,9 +230,9 @@ class CaptureRun:
             capture_finished_at=_now(),
         )
         stats = UploadStats()
-        # uploads get what is left of the capture deadline, and at least a minute for a late window
-        upload_deadline = max(self.deadline, time.monotonic() + 60.0) if not timed_out else time.monotonic() + 60.0
-        upload_deadline = min(upload_deadline, self.deadline + 600.0)
+        # uploads get what is left of the capture deadline, and at least min(timeoutSeconds, 60 s) after the window
+        grace = min(float(self.request.options.timeout_seconds), 60.0)
+        upload_deadline = max(self.deadline, time.monotonic() + grace)
         try:
             store: Store = make_store(location, self.request.destination, self.config.transfer)
             uploaded: list[UploadedArtifact] = []
