@@ -230,6 +230,10 @@ def reduce_outcomes(
         absent = missing_ranks(outcomes)
         summaries += absent
         errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
+    sizes = sorted({s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK})
+    if len(sizes) > 1:
+        message = f"the traces come from jobs of different world sizes ({', '.join(map(str, sizes))}); ranks of "
+        errors.append(RankError(rank=None, source="", message=message + "different jobs are not comparable"))
     hangs = [o.hang for o in outcomes if o.hang is not None]
     diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config)
     elapsed = time.perf_counter() - started if started is not None else 0.0

@@ -38,7 +38,7 @@ def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         deadline = time.monotonic() + 30
         while True:
             try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()  # noqa: S310 - loopback
+                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
                 break
             except OSError:
                 if time.monotonic() > deadline or proc.poll() is not None:

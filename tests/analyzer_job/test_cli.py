@@ -104,7 +104,7 @@ def test_malformed_ranks_become_per_rank_errors(
     assert status[n] == "missing" and status[n + 1] == "hung"
     errored = {e.rank for e in report.errors}
     assert set(bad) | {n} <= errored
-    gz = next(e for e in report.errors if e.rank == [k for k, v in bad.items() if v == "truncated gzip"][0])
+    gz = next(e for e in report.errors if e.rank == next(k for k, v in bad.items() if v == "truncated gzip"))
     assert "gzip" in gz.message
     assert report.diagnosis.hangs[0].rank == n + 1 and "load" in report.diagnosis.hangs[0].stacks
     assert report.diagnosis.slow_ranks[0].rank == n + 1  # the hang comes first
@@ -132,7 +132,7 @@ def test_analyze_reads_s3_from_moto(
             moto_endpoint,
             "--addressing-style",
             "path",
-        ],  # fmt: skip
+        ],
         env=env,
     )
     assert result.returncode == 0, result.stderr

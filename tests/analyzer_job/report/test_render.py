@@ -145,7 +145,8 @@ def test_reduce_of_1024_ranks_is_fast() -> None:
     data = model_json_bytes(report)
     elapsed = time.perf_counter() - started
     print(
-        f"\nreduce of 1024 rank summaries: {elapsed:.2f} s (html {len(page) / 1e6:.1f} MB, json {len(data) / 1e6:.1f} MB)"
+        f"\nreduce of 1024 rank summaries: {elapsed:.2f} s "
+        f"(html {len(page) / 1e6:.1f} MB, json {len(data) / 1e6:.1f} MB)"
     )
     assert [(s.rank, s.cause) for s in diagnosis.slow_ranks] == [(777, Cause.HOST)]
     assert len(report.ranks) == 1024

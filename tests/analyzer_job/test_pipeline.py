@@ -1,0 +1,47 @@
+"""The pipeline on local folders: the shared HTA corpus as a plain folder (duplicate ranks renumbered, every
+rank analysed) and a session folder with ranks missing below the announced world size."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.storage_io import LocalStore, location_of
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.mark.timeout(120)
+def test_shared_hta_folder_is_analysed_rank_by_rank(shared_traces: Path) -> None:
+    loc = location_of(str(shared_traces))
+    layout = discover(LocalStore(), loc)
+    assert not layout.session
+    names = sorted(i.name for i in layout.inputs)
+    assert names == sorted(p.name for p in shared_traces.glob("*.json.gz"))  # golden/ is not read
+    report = reduce_outcomes(summarize_all(LocalStore(), layout))
+    assert all(r.status.value == "ok" for r in report.ranks), [r.error for r in report.ranks]
+    assert len({r.rank for r in report.ranks}) == len(names)  # rank 0 claimed thrice: renumbered, noted
+    assert any("already holds" in e.message for e in report.errors)
+    assert any("different world sizes" in e.message for e in report.errors)
+    large = next(r for r in report.ranks if r.trace_uri and r.trace_uri.endswith("nccl_2rank_rank1_large.json.gz"))
+    assert large.device == "cuda" and large.kernel_time > 0
+
+
+def test_session_folder_reports_missing_ranks(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+    for rank in (0, 1):
+        d = tmp_path / "ranks" / str(rank)
+        d.mkdir(parents=True)
+        (d / "trace.pt.trace.json.gz").write_bytes(gloo_traces[rank])
+        manifest = {"captureId": "c", "namespace": "n", "session": "s", "rank": rank, "state": "uploaded",
+                    "node": f"node-{rank}", "meta": {"captureId": "c", "rank": rank, "worldSize": 4, "pid": 1,
+                                                     "stepsRequested": 4, "stepsCaptured": 4}}  # fmt: skip
+        (d / "manifest.json").write_text(json.dumps(manifest))
+    layout = discover(LocalStore(), location_of(f"file://{tmp_path}"))
+    report = reduce_outcomes(summarize_all(LocalStore(), layout), include_missing=True)
+    assert [(r.rank, r.status.value) for r in report.ranks] == [(0, "ok"), (1, "ok"), (2, "missing"), (3, "missing")]
+    assert [r.node for r in report.ranks[:2]] == ["node-0", "node-1"]
+    assert report.world_size == 4
+    assert report.diagnosis.slow_ranks[0].rank == 1 and report.diagnosis.slow_ranks[0].node == "node-1"

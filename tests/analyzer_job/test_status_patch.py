@@ -1,0 +1,50 @@
+"""The status merge patch: ReportReady upserted, other conditions kept, resourceVersion guarded."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from stepscope_analyzer.status_patch import status_patch
+from stepscope_contract.session import ProfileSessionStatus, ReportSummary
+
+pytestmark = pytest.mark.unit
+
+T0 = "2026-01-01T00:00:00Z"
+NOW = datetime(2026, 2, 2, tzinfo=UTC)
+
+
+def _obj(conditions: list[dict[str, str]]) -> dict[str, object]:
+    return {
+        "metadata": {"generation": 3, "resourceVersion": "42"},
+        "status": {"phase": "Analyzing", "conditions": conditions},
+    }
+
+
+def test_adds_report_ready_and_keeps_the_others() -> None:
+    accepted = {"type": "Accepted", "status": "True", "reason": "SpecValid", "lastTransitionTime": T0}
+    summary = ReportSummary(verdict="fine", slowest_rank=2)
+    patch = status_patch(
+        _obj([accepted]), ok=True, message="fine", summary=summary, report_url="s3://b/r.html",
+        report_json_url="s3://b/r.json", now=NOW,
+    )  # fmt: skip
+    assert patch["metadata"] == {"resourceVersion": "42"}
+    status = patch["status"]
+    assert "phase" not in status  # the operator's
+    assert status["conditions"][0] == accepted
+    ready = status["conditions"][1]
+    assert ready["type"] == "ReportReady" and ready["status"] == "True" and ready["observedGeneration"] == 3
+    assert status["summary"] == {"verdict": "fine", "slowestRank": 2, "slowRanks": [], "hungRanks": [],
+                                 "erroredRanks": []}  # fmt: skip
+    assert status["reportURL"] == "s3://b/r.html" and status["reportJSONURL"] == "s3://b/r.json"
+    ProfileSessionStatus.model_validate(status)
+
+
+def test_transition_time_changes_only_with_the_status() -> None:
+    old = {"type": "ReportReady", "status": "True", "reason": "ReportWritten", "lastTransitionTime": T0}
+    same = status_patch(_obj([old]), ok=True, message="again", now=NOW)["status"]["conditions"]
+    assert len(same) == 1 and same[0]["lastTransitionTime"] == T0 and same[0]["message"] == "again"
+    flipped = status_patch(_obj([old]), ok=False, message="boom", now=NOW)["status"]["conditions"]
+    assert flipped[0]["status"] == "False" and flipped[0]["reason"] == "AnalysisFailed"
+    assert flipped[0]["lastTransitionTime"].startswith("2026-02-02")
