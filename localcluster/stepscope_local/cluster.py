@@ -1,0 +1,150 @@
+"""`LocalCluster`: the emulator, moto S3 and the pod/Job runner together, started and stopped as one."""
+
+from __future__ import annotations
+
+import base64
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import yaml
+
+from stepscope_local.kube import EmulatorServer
+from stepscope_local.runner import Runner
+from stepscope_local.runner.pods import RunnerConfig
+from stepscope_local.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CRD_PATH = REPO_ROOT / "crds" / "profilesessions.stepscope.dev.yaml"
+
+
+class LocalCluster:
+    """Context manager. `workdir` holds the kubeconfig, logs and pod volumes (a temporary folder by default)."""
+
+    s3_access_key = ACCESS_KEY
+    s3_secret_key = SECRET_KEY
+    s3_region = REGION
+
+    def __init__(
+        self,
+        workdir: Path | None = None,
+        nodes: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3"),
+        buckets: tuple[str, ...] = (),
+        with_s3: bool = True,
+        apply_crd: bool = True,
+    ) -> None:
+        self._tmp: tempfile.TemporaryDirectory[str] | None = None
+        if workdir is None:
+            self._tmp = tempfile.TemporaryDirectory(prefix="stepscope-local-")
+            workdir = Path(self._tmp.name)
+        self.workdir = workdir
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.logs_dir = workdir / "logs"
+        self.api = EmulatorServer(workdir=workdir / "kube")
+        self.s3 = S3Server(log_path=workdir / "moto.log") if with_s3 else None
+        self._buckets = buckets
+        self._nodes = nodes
+        self._apply_crd = apply_crd
+        self.runner: Runner | None = None
+        self._kubectl_cache = workdir / "kubectl-cache"
+
+    # ---- lifecycle ------------------------------------------------------------------------------------------------
+    def start(self) -> LocalCluster:
+        try:
+            self.api.start()
+            if self.s3 is not None:
+                self.s3.start()
+                for bucket in self._buckets:
+                    self.s3.create_bucket(bucket)
+            config = RunnerConfig(
+                kubeconfig_path=self.api.kubeconfig_path,
+                logs_dir=self.logs_dir,
+                work_dir=self.workdir / "pods",
+                nodes=self._nodes,
+            )
+            self.runner = Runner(self.api.store, config).start()
+            self.api.log_reader = self.runner.log_reader
+            if self._apply_crd:
+                self.apply_file(CRD_PATH)
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def stop(self) -> None:
+        if self.runner is not None:
+            self.runner.stop()
+            self.runner = None
+        if self.s3 is not None:
+            self.s3.stop()
+        self.api.stop()
+        if self._tmp is not None:
+            self._tmp.cleanup()
+            self._tmp = None
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
+
+    # ---- accessors ------------------------------------------------------------------------------------------------
+    @property
+    def kubeconfig_path(self) -> Path:
+        return self.api.kubeconfig_path
+
+    @property
+    def s3_endpoint(self) -> str:
+        if self.s3 is None:
+            raise RuntimeError("this cluster runs without S3")
+        return self.s3.endpoint
+
+    def s3_stop(self) -> None:
+        """Simulate an S3 outage (moto's stored objects are lost; buckets come back on s3_start)."""
+        if self.s3 is not None:
+            self.s3.stop()
+
+    def s3_start(self) -> None:
+        if self.s3 is not None:
+            self.s3.start()
+
+    # ---- helpers --------------------------------------------------------------------------------------------------
+    def kubectl(
+        self, *args: str, timeout: float = 60, input_text: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        exe = shutil.which("kubectl") or "/usr/bin/kubectl"
+        cmd = [exe, "--kubeconfig", str(self.kubeconfig_path), "--cache-dir", str(self._kubectl_cache), *args]
+        return subprocess.run(
+            cmd,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            input=input_text,
+            env={**os.environ, "KUBECONFIG": str(self.kubeconfig_path)},
+        )
+
+    def create_secret(self, namespace: str, name: str, data: dict[str, str]) -> dict[str, Any]:
+        encoded = {k: base64.b64encode(v.encode()).decode() for k, v in data.items()}
+        return self.api.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "Secret",
+                "type": "Opaque",
+                "metadata": {"name": name, "namespace": namespace},
+                "data": encoded,
+            }
+        )
+
+    def apply_file(self, path: Path) -> list[dict[str, Any]]:
+        """Apply every document of a YAML file (objects of any kind, CRDs included)."""
+        return [self.api.apply(doc) for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
+
+    def pod_log(self, namespace: str, pod: str, container: str) -> str:
+        return (self.runner.log_reader(namespace, pod, container) if self.runner else None) or ""
