@@ -3,10 +3,12 @@ folder of traces, a malformed corpus mixed with good ranks, and s3:// from a mot
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import subprocess
 import sys
+from html.parser import HTMLParser
 from pathlib import Path
 
 import boto3
@@ -150,3 +152,49 @@ def test_analyze_fails_clearly(tmp_path: Path, analyze_cmd: list[str]) -> None:
     assert empty.returncode == 1 and "no traces found" in empty.stderr
     scheme = _run([*analyze_cmd, "gs://bucket/x"])
     assert scheme.returncode == 2 and "not supported" in scheme.stderr
+
+
+class _Tags(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.tags.append((tag, attrs))
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def test_hostile_names_from_real_traces_are_escaped(
+    tmp_path: Path, gloo_traces: list[bytes], analyze_cmd: list[str]
+) -> None:
+    hostile = ["<script>alert(1)</script>", '"><img src=x onerror=alert(2)>', "q" * 4000]
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank, data in enumerate(gloo_traces):
+        trace = json.loads(gzip.decompress(data))
+        i = 0
+        for e in trace["traceEvents"]:
+            if e.get("name") == "aten::mm":
+                e["name"] = hostile[i % len(hostile)]
+                i += 1
+        raw = json.dumps(trace).encode().replace(b"aten::linear", b"lin\xff\xfeear")  # not UTF-8
+        (folder / f"rank{rank}.pt.trace.json").write_bytes(raw)
+    surrogate = json.dumps(json.loads(gzip.decompress(gloo_traces[0]))).replace("aten::t", "\\udcff")
+    (folder / "rank2.pt.trace.json").write_text(surrogate)  # a lone surrogate escape
+    out = tmp_path / "out"
+    result = _run([*analyze_cmd, str(folder), "-o", str(out)])
+    assert result.returncode == 0, result.stderr
+    page = (out / "report.html").read_bytes().decode("utf-8")
+    parser = _Tags()
+    parser.feed(page)
+    assert "img" not in {t for t, _ in parser.tags} and "script" not in {t for t, _ in parser.tags}
+    assert not [a for _, attrs in parser.tags for a, _ in attrs if a.startswith("on") or a == "src"]
+    text = "".join(parser.text)
+    assert hostile[0] in text and hostile[1] in text and "q" * 100 in text
+    assert "lin\ufffd\ufffdear" in text
+    report = _report(out)
+    assert {r.rank: r.status.value for r in report.ranks}[1] == "ok"
+    json.loads((out / "report.json").read_bytes())  # valid UTF-8 JSON
