@@ -49,6 +49,8 @@ def verdict_line(
             f"(cause {top.cause.value}, confidence {top.confidence:.0%}){more}{node_text}."
         )
     tail = f"; {errored} rank(s) could not be analysed" if errored else ""
+    if analysed == 1:
+        return f"One rank analysed: no other rank to compare it with{tail}."
     return f"No slow rank: the {analysed} analysed ranks are balanced{tail}."
 
 

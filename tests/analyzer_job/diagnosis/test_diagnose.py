@@ -125,6 +125,11 @@ def test_errored_ranks_do_not_stop_the_diagnosis() -> None:
     assert any("could not be analysed" in s for s in d.next_steps)
 
 
+def test_single_rank_has_nothing_to_compare() -> None:
+    d = diagnose(synthetic_job(JobShape(world_size=1)))
+    assert d.slow_ranks == [] and d.verdict.startswith("One rank analysed")
+
+
 def test_no_analysable_rank() -> None:
     d = diagnose([])
     assert d.slow_ranks == [] and d.verdict.startswith("No rank could be analysed")
