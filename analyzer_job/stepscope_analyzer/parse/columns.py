@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stepscope_analyzer.parse.errors import TraceError
-from stepscope_analyzer.parse.schema import COLLECTIVE_FIELDS, TraceEvent
+from stepscope_analyzer.parse.schema import COLLECTIVE_FIELDS, META_TYPE, TraceEvent
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -186,7 +186,7 @@ class ColumnBuilder:
                 corr_l.append(-1)
                 ext_l.append(-1)
 
-    def add_typed(self, events: list[TraceEvent]) -> None:
+    def add_typed(self, events: list[Any]) -> None:
         """Same as ``add`` for events decoded into TraceEvent structs (the fast path)."""
         names, cats, labels = self._names, self._cats, self._labels
         name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
@@ -196,7 +196,7 @@ class ColumnBuilder:
             dur = ev.dur
             cat = ev.cat
             if dur is None or cat is None:
-                if ev.ph == "M" and ev.name == "thread_name" and ev.args is not None:
+                if type(ev) is META_TYPE and ev.name == "thread_name" and ev.args is not None:
                     self._thread_name({"pid": ev.pid, "tid": ev.tid, "args": {"name": ev.args.name}})
                 continue
             if cat == "Trace":
@@ -221,6 +221,11 @@ class ColumnBuilder:
             tid = ev.tid
             tid_l.append(tid if type(tid) is int else _as_int(tid, -1, labels))
             args = ev.args
+            if args is None:
+                stream_l.append(-1)
+                corr_l.append(-1)
+                ext_l.append(-1)
+                continue
             stream = args.stream
             stream_l.append(stream if type(stream) is int else _stream_of(stream))
             corr = args.correlation
@@ -234,7 +239,7 @@ class ColumnBuilder:
 
     def add_chunk(self, events: list[Any]) -> None:
         """Add one chunk of events and convert it to arrays at once (keeps Python objects to one chunk)."""
-        if events and type(events[0]) is TraceEvent:
+        if events and isinstance(events[0], TraceEvent):
             self.add_typed(events)
         else:
             self.add(events)

@@ -7,6 +7,9 @@ types (``Any``) where traces disagree; the column builder validates them.
 
 from __future__ import annotations
 
+import functools
+import operator
+from types import GenericAlias
 from typing import Any
 
 import msgspec
@@ -28,16 +31,37 @@ class EventArgs(msgspec.Struct, gc=False):
     dtype: Any = None
 
 
-class TraceEvent(msgspec.Struct, gc=False):
-    ph: Any = None
-    cat: Any = None
-    name: Any = ""
-    pid: Any = None
-    tid: Any = None
-    ts: Any = None
-    dur: Any = None
-    args: EventArgs = msgspec.field(default_factory=EventArgs)
+class TraceEvent(msgspec.Struct, tag_field="ph", gc=False):
+    """Base of every decoded event; the subclass is chosen by the event's ``ph``."""
 
+
+class FlowEvent(TraceEvent):
+    """Flow events (``ph`` s/t/f) link other events and carry nothing the analyses keep: no field is decoded."""
+
+    cat = None
+    dur = None
+
+
+def _full_event(tag: str) -> Any:
+    fields: list[tuple[str, Any, Any]] = [
+        ("cat", Any, None),
+        ("name", Any, ""),
+        ("pid", Any, None),
+        ("tid", Any, None),
+        ("ts", Any, None),
+        ("dur", Any, None),
+        ("args", EventArgs | None, None),
+    ]
+    name = "MetaEvent" if tag == "M" else f"PhaseEvent_{ord(tag)}"
+    return msgspec.defstruct(name, fields, bases=(TraceEvent,), tag=tag, gc=False, module=__name__)
+
+
+FLOW_TYPES: tuple[Any, ...] = tuple(
+    msgspec.defstruct(f"Flow_{t}", [], bases=(FlowEvent,), tag=t, gc=False) for t in "stf"
+)
+# Every other Chrome-trace phase decodes all kept fields; an unknown phase sends the chunk to the generic path.
+FULL_TYPES: tuple[Any, ...] = tuple(_full_event(t) for t in "XMiICBEbenPNODRVvc()")
+META_TYPE: Any = FULL_TYPES[1]
 
 # (struct attribute, trace arg name) of the args kept for collectives
 COLLECTIVE_FIELDS = (
@@ -52,4 +76,6 @@ COLLECTIVE_FIELDS = (
     ("dtype", "dtype"),
 )
 
-EVENTS_DECODER = msgspec.json.Decoder(list[TraceEvent])
+EVENTS_DECODER: Any = msgspec.json.Decoder(
+    GenericAlias(list, (functools.reduce(operator.or_, FLOW_TYPES + FULL_TYPES),))
+)

@@ -66,7 +66,8 @@ def _try_array(piece: bytes) -> list[Any] | None:
     """Decode ``[piece]``: typed structs when every event fits the schema, else plain dicts; None if not JSON."""
     data = b"[" + piece + b"]"
     try:
-        return EVENTS_DECODER.decode(data)
+        events: list[Any] = EVENTS_DECODER.decode(data)
+        return events
     except (msgspec.DecodeError, ValueError):  # ValueError: UnicodeDecodeError on non-UTF-8 bytes
         pass  # not this schema, or not JSON: the generic path decides (and handles non-UTF-8 names)
     try:

@@ -19,27 +19,27 @@ _QUEUE_BLOCKS = 8
 
 
 def _inflate(raw: bytes, block: int) -> Iterator[bytes]:
-    """Inflate one or more concatenated gzip members."""
+    """Inflate one or more concatenated gzip members; every piece yielded is at most ``block`` bytes."""
     data = memoryview(raw)
+    step = 1 << 16
     while True:
         inflater = zlib.decompressobj(wbits=31)
         pos = 0
-        step = max(block // 4, 1 << 16)
         while pos < len(data) and not inflater.eof:
-            out = inflater.decompress(data[pos : pos + step])
+            pending: bytes | memoryview = data[pos : pos + step]
             pos += step
-            if out:
-                yield out
-            while inflater.unconsumed_tail and not inflater.eof:
-                more = inflater.decompress(inflater.unconsumed_tail)
-                if more:
-                    yield more
+            while pending and not inflater.eof:
+                out = inflater.decompress(pending, block)
+                pending = inflater.unconsumed_tail
+                if out:
+                    yield out
         tail = inflater.flush()
         if tail:
             yield tail
         if not inflater.eof:
             raise TraceError("corrupt or truncated gzip: the compressed stream ends early")
-        rest = inflater.unused_data
+        # input consumed past the member's end comes back in unused_data; the rest was never fed
+        rest = bytes(inflater.unused_data) + bytes(data[pos:])
         if not rest.strip(b"\x00"):
             return
         if rest[:2] != GZIP_MAGIC:
