@@ -9,9 +9,11 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 
 from stepscope_contract.constants import AUTH_HEADER
+from stepscope_contract.storage import Scheme, parse_storage_uri
 from stepscope_contract.wire import CaptureRequest, ErrorBody
 from stepscope_sidecar.agent import Agent, Busy
 from stepscope_sidecar.auth import authorized
+from stepscope_sidecar.stores import s3_endpoint
 
 AGENT_KEY: web.AppKey[Agent] = web.AppKey("agent", Agent)
 TOKEN_KEY: web.AppKey[str] = web.AppKey("token", str)
@@ -54,6 +56,12 @@ async def start_capture(request: web.Request) -> web.Response:
         capture = CaptureRequest.model_validate_json(body)
     except ValidationError as exc:
         return _error(400, "invalid capture request", str(exc)[:2000])
+    try:
+        location = parse_storage_uri(capture.destination.session_uri)
+        if location.scheme is not Scheme.FILE:
+            s3_endpoint(capture.destination, location.scheme)
+    except ValueError as exc:  # StorageUriError is a ValueError
+        return _error(400, "invalid destination", str(exc))
     try:
         status, created = agent.start(capture)
     except Busy as exc:

@@ -99,6 +99,12 @@ def test_a_broken_profiler_request_fails_the_capture_not_the_training(
     # the sidecar validates requests: an unknown activity never gets past it
     bad = capture_body("bad-activity", f"file://{workdir}/store", activities=["tpu"])
     assert sc.call("POST", "/v1/captures", bad)[0] == 400
+    for uri in ("gs://bucket/x", "s3://bucket/../x", "file://relative", "oss://bucket/x"):
+        body = capture_body("bad-uri", uri)
+        body["destination"].pop("region")  # oss:// needs an endpoint or a region
+        code, resp = sc.call("POST", "/v1/captures", body)
+        assert code == 400 and resp["error"] == "invalid destination", (uri, resp)
+    assert sc.call("GET", "/v1/captures/bad-uri")[0] == 404
     # a request that reaches the hook anyway (older sidecar, hand-written file) fails only the capture
     request = {"captureId": "bad-activity", "steps": 2, "activities": ["tpu"], "requestedAt": time.time()}
     (sc.hook_dir / "request.json.tmp").write_text(json.dumps(request))
