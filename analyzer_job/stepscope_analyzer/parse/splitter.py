@@ -62,61 +62,67 @@ def parse_whole(data: bytes) -> tuple[dict[str, Any], list[Any]]:
     return doc, events
 
 
-def _try_array(piece: bytes) -> list[Any] | None:
-    """Decode ``[piece]``: typed structs when every event fits the schema, else plain dicts; None if not JSON."""
-    data = b"[" + piece + b"]"
+def _decode_array(view: memoryview) -> list[Any] | None:
+    """Decode a JSON array: typed structs when every event fits the schema, else plain dicts; None if not JSON."""
     try:
-        events: list[Any] = EVENTS_DECODER.decode(data)
+        events: list[Any] = EVENTS_DECODER.decode(view)
         return events
     except (msgspec.DecodeError, ValueError):  # ValueError: UnicodeDecodeError on non-UTF-8 bytes
         pass  # not this schema, or not JSON: the generic path decides (and handles non-UTF-8 names)
     try:
-        value = _loads(data)
+        value = _loads(bytes(view))
     except orjson.JSONDecodeError:
         return None
     return value if isinstance(value, list) else None
 
 
+def _decode_prefix(buf: bytearray, end: int) -> list[Any] | None:
+    """Decode ``buf[:end]`` without copying it (the views are released before the buffer is resized)."""
+    with memoryview(buf) as whole, whole[:end] as view:
+        return _decode_array(view)
+
+
 class ChunkedEvents:
     """Iterate the ``traceEvents`` array chunk by chunk; ``metadata`` is set once iteration has finished.
 
+    The buffer always starts with ``[``: a chunk is decoded in place by turning the ``,`` after its last event into
+    ``]``, then that byte becomes the ``[`` of the next chunk, so no chunk text is copied.
     Raises CannotSplitError (possibly after some chunks were yielded) when the document must be parsed whole.
     """
 
     def __init__(self, blocks: Iterable[bytes], chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> None:
         self._blocks = iter(blocks)
         self._chunk_bytes = chunk_bytes
-        self._buf = b""
+        self._buf = bytearray()
         self._eof = False
         self.metadata: dict[str, Any] = {}
         self.size_bytes = 0
 
-    def _more(self) -> bool:
-        """Append the next block to the buffer; False at the end of input."""
-        if self._eof:
-            return False
-        block = next(self._blocks, None)
-        if block is None:
-            self._eof = True
-            return False
-        self.size_bytes += len(block)
-        self._buf += block
-        return True
+    def _fill(self, size: int) -> None:
+        """Read blocks until the buffer holds ``size`` bytes or the input ends."""
+        while len(self._buf) < size and not self._eof:
+            block = next(self._blocks, None)
+            if block is None:
+                self._eof = True
+                return
+            self.size_bytes += len(block)
+            self._buf += block
 
     def __iter__(self) -> Iterator[list[Any]]:
         # Phase 1: the text before the events array (kept for the metadata).
         key = _EVENTS_KEY.search(self._buf)
         while key is None:
             searched = len(self._buf)
-            if searched > _MAX_PREFIX_BYTES or not self._more():
+            if searched > _MAX_PREFIX_BYTES or self._eof:
                 if not self._buf.strip():
                     raise TraceError("trace is empty")
                 raise CannotSplitError
+            self._fill(searched + 1)
             key = _EVENTS_KEY.search(self._buf, max(0, searched - 64))
         if self._buf.lstrip()[:1] != b"{":
             raise CannotSplitError
-        prefix = self._buf[: key.end()]
-        self._buf = self._buf[key.end() :]
+        prefix = bytes(self._buf[: key.end()])
+        del self._buf[: key.end() - 1]  # keep the "["
         tail = yield from self._events()
         try:
             metadata = _loads(prefix + tail)
@@ -129,39 +135,41 @@ class ChunkedEvents:
 
     def _events(self) -> Generator[list[Any], None, bytes]:
         """Yield event chunks; return the text from the array's closing ``]`` to the end of the document."""
+        buf = self._buf
         failed = 0
         want = self._chunk_bytes
         while True:
-            while len(self._buf) < want + (1 << 16) and self._more():
-                pass
-            if len(self._buf) < want:
+            self._fill(want + (1 << 16))
+            if len(buf) < want:
                 break  # the end of input is near: the last piece holds the array's end
-            cut = _BOUNDARY.search(self._buf, want)
+            cut = _BOUNDARY.search(buf, want)
             if cut is None:
                 if self._eof:
                     break
-                want = len(self._buf)  # one event longer than a chunk: read on
+                want = len(buf)  # one event longer than a chunk: read on
                 continue
-            events = _try_array(self._buf[: cut.start() + 1])
+            comma = buf.index(b",", cut.start())
+            buf[comma] = 0x5D  # "]"
+            events = _decode_prefix(buf, comma + 1)
             if events is None:
+                buf[comma] = 0x2C  # ","
                 failed += 1
                 if failed > _MAX_FAILED_CUTS:
                     raise CannotSplitError
                 want = cut.end()
                 continue
             yield events
-            self._buf = self._buf[cut.end() - 1 :]  # from the next event's "{"
+            buf[comma] = 0x5B  # "[" of the next chunk
+            del buf[:comma]
             want = self._chunk_bytes
-        while self._more():
-            pass
-        buf = self._buf
-        if buf.lstrip()[:1] == b"]":
-            return buf[buf.index(b"]") :]
+        self._fill(1 << 62)
+        if buf[1:].lstrip()[:1] == b"]":
+            return bytes(buf[buf.index(b"]") :])
         for end in _ARRAY_END.finditer(buf):
-            events = _try_array(buf[: end.start() + 1])
+            events = _decode_prefix(buf, end.end())
             if events is not None:
                 yield events
-                return buf[end.end() - 1 :]
+                return bytes(buf[end.end() - 1 :])
             failed += 1
             if failed > _MAX_FAILED_CUTS:
                 break

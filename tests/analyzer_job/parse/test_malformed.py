@@ -179,3 +179,14 @@ def test_streamed_gzip_equals_plain_and_multi_member_gzip_is_read(tmp_path: Path
 def test_garbage_after_gzip_stream_is_an_error() -> None:
     with pytest.raises(TraceError, match="trailing garbage"):
         parse_trace(gzip.compress(GOOD) + b"garbage!")
+
+
+def test_unknown_or_missing_phase_falls_back_to_the_generic_path() -> None:
+    odd = _event("odd", 5, 1, stream=7, correlation=2)
+    odd["ph"] = "Z"
+    no_ph = _event("no-ph", 9, 1)
+    del no_ph["ph"]
+    flow = {"ph": "f", "id": 1, "cat": "ac2g", "name": "ac2g", "ts": 4, "bp": "e"}
+    cols = parse_bytes(_doc([_event("x", 1, 2), flow, odd, no_ph]), chunk_bytes=64).events
+    assert [cols.names[i] for i in cols.name_id] == ["x", "odd", "no-ph"]
+    assert cols.correlation.tolist() == [-1, 2, -1]
