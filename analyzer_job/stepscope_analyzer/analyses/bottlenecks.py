@@ -41,10 +41,11 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
     starts = np.concatenate(([0], cuts))
     stops = np.concatenate((cuts, [ids.size]))
     out: list[NameTime] = []
+    cover = intervals.Coverage(*compute)
     for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
         u = intervals.merge(s[lo:hi], e[lo:hi])
         merged = intervals.length(*u)
-        covered = intervals.intersection_length(u, compute)
+        covered = cover.intersection(u)
         out.append(NameTime(int(ids[lo]), hi - lo, float(np.sum(e[lo:hi] - s[lo:hi])), merged, merged - covered))
     return out
 

@@ -30,11 +30,33 @@ def length(starts: F64, ends: F64) -> float:
     return float(np.sum(ends - starts)) if starts.size else 0.0
 
 
-def coverage_before(starts: F64, ends: F64, x: F64) -> F64:
+class Coverage:
+    """Disjoint sorted intervals prepared for many coverage queries (the cumulative lengths are computed once)."""
+
+    def __init__(self, starts: F64, ends: F64) -> None:
+        self.starts = starts
+        self.ends = ends
+        self.cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+
+    def within(self, ts: F64, end: F64) -> F64:
+        """For each interval [ts, end], how much of it these intervals cover."""
+        return coverage_before(self.starts, self.ends, end, self.cum) - coverage_before(
+            self.starts, self.ends, ts, self.cum
+        )
+
+    def intersection(self, other: tuple[F64, F64]) -> float:
+        """|self ∩ other| for disjoint sorted ``other``."""
+        if self.starts.size == 0 or other[0].size == 0:
+            return 0.0
+        return float(np.sum(self.within(other[0], other[1])))
+
+
+def coverage_before(starts: F64, ends: F64, x: F64, cum: F64 | None = None) -> F64:
     """For disjoint sorted intervals, the covered length in (-inf, x] for each x."""
     if starts.size == 0:
         return np.zeros(x.shape)
-    cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    if cum is None:
+        cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
     idx = np.searchsorted(starts, x, side="right") - 1
     safe = np.maximum(idx, 0)
     partial = np.clip(np.minimum(x, ends[safe]) - starts[safe], 0.0, None)
