@@ -7,6 +7,7 @@ garbage collection, CRD registration with schema validation and defaults, and an
 
 from __future__ import annotations
 
+import base64
 import builtins
 import copy
 import datetime as dt
@@ -188,6 +189,10 @@ class Store:
 
     # ---- writes ---------------------------------------------------------------------------------------------------
     def _check_schema(self, rtype: ResourceType, obj: Obj) -> None:
+        if rtype.kind == "Secret" and rtype.group == "" and isinstance(obj.get("stringData"), dict):
+            data = obj.setdefault("data", {})  # the apiserver folds stringData into data
+            for key, value in obj.pop("stringData").items():
+                data[key] = base64.b64encode(str(value).encode()).decode()
         if rtype.schema:
             apply_defaults(rtype.schema, obj)
             problems = field_errors(rtype.schema, obj)

@@ -61,7 +61,7 @@ class _Proc:
     finished_at: str = ""
 
 
-def kill_group(popen: subprocess.Popen[bytes], grace: float) -> None:
+def kill_group(popen: subprocess.Popen[Any], grace: float) -> None:
     """SIGTERM the process group, SIGKILL what is left after `grace` seconds."""
     if popen.poll() is not None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

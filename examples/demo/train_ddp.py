@@ -1,0 +1,98 @@
+"""A tiny 4-rank DDP training on CPU (gloo) with one rank planted slow. It knows nothing about stepscope: the hook
+arrives through the environment only (PYTHONPATH + STEPSCOPE_HOOK_DIR set by the pod spec).
+
+Rank: JOB_COMPLETION_INDEX (Indexed Job) or RANK. World size: WORLD_SIZE (default 4).
+Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data) or compute (extra matmuls), SLOW_MS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import signal
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+
+def _rank() -> int:
+    for name in ("JOB_COMPLETION_INDEX", "RANK"):
+        value = os.environ.get(name, "").strip()
+        if value.isdigit():
+            return int(value)
+    return 0
+
+
+def load_batch(rank: int, slow: bool, mode: str, slow_ms: float) -> tuple[torch.Tensor, torch.Tensor]:
+    with torch.profiler.record_function("load_batch"):
+        x = torch.randn(64, 256)
+        y = torch.randint(0, 10, (64,))
+        if slow and mode == "host":
+            time.sleep(slow_ms / 1000.0)  # a slow input pipeline on this rank's host
+        return x, y
+
+
+def extra_compute(slow_ms: float) -> None:
+    with torch.profiler.record_function("extra_compute"):
+        a = torch.randn(256, 256)
+        end = time.perf_counter() + slow_ms / 1000.0
+        while time.perf_counter() < end:
+            a = torch.tanh(a @ a)  # a slower device on this rank: more compute per step
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "0")), help="0: until killed")
+    parser.add_argument("--log-every", type=int, default=50)
+    args = parser.parse_args(argv)
+
+    rank = _rank()
+    world = int(os.environ.get("WORLD_SIZE", "4"))
+    os.environ["RANK"] = str(rank)
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+    os.environ.setdefault("MASTER_PORT", "29500")
+    slow_rank = int(os.environ.get("SLOW_RANK", "-1"))
+    mode = os.environ.get("SLOW_MODE", "host")
+    slow_ms = float(os.environ.get("SLOW_MS", "30"))
+    slow = rank == slow_rank
+    torch.set_num_threads(1)
+    torch.manual_seed(rank)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=dt.timedelta(seconds=120))
+    model = DistributedDataParallel(
+        nn.Sequential(nn.Linear(256, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(), nn.Linear(512, 10))
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    loss_fn = nn.CrossEntropyLoss()
+    print(f"rank {rank}/{world} started (slow={slow} mode={mode} {slow_ms} ms)", flush=True)
+    step = 0
+    started = time.perf_counter()
+    while args.steps == 0 or step < args.steps:
+        x, y = load_batch(rank, slow, mode, slow_ms)
+        with torch.profiler.record_function("forward_backward"):
+            loss = loss_fn(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+        if slow and mode == "compute":
+            extra_compute(slow_ms)
+        optimizer.step()
+        step += 1
+        if step % args.log_every == 0:
+            elapsed = time.perf_counter() - started
+            print(
+                f"rank {rank} step {step} loss {loss.item():.3f} {1000 * elapsed / args.log_every:.1f} ms/step",
+                flush=True,
+            )
+            started = time.perf_counter()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,212 @@
+"""`stepscope demo`: the whole product on one machine. Local cluster, operator, a 4-rank DDP training with one rank
+planted slow, `kubectl apply` of a ProfileSession, progress as `kubectl get profilesessions -w` shows it, then the
+verdict and the report. Everything started is stopped at the end."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from stepscope_local.cluster import LocalCluster
+from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, session_yaml, training_job
+from stepscope_local.runner.pods import kill_group
+from stepscope_local.s3 import free_port
+
+API = "stepscope.dev/v1alpha1"
+TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
+BIN = Path(sys.executable).parent
+
+
+def say(text: str) -> None:
+    print(f"[demo] {text}", flush=True)
+
+
+def start_operator(cluster: LocalCluster, workdir: Path) -> subprocess.Popen[bytes]:
+    token = workdir / "operator" / "token"
+    token.parent.mkdir(parents=True, exist_ok=True)
+    token.write_text("demo-sidecar-token")
+    env = {
+        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
+        "HOME": os.environ.get("HOME", "/tmp"),
+        "LANG": "C.UTF-8",
+        "PYTHONUNBUFFERED": "1",
+        "KUBECONFIG": str(cluster.kubeconfig_path),
+        "STEPSCOPE_WATCH_NAMESPACES": "default",
+        "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
+        "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
+        "STEPSCOPE_METRICS_PORT": str(free_port()),
+        "STEPSCOPE_HEALTH_PORT": str(free_port()),
+    }
+    log = (workdir / "operator.log").open("ab")
+    return subprocess.Popen(
+        [str(BIN / "stepscope"), "operator"],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+
+
+def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float) -> list[dict[str, Any]]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pods = cluster.api.list("v1", "pods", "default", "job-name=ddp-train")
+        ready = [
+            p
+            for p in pods
+            if any(
+                c.get("type") == "Ready" and c.get("status") == "True"
+                for c in (p.get("status") or {}).get("conditions") or []
+            )
+        ]
+        if len(ready) >= count:
+            return ready
+        failed = [p for p in pods if (p.get("status") or {}).get("phase") == "Failed"]
+        if failed:
+            raise RuntimeError(f"training pod {failed[0]['metadata']['name']} failed; see {cluster.logs_dir}")
+        time.sleep(0.5)
+    raise RuntimeError(f"the training pods were not Ready within {timeout:.0f} s; see {cluster.logs_dir}")
+
+
+def relay(stream: IO[str], prefix: str) -> None:
+    for line in stream:
+        print(f"{prefix}{line.rstrip()}", flush=True)
+
+
+def follow_session(cluster: LocalCluster, name: str, timeout: float) -> dict[str, Any] | None:
+    """Stream `kubectl get profilesessions -w` until the session is terminal (or the timeout)."""
+    exe = "kubectl"
+    watcher = subprocess.Popen(
+        [
+            exe,
+            "--kubeconfig",
+            str(cluster.kubeconfig_path),
+            "--cache-dir",
+            str(cluster.workdir / "kubectl-cache"),
+            "get",
+            "profilesessions",
+            name,
+            "-w",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert watcher.stdout is not None
+    thread = threading.Thread(target=relay, args=(watcher.stdout, "  "), daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout
+    obj = None
+    try:
+        while time.monotonic() < deadline:
+            obj = cluster.api.get(API, "profilesessions", "default", name)
+            if obj and (obj.get("status") or {}).get("phase") in TERMINAL:
+                time.sleep(1.0)  # let the watch print the last line
+                return cluster.api.get(API, "profilesessions", "default", name)
+            time.sleep(0.5)
+        return obj
+    finally:
+        kill_group(watcher, 2)
+        thread.join(5)
+
+
+def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
+    url = status.get("reportURL")
+    if not url:
+        return None
+    bucket, key = s3_location(url)
+    target = out_dir / "report.html"
+    assert cluster.s3 is not None
+    cluster.s3.client().download_file(bucket, key, str(target))
+    json_url = status.get("reportJSONURL")
+    if json_url:
+        json_bucket, json_key = s3_location(json_url)
+        cluster.s3.client().download_file(json_bucket, json_key, str(out_dir / "report.json"))
+    return target
+
+
+def run(args: argparse.Namespace) -> int:
+    workdir: Path = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
+    say(f"starting the local cluster (workdir {workdir})")
+    with LocalCluster(workdir=workdir / "cluster", buckets=("stepscope-demo",)) as cluster:
+        say(f"API {cluster.api.url}  kubeconfig {cluster.kubeconfig_path}  S3 {cluster.s3_endpoint}")
+        for doc in load_all(DEMO_DIR / "secrets.yaml"):
+            cluster.api.apply(doc)
+        cluster.api.apply(script_configmap())
+        operator = start_operator(cluster, workdir)
+        say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
+        try:
+            cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
+            say(
+                f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
+                f"{args.slow_ms:g} ms/step)"
+            )
+            pods = wait_ready_pods(cluster, 4, args.ready_timeout)
+            say(
+                "pods Ready: "
+                + ", ".join(
+                    f"{p['metadata']['name']} ({p['status']['podIP']} on {p['spec']['nodeName']})" for p in pods
+                )
+            )
+            time.sleep(args.warmup)
+            if operator.poll() is not None:
+                raise RuntimeError(f"the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
+            session_file = workdir / "profilesession.yaml"
+            session_file.write_text(session_yaml(cluster.s3_endpoint))
+            applied = cluster.kubectl("apply", "--validate=false", "-f", str(session_file))
+            say(f"kubectl apply -f examples/profilesession.yaml: {(applied.stdout or applied.stderr).strip()}")
+            if applied.returncode != 0:
+                return 1
+            obj = follow_session(cluster, "demo", args.timeout)
+            status = (obj or {}).get("status") or {}
+            phase = status.get("phase")
+            say(f"session phase: {phase}  ({status.get('message', '')})")
+            summary = status.get("summary") or {}
+            if summary.get("verdict"):
+                say(f"verdict: {summary['verdict']}")
+            report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
+            if report is not None:
+                say(f"report: {report}")
+            say(f"done in {time.monotonic() - started:.0f} s")
+            return 0 if phase in ("Succeeded", "PartiallySucceeded") and report is not None else 1
+        finally:
+            kill_group(operator, 5)
+            say("stopping everything")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="stepscope demo", description=__doc__)
+    parser.add_argument("--workdir", type=Path, default=Path(".demo"))
+    parser.add_argument("--slow-rank", type=int, default=2)
+    parser.add_argument("--slow-mode", choices=["host", "compute"], default="host")
+    parser.add_argument("--slow-ms", type=float, default=30.0)
+    parser.add_argument("--ready-timeout", type=float, default=120.0)
+    parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
+    parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
+    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    previous = signal.getsignal(signal.SIGTERM)
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        return run(args)
+    except KeyboardInterrupt:
+        say("interrupted; everything was stopped")
+        return 130
+    except RuntimeError as exc:
+        say(f"failed: {exc}")
+        return 1
+    finally:
+        with contextlib.suppress(ValueError):
+            signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,57 @@
+"""Pure adjustments of the demo's manifests to one local run (ports, the planted slow rank, the S3 endpoint)."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DEMO_DIR = REPO_ROOT / "examples" / "demo"
+SESSION_PATH = REPO_ROOT / "examples" / "profilesession.yaml"
+
+
+def load_all(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def script_configmap(namespace: str = "default") -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "ddp-train-script", "namespace": namespace},
+        "data": {"train_ddp.py": (DEMO_DIR / "train_ddp.py").read_text()},
+    }
+
+
+def training_job(master_port: int, slow_rank: int, slow_mode: str, slow_ms: float) -> dict[str, Any]:
+    """examples/demo/train-job.yaml with this run's rendezvous port and planted slow rank (-1: none)."""
+    job = copy.deepcopy(load_all(DEMO_DIR / "train-job.yaml")[0])
+    overrides = {
+        "MASTER_PORT": str(master_port),
+        "SLOW_RANK": str(slow_rank),
+        "SLOW_MODE": slow_mode,
+        "SLOW_MS": str(slow_ms),
+    }
+    for container in job["spec"]["template"]["spec"]["containers"]:
+        for env in container.get("env") or []:
+            if env["name"] in overrides:
+                env["value"] = overrides[env["name"]]
+    return job
+
+
+def session_yaml(s3_endpoint: str) -> str:
+    """examples/profilesession.yaml pointed at the local S3 endpoint."""
+    doc = load_all(SESSION_PATH)[0]
+    doc["spec"]["storage"]["endpoint"] = s3_endpoint
+    return yaml.safe_dump(doc, sort_keys=False)
+
+
+def s3_location(url: str) -> tuple[str, str]:
+    """`s3://bucket/key` -> (bucket, key)."""
+    if not url.startswith("s3://"):
+        raise ValueError(f"not an s3:// URL: {url}")
+    bucket, _, key = url[len("s3://") :].partition("/")
+    return bucket, key

@@ -1,0 +1,108 @@
+"""The demo's workload on the local cluster, without the operator: the exact pod spec of examples/demo runs
+(hook init container, trainer, sidecar with Secret env and token volume), the sidecars capture on request and
+upload to moto, and `stepscope analyze` of what they uploaded names the planted slow rank."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepscope_contract.wire import CaptureOptions, CaptureState, CaptureRequest, SessionRef, StorageDestination
+from stepscope_local.cluster import LocalCluster
+from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap, training_job
+from stepscope_local.s3 import free_port
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+TOKEN = "demo-sidecar-token"  # noqa: S105 (examples/demo/secrets.yaml)
+
+
+def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(
+        url, data=data, headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=10) as resp:
+        out: dict[str, Any] = json.loads(resp.read())
+        return out
+
+
+def _ready(pod: dict[str, Any]) -> bool:
+    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions", []))
+
+
+def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: Path) -> None:
+    with LocalCluster(workdir=tmp_path / "cluster", buckets=("stepscope-demo",)) as cluster:
+        for doc in load_all(DEMO_DIR / "secrets.yaml"):
+            cluster.api.apply(doc)
+        cluster.api.apply(script_configmap())
+        cluster.api.apply(training_job(free_port(), slow_rank=2, slow_mode="host", slow_ms=40))
+        deadline = time.monotonic() + 90
+        pods: list[dict[str, Any]] = []
+        while time.monotonic() < deadline:
+            pods = cluster.api.list("v1", "pods", "default", "job-name=ddp-train")
+            if len(pods) == 4 and all(_ready(p) for p in pods):
+                break
+            time.sleep(0.5)
+        assert len(pods) == 4 and all(_ready(p) for p in pods), cluster.kubectl("get", "pods").stdout
+        time.sleep(2)  # some training steps
+        session_uri = "s3://stepscope-demo/sessions/default/demo-0000abcd"
+        options = CaptureOptions(steps=5, skip_steps=2, activities=["cpu"], timeout_seconds=60, step_timeout_seconds=30)
+        for pod in pods:
+            request = CaptureRequest(
+                capture_id="cap-1",
+                session=SessionRef(namespace="default", name="demo"),
+                options=options,
+                destination=StorageDestination(
+                    session_uri=session_uri, endpoint=cluster.s3_endpoint, addressing_style="path"
+                ),
+            )
+            _call(f"http://{pod['status']['podIP']}:8471/v1/captures", request.model_dump(mode="json", by_alias=True))
+        states: dict[str, str] = {}
+        while time.monotonic() < deadline + 30:
+            for pod in pods:
+                status = _call(f"http://{pod['status']['podIP']}:8471/v1/captures/cap-1")
+                states[pod["metadata"]["name"]] = status["state"]
+            if all(CaptureState(s).terminal for s in states.values()):
+                break
+            time.sleep(0.5)
+        assert set(states.values()) == {CaptureState.UPLOADED}, states
+        keys = [o["Key"] for o in cluster.s3.client().list_objects_v2(Bucket="stepscope-demo")["Contents"]]  # type: ignore[union-attr]
+        for rank in range(4):
+            assert any(f"/ranks/{rank}/" in k and k.endswith(".pt.trace.json.gz") for k in keys), keys
+        out = tmp_path / "report"
+        env = {
+            "AWS_ACCESS_KEY_ID": cluster.s3_access_key,
+            "AWS_SECRET_ACCESS_KEY": cluster.s3_secret_key,
+            "PATH": str(Path(sys.executable).parent),
+            "HOME": str(tmp_path),
+        }
+        analyzed = subprocess.run(
+            [
+                str(Path(sys.executable).parent / "stepscope"),
+                "analyze",
+                session_uri,
+                "--endpoint",
+                cluster.s3_endpoint,
+                "-o",
+                str(out),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=90,
+            check=False,
+            env=env,
+        )
+        assert analyzed.returncode == 0, analyzed.stdout + analyzed.stderr
+        report = json.loads((out / "report.json").read_text())
+        assert "report.html" in {p.name for p in out.iterdir()}
+        diagnosis = report["diagnosis"]
+        print("verdict:", diagnosis["verdict"])
+        slow = {r["rank"]: r["cause"] for r in diagnosis["slow_ranks"]}
+        assert slow.get(2) == "host", diagnosis
