@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from stepscope_contract.wire import CaptureOptions, CaptureState, CaptureRequest, SessionRef, StorageDestination
+from stepscope_contract.wire import CaptureOptions, CaptureRequest, CaptureState, SessionRef, StorageDestination
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap, training_job
 from stepscope_local.s3 import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
-TOKEN = "demo-sidecar-token"  # noqa: S105 (examples/demo/secrets.yaml)
+TOKEN = "demo-sidecar-token"
 
 
 def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
