@@ -63,3 +63,17 @@ def test_fresh_gloo_run(tmp_path: Path) -> None:
     expected = json.loads((tmp_path / "gloo_2rank_expected.json").read_text())
     r0, r1 = (summarize_trace((tmp_path / f"gloo_2rank_rank{i}.pt.trace.json.gz").read_bytes()) for i in (0, 1))
     _check_pair(r0, r1, expected)
+
+
+@pytest.mark.unit
+def test_plain_json_file_and_explicit_rank(tmp_path: Path) -> None:
+    import gzip
+
+    plain = tmp_path / "trace.json"
+    plain.write_bytes(gzip.decompress((FIXTURES / "gloo_2rank_rank1.pt.trace.json.gz").read_bytes()))
+    from_file = summarize_trace(plain, rank=5, top_n=3)
+    assert from_file.rank == 5 and from_file.world_size == 2
+    assert len(from_file.top_kernels) == 0 and 0 < len(from_file.top_functions) <= 6
+    from_gz = summarize_trace(FIXTURES / "gloo_2rank_rank1.pt.trace.json.gz", top_n=3)
+    assert from_gz.rank == 1
+    assert from_gz.idle_time == from_file.idle_time and from_gz.steps == from_file.steps
