@@ -186,6 +186,13 @@ def test_active_deadline_fails_and_stops_pods(cluster: LocalCluster) -> None:
     _eventually(lambda: not cluster.api.list("v1", "pods", "default", "job-name=slow"))
 
 
+def test_ttl_after_finished_deletes_the_job_and_its_pods(cluster: LocalCluster) -> None:
+    cluster.api.apply(_job("ttl", [{"name": "c", "command": ["sleep", "1"]}], ttlSecondsAfterFinished=0))
+    _eventually(lambda: cluster.api.list("v1", "pods", "default", "job-name=ttl"), timeout=10)
+    _eventually(lambda: cluster.api.get("batch/v1", "jobs", "default", "ttl") is None)
+    _eventually(lambda: not cluster.api.list("v1", "pods", "default", "job-name=ttl"))
+
+
 def test_s3_outage_and_restart_on_the_same_port(cluster: LocalCluster) -> None:
     endpoint = cluster.s3_endpoint
     s3 = boto3.client(

@@ -27,7 +27,7 @@ from stepscope_local.kube.validation import apply_defaults, field_errors
 
 Obj = dict[str, Any]
 EventCallback = Callable[[str, Obj, int], None]
-HISTORY = 100_000
+HISTORY = 20_000
 _IMMUTABLE_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "generation")
 
 

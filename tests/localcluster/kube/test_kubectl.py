@@ -115,3 +115,30 @@ def test_kubectl_core_resources(api: EmulatorServer, tmp_path: Path) -> None:
     deleted = kubectl(api, tmp_path, "delete", "secret", "s3")
     assert deleted.returncode == 0, deleted.stderr
     assert api.get("v1", "secrets", "default", "s3") is None
+
+
+def test_kubectl_get_watch_prints_rows_as_the_status_changes(api: EmulatorServer, tmp_path: Path) -> None:
+    applied = kubectl(api, tmp_path, "apply", "--validate=false", "-f", str(REPO / "examples" / "profilesession.yaml"))
+    assert applied.returncode == 0, applied.stderr
+    cmd = [
+        shutil.which("kubectl") or "kubectl",
+        "--kubeconfig",
+        str(api.kubeconfig_path),
+        "--cache-dir",
+        str(tmp_path),
+        "get",
+        "profilesessions",
+        "-w",
+    ]
+    watcher = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        assert watcher.stdout is not None
+        header = watcher.stdout.readline()
+        assert header.split()[:3] == ["NAME", "PHASE", "CAPTURED"]
+        assert watcher.stdout.readline().split()[0] == "demo"
+        for phase, progress in (("Capturing", "1/4"), ("Analyzing", "4/4")):
+            api.patch_status(API, "profilesessions", "default", "demo", {"phase": phase, "progress": progress})
+            assert watcher.stdout.readline().split()[:3] == ["demo", phase, progress]
+    finally:
+        watcher.terminate()
+        watcher.wait(10)
