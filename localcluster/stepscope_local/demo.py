@@ -8,6 +8,7 @@ import argparse
 import contextlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -83,42 +84,79 @@ def relay(stream: IO[str], prefix: str) -> None:
         print(f"{prefix}{line.rstrip()}", flush=True)
 
 
+def _row(obj: dict[str, Any]) -> str:
+    status = obj.get("status") or {}
+    summary = status.get("summary") or {}
+    cells = [
+        obj["metadata"]["name"],
+        status.get("phase", ""),
+        status.get("progress", ""),
+        str(summary.get("slowestRank", "")),
+        summary.get("topBottleneck", "") or "",
+    ]
+    return "  " + "   ".join(f"{c:<10}" for c in cells).rstrip()
+
+
 def follow_session(cluster: LocalCluster, name: str, timeout: float) -> dict[str, Any] | None:
-    """Stream `kubectl get profilesessions -w` until the session is terminal (or the timeout)."""
-    exe = "kubectl"
-    watcher = subprocess.Popen(
-        [
-            exe,
-            "--kubeconfig",
-            str(cluster.kubeconfig_path),
-            "--cache-dir",
-            str(cluster.workdir / "kubectl-cache"),
-            "get",
-            "profilesessions",
-            name,
-            "-w",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,
-    )
-    assert watcher.stdout is not None
-    thread = threading.Thread(target=relay, args=(watcher.stdout, "  "), daemon=True)
-    thread.start()
+    """Stream `kubectl get profilesessions -w` until the session is terminal (or the timeout); without kubectl,
+    print the same columns from the API."""
+    exe = shutil.which("kubectl")
+    watcher = None
+    thread = None
+    if exe:
+        watcher = subprocess.Popen(
+            [
+                exe,
+                "--kubeconfig",
+                str(cluster.kubeconfig_path),
+                "--cache-dir",
+                str(cluster.workdir / "kubectl-cache"),
+                "get",
+                "profilesessions",
+                name,
+                "-w",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        assert watcher.stdout is not None
+        thread = threading.Thread(target=relay, args=(watcher.stdout, "  "), daemon=True)
+        thread.start()
     deadline = time.monotonic() + timeout
     obj = None
+    last = ""
     try:
         while time.monotonic() < deadline:
             obj = cluster.api.get(API, "profilesessions", "default", name)
+            if obj and watcher is None and _row(obj) != last:
+                last = _row(obj)
+                print(last, flush=True)
             if obj and (obj.get("status") or {}).get("phase") in TERMINAL:
                 time.sleep(1.0)  # let the watch print the last line
                 return cluster.api.get(API, "profilesessions", "default", name)
             time.sleep(0.5)
+        say(f"the session did not finish within {timeout:.0f} s")
         return obj
     finally:
-        kill_group(watcher, 2)
-        thread.join(5)
+        if watcher is not None:
+            kill_group(watcher, 2)
+        if thread is not None:
+            thread.join(5)
+
+
+def explain_failure(status: dict[str, Any], workdir: Path) -> None:
+    for cond in status.get("conditions") or []:
+        if (cond.get("status") == "True" and cond.get("type") == "Failed") or cond.get("status") == "False":
+            say(f"condition {cond.get('type')}={cond.get('status')}: {cond.get('reason')}: {cond.get('message')}")
+    for target in status.get("targets") or []:
+        if target.get("state") not in ("Captured",):
+            say(
+                f"target {target.get('pod')} (rank {target.get('rank')}): {target.get('state')} "
+                f"{target.get('message', '')}"
+            )
+    say(f"logs: {workdir / 'operator.log'} and {workdir / 'cluster' / 'logs'}")
 
 
 def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
@@ -180,6 +218,8 @@ def run(args: argparse.Namespace) -> int:
             report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
             if report is not None:
                 say(f"report: {report}")
+            if phase not in ("Succeeded",):
+                explain_failure(status, workdir)
             say(f"done in {time.monotonic() - started:.0f} s")
             return 0 if phase in ("Succeeded", "PartiallySucceeded") and report is not None else 1
         finally:
