@@ -23,7 +23,7 @@ from stepscope_local.kube import errors
 from stepscope_local.kube.patching import apply_patch
 from stepscope_local.kube.resources import BUILTINS, CRD_TYPE, ResourceType, types_from_crd
 from stepscope_local.kube.selectors import parse_field_selector, parse_label_selector
-from stepscope_local.kube.validation import apply_defaults, field_errors
+from stepscope_local.kube.validation import apply_defaults, field_errors, prune
 
 Obj = dict[str, Any]
 EventCallback = Callable[[str, Obj, int], None]
@@ -194,6 +194,9 @@ class Store:
             for key, value in obj.pop("stringData").items():
                 data[key] = base64.b64encode(str(value).encode()).decode()
         if rtype.schema:
+            pruned = prune(rtype.schema, obj)
+            obj.clear()
+            obj.update(pruned)
             apply_defaults(rtype.schema, obj)
             problems = field_errors(rtype.schema, obj)
             if problems:

@@ -36,6 +36,34 @@ def apply_defaults(schema: dict[str, Any], value: Any) -> Any:
     return value
 
 
+def prune(schema: dict[str, Any], value: Any, root: bool = True) -> Any:
+    """Structural-schema pruning: drop fields the schema does not declare, as the apiserver does silently
+    (unless `x-kubernetes-preserve-unknown-fields`). apiVersion, kind and metadata of the root are kept."""
+    if isinstance(value, dict):
+        if schema.get("x-kubernetes-preserve-unknown-fields"):
+            props = schema.get("properties") or {}
+            for name, sub in props.items():
+                if name in value and isinstance(sub, dict):
+                    value[name] = prune(sub, value[name], root=False)
+            return value
+        props = schema.get("properties")
+        extra = schema.get("additionalProperties")
+        if props is None and isinstance(extra, dict):
+            return {k: prune(extra, v, root=False) for k, v in value.items()}
+        if props is None:
+            return value if schema.get("type") != "object" or root else {}
+        kept: dict[str, Any] = {}
+        for name, item in value.items():
+            if name in props:
+                kept[name] = prune(props[name], item, root=False) if name != "metadata" or not root else item
+            elif root and name in ("apiVersion", "kind", "metadata"):
+                kept[name] = item
+        return kept
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [prune(schema["items"], v, root=False) for v in value]
+    return value
+
+
 def _copy(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}

@@ -250,3 +250,20 @@ def test_server_side_table_for_printer_columns(k8s: client.ApiClient, api: Emula
     cols = [c["name"] for c in tbl["columnDefinitions"]]
     assert cols[:3] == ["Name", "Phase", "Captured"] and "Report" in cols
     assert tbl["rows"][0]["cells"][:3] == ["t", "Capturing", "2/4"]
+
+
+def test_unknown_fields_are_pruned_but_preserved_where_the_schema_says(api: EmulatorServer) -> None:
+    body = session_body("pr")
+    body["spec"]["bogus"] = 1  # type: ignore[index]
+    api.apply(body)
+    stored = api.patch_status(
+        f"{GROUP}/{VERSION}",
+        PLURAL,
+        "default",
+        "pr",
+        {"phase": "Pending", "unknownField": "x", "kopf": {"progress": {"h": {"retries": 1}}}},
+    )
+    assert "bogus" not in stored["spec"]
+    assert "unknownField" not in stored["status"]
+    assert stored["status"]["kopf"] == {"progress": {"h": {"retries": 1}}}
+    assert stored["spec"]["targets"]["selector"]["matchLabels"] == {"app": "trainer"}
