@@ -3,6 +3,8 @@ arrives through the environment only (PYTHONPATH + STEPSCOPE_HOOK_DIR set by the
 
 Rank: JOB_COMPLETION_INDEX (Indexed Job) or RANK. World size: WORLD_SIZE (default 4).
 Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data) or compute (extra matmuls), SLOW_MS.
+SLOW_MODE=hang: that rank stops for good in its data loading after HANG_AFTER_STEPS steps (default 100); the
+others then wait in their next all-reduce.
 """
 
 from __future__ import annotations
@@ -26,6 +28,11 @@ def _rank() -> int:
         if value.isdigit():
             return int(value)
     return 0
+
+
+def wait_forever() -> None:
+    while True:
+        time.sleep(3600)  # a stuck input pipeline
 
 
 def load_batch(rank: int, slow: bool, mode: str, slow_ms: float) -> tuple[torch.Tensor, torch.Tensor]:
@@ -73,7 +80,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"rank {rank}/{world} started (slow={slow} mode={mode} {slow_ms} ms)", flush=True)
     step = 0
     started = time.perf_counter()
+    hang_after = int(os.environ.get("HANG_AFTER_STEPS", "100"))
     while args.steps == 0 or step < args.steps:
+        if slow and mode == "hang" and step >= hang_after:
+            print(f"rank {rank} hangs at step {step}", flush=True)
+            wait_forever()
         x, y = load_batch(rank, slow, mode, slow_ms)
         with torch.profiler.record_function("forward_backward"):
             loss = loss_fn(model(x), y)

@@ -146,5 +146,9 @@ class LocalCluster:
         """Apply every document of a YAML file (objects of any kind, CRDs included)."""
         return [self.api.apply(doc) for doc in yaml.safe_load_all(Path(path).read_text()) if doc]
 
+    def kill_container(self, namespace: str, pod: str, container: str) -> bool:
+        """SIGKILL one container's processes (e.g. a dead sidecar); the pod status then shows it terminated."""
+        return self.runner is not None and self.runner.kill_container(namespace, pod, container)
+
     def pod_log(self, namespace: str, pod: str, container: str) -> str:
         return (self.runner.log_reader(namespace, pod, container) if self.runner else None) or ""

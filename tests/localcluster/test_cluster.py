@@ -231,3 +231,26 @@ def test_stop_leaves_no_process_behind() -> None:
     left = [p for p in psutil.Process(os.getpid()).children(recursive=True) if p.pid not in before]
     assert not left
     assert not kubeconfig.exists()
+
+
+def test_kill_container_terminates_only_that_container(cluster: LocalCluster) -> None:
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "two", "namespace": "default"},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [{"name": "a", "command": ["sleep", "60"]}, {"name": "b", "command": ["sleep", "60"]}],
+        },
+    }
+    cluster.api.apply(pod)
+
+    def statuses() -> dict[str, Any]:
+        obj = cluster.api.get("v1", "pods", "default", "two") or {}
+        return {s["name"]: s["state"] for s in (obj.get("status") or {}).get("containerStatuses") or []}
+
+    _eventually(lambda: "running" in statuses().get("b", {}))
+    assert cluster.kill_container("default", "two", "b")
+    states = _eventually(lambda: (s := statuses()) and "terminated" in s.get("b", {}) and s)
+    assert states["b"]["terminated"]["exitCode"] == 137 and "running" in states["a"]
+    cluster.api.delete("v1", "pods", "default", "two")

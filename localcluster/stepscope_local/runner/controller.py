@@ -70,6 +70,11 @@ class Runner:
         for t in stoppers + self._stoppers:
             t.join(30)
 
+    def kill_container(self, namespace: str, pod: str, container: str) -> bool:
+        with self._lock:
+            worker = self._by_name.get((namespace, pod))
+        return worker is not None and worker.kill_container(container)
+
     def log_reader(self, namespace: str, name: str, container: str | None) -> str | None:
         with self._lock:
             worker = self._by_name.get((namespace, name))

@@ -104,6 +104,16 @@ class PodWorker:
         self._kill_all()
         self._thread.join(self.config.grace_seconds + 10)
 
+    def kill_container(self, container: str, sig: int = signal.SIGKILL) -> bool:
+        """Signal one container's process group (a crash, for tests); False when it is not running."""
+        with self._lock:
+            procs = [p for p in self._procs if p.name == container and p.popen and p.popen.poll() is None]
+        for proc in procs:
+            assert proc.popen is not None
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.popen.pid, sig)
+        return bool(procs)
+
     def log_path(self, container: str) -> Path:
         return self.log_dir / f"{container}.log"
 
