@@ -26,20 +26,26 @@ def script_configmap(namespace: str = "default") -> dict[str, Any]:
     }
 
 
-def training_job(master_port: int, slow_rank: int, slow_mode: str, slow_ms: float) -> dict[str, Any]:
-    """examples/demo/train-job.yaml with this run's rendezvous port and planted slow rank (-1: none)."""
+def training_job(
+    master_port: int, slow_rank: int, slow_mode: str, slow_ms: float, extra_env: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """examples/demo/train-job.yaml with this run's rendezvous port and planted slow rank (-1: none; slow_mode
+    host, compute or hang), plus `extra_env` on the trainer (e.g. HANG_AFTER_STEPS)."""
     job = copy.deepcopy(load_all(DEMO_DIR / "train-job.yaml")[0])
     overrides = {
         "MASTER_PORT": str(master_port),
         "SLOW_RANK": str(slow_rank),
         "SLOW_MODE": slow_mode,
         "SLOW_MS": str(slow_ms),
+        **(extra_env or {}),
     }
-    for container in job["spec"]["template"]["spec"]["containers"]:
-        for env in container.get("env") or []:
-            if env["name"] in overrides:
-                env["value"] = overrides[env["name"]]
-    return job
+    trainer = job["spec"]["template"]["spec"]["containers"][0]
+    env = trainer.setdefault("env", [])
+    for item in env:
+        if item["name"] in overrides:
+            item["value"] = overrides.pop(item["name"])
+    env.extend({"name": k, "value": v} for k, v in overrides.items())
+    return dict(job)
 
 
 def session_yaml(s3_endpoint: str) -> str:
