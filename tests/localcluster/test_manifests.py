@@ -1,0 +1,30 @@
+"""Pure adjustments of the demo manifests."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from stepscope_local.manifests import s3_location, script_configmap, session_yaml, training_job
+
+pytestmark = pytest.mark.unit
+
+
+def test_session_points_at_the_local_endpoint() -> None:
+    doc = yaml.safe_load(session_yaml("http://127.0.0.1:1234"))
+    assert doc["spec"]["storage"]["endpoint"] == "http://127.0.0.1:1234" and doc["metadata"]["name"] == "demo"
+
+
+def test_training_job_overrides() -> None:
+    job = training_job(4321, 1, "compute", 12.5)
+    env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert (env["MASTER_PORT"], env["SLOW_RANK"], env["SLOW_MODE"], env["SLOW_MS"]) == ("4321", "1", "compute", "12.5")
+    assert env["PYTHONPATH"] == "/stepscope/hook" and env["STEPSCOPE_HOOK_DIR"] == "/stepscope/run"
+    assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 4
+
+
+def test_script_configmap_and_s3_location() -> None:
+    assert "import stepscope" not in script_configmap()["data"]["train_ddp.py"]
+    assert s3_location("s3://b/a/b/report.html") == ("b", "a/b/report.html")
+    with pytest.raises(ValueError, match="s3://"):
+        s3_location("http://x")
