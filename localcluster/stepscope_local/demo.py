@@ -31,7 +31,7 @@ def say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
 
 
-def start_operator(cluster: LocalCluster, workdir: Path) -> subprocess.Popen[bytes]:
+def start_operator(cluster: LocalCluster, workdir: Path, command: list[str]) -> subprocess.Popen[bytes]:
     token = workdir / "operator" / "token"
     token.parent.mkdir(parents=True, exist_ok=True)
     token.write_text("demo-sidecar-token")
@@ -49,7 +49,7 @@ def start_operator(cluster: LocalCluster, workdir: Path) -> subprocess.Popen[byt
     }
     log = (workdir / "operator.log").open("ab")
     return subprocess.Popen(
-        [str(BIN / "stepscope"), "operator"],
+        command,
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
         for doc in load_all(DEMO_DIR / "secrets.yaml"):
             cluster.api.apply(doc)
         cluster.api.apply(script_configmap())
-        operator = start_operator(cluster, workdir)
+        operator = start_operator(cluster, workdir, json.loads(args.operator_command))
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
             cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
@@ -192,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
                 f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
                 f"{args.slow_ms:g} ms/step)"
             )
-            pods = wait_ready_pods(cluster, 4, args.ready_timeout)
+            pods = sorted(wait_ready_pods(cluster, 4, args.ready_timeout), key=lambda p: p["metadata"]["name"])
             say(
                 "pods Ready: "
                 + ", ".join(
@@ -236,6 +236,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
+    parser.add_argument(
+        "--operator-command",
+        default=json.dumps([str(BIN / "stepscope"), "operator"]),
+        help="JSON list: the operator process to run (default: this install's stepscope operator)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
