@@ -177,6 +177,9 @@ def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -
 def run(args: argparse.Namespace) -> int:
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(workdir / "cluster", ignore_errors=True)  # the previous run's logs and volumes
+    for stale in ("report.html", "report.json", "operator.log"):
+        (workdir / stale).unlink(missing_ok=True)
     started = time.monotonic()
     say(f"starting the local cluster (workdir {workdir})")
     with LocalCluster(workdir=workdir / "cluster", buckets=("stepscope-demo",)) as cluster:
@@ -211,7 +214,8 @@ def run(args: argparse.Namespace) -> int:
             obj = follow_session(cluster, "demo", args.timeout)
             status = (obj or {}).get("status") or {}
             phase = status.get("phase")
-            say(f"session phase: {phase}  ({status.get('message', '')})")
+            message = status.get("message") or ""
+            say(f"session phase: {phase}" + (f" ({message})" if message else ""))
             summary = status.get("summary") or {}
             if summary.get("verdict"):
                 say(f"verdict: {summary['verdict']}")
