@@ -1,0 +1,142 @@
+"""Status builders: conditions (Kubernetes conventions), target counts and the progress column. Pure."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from stepscope_contract.session import (
+    MAX_TARGET_STATUSES,
+    ConditionType,
+    Phase,
+    TargetCounts,
+    TargetState,
+    TargetStatus,
+)
+from stepscope_contract.wire import CaptureState
+
+_CAPTURE_TO_TARGET = {
+    CaptureState.ARMED: TargetState.SIGNALLED,
+    CaptureState.CAPTURING: TargetState.CAPTURING,
+    CaptureState.WRITTEN: TargetState.UPLOADING,
+    CaptureState.UPLOADING: TargetState.UPLOADING,
+    CaptureState.UPLOADED: TargetState.CAPTURED,
+    CaptureState.HUNG: TargetState.HUNG,
+    CaptureState.FAILED: TargetState.FAILED,
+    CaptureState.ABORTED: TargetState.ABORTED,
+}
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(microsecond=0)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def target_state(capture: CaptureState) -> TargetState:
+    return _CAPTURE_TO_TARGET[capture]
+
+
+def set_condition(
+    conditions: Sequence[dict[str, Any]],
+    type_: ConditionType,
+    status: bool | None,
+    *,
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int | None = None,
+) -> list[dict[str, Any]]:
+    """Return conditions with `type_` set; lastTransitionTime changes only when the status value changes."""
+    value = "Unknown" if status is None else ("True" if status else "False")
+    out: list[dict[str, Any]] = []
+    found = False
+    for cond in conditions:
+        if cond.get("type") != type_.value:
+            out.append(dict(cond))
+            continue
+        found = True
+        changed = cond.get("status") != value
+        out.append(
+            {
+                "type": type_.value,
+                "status": value,
+                "reason": reason,
+                "message": message[:4000],
+                "lastTransitionTime": iso(now) if changed else cond.get("lastTransitionTime", iso(now)),
+                **({"observedGeneration": generation} if generation is not None else {}),
+            }
+        )
+    if not found:
+        out.append(
+            {
+                "type": type_.value,
+                "status": value,
+                "reason": reason,
+                "message": message[:4000],
+                "lastTransitionTime": iso(now),
+                **({"observedGeneration": generation} if generation is not None else {}),
+            }
+        )
+    return out
+
+
+def condition(conditions: Iterable[dict[str, Any]], type_: ConditionType) -> dict[str, Any] | None:
+    return next((c for c in conditions if c.get("type") == type_.value), None)
+
+
+def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
+    counts = TargetCounts()
+    for t in targets:
+        counts.total += 1
+        if t.state is TargetState.PENDING:
+            counts.pending += 1
+        elif t.state is TargetState.CAPTURED:
+            counts.captured += 1
+        elif t.state is TargetState.HUNG:
+            counts.hung += 1
+        elif t.state in (TargetState.FAILED, TargetState.ABORTED):
+            counts.failed += 1
+        else:
+            counts.active += 1
+    return counts
+
+
+def progress(counts: TargetCounts) -> str:
+    return f"{counts.captured}/{counts.total}"
+
+
+def bounded(targets: Sequence[TargetStatus]) -> tuple[list[dict[str, Any]], bool]:
+    """The per-target list for status: failed ones first (they carry reasons), then by rank; at most the bound."""
+    order = sorted(
+        targets,
+        key=lambda t: (t.state is not TargetState.FAILED and t.state is not TargetState.HUNG, t.rank or 0, t.pod),
+    )
+    if len(order) <= MAX_TARGET_STATUSES:
+        order = sorted(targets, key=lambda t: (t.rank is None, t.rank or 0, t.pod))
+    kept = order[:MAX_TARGET_STATUSES]
+    return [t.wire() for t in kept], len(targets) > MAX_TARGET_STATUSES
+
+
+def capture_phase(targets: Sequence[TargetStatus]) -> Phase:
+    """Capturing while any target has not written its trace yet; Uploading once all left are uploading."""
+    live = [t for t in targets if not t.state.terminal]
+    if live and all(t.state is TargetState.UPLOADING for t in live):
+        return Phase.UPLOADING
+    return Phase.CAPTURING
+
+
+def final_phase(targets: Sequence[TargetStatus]) -> Phase:
+    """After a report: Succeeded when every target was captured, PartiallySucceeded otherwise."""
+    return Phase.SUCCEEDED if all(t.state is TargetState.CAPTURED for t in targets) else Phase.PARTIALLY_SUCCEEDED
+
+
+def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
+    bad = [t for t in targets if t.state is not TargetState.CAPTURED]
+    parts = [f"{t.pod} (rank {t.rank}): {t.state.value}: {t.message or 'no detail'}" for t in bad[:limit]]
+    if len(bad) > limit:
+        parts.append(f"and {len(bad) - limit} more")
+    return "; ".join(parts)
