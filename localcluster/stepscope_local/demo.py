@@ -46,6 +46,9 @@ def start_operator(cluster: LocalCluster, workdir: Path, command: list[str]) -> 
         "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
         "STEPSCOPE_METRICS_PORT": str(free_port()),
         "STEPSCOPE_HEALTH_PORT": str(free_port()),
+        # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
+        "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
+        "STEPSCOPE_TICK_SECONDS": "0.5",
     }
     log = (workdir / "operator.log").open("ab")
     return subprocess.Popen(

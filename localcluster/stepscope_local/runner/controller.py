@@ -8,8 +8,9 @@ import ipaddress
 import itertools
 import logging
 import queue
+import secrets
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from stepscope_local.kube.errors import ApiError
@@ -20,6 +21,15 @@ from stepscope_local.runner.pods import PodWorker, RunnerConfig
 logger = logging.getLogger(__name__)
 SKIP_ANNOTATION = "stepscope.dev/local-runner"  # "skip": leave the pod to the test that created it
 TICK_S = 0.5
+
+
+def pod_ips(network: str | None) -> Iterator[str]:
+    """Pod IPs from a loopback network: `network` (e.g. "127.0.0.0/16") or, by default, a random /16 inside
+    127.0.0.0/8, so that two local clusters on one machine never hand out the same IP:port."""
+    net = ipaddress.IPv4Network(network or f"127.{secrets.randbelow(254) + 1}.0.0/16")
+    for address in net.hosts():
+        if address.packed[-1] not in (0, 1, 255):
+            yield str(address)
 
 
 class Runner:
@@ -34,9 +44,7 @@ class Runner:
         self._workers: dict[str, PodWorker] = {}  # pod uid -> worker
         self._by_name: dict[tuple[str, str], PodWorker] = {}
         self._stoppers: list[threading.Thread] = []
-        self._ips = (
-            str(ipaddress.IPv4Address("127.0.0.2") + i) for i in itertools.count() if (i + 2) % 256 not in (0, 255)
-        )
+        self._ips = pod_ips(config.pod_network)
         self._nodes = itertools.cycle(config.nodes)
         self._unsubscribe: list[Any] = []
         self._lock = threading.Lock()

@@ -44,6 +44,7 @@ class RunnerConfig:
     work_dir: Path
     nodes: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")
     grace_seconds: float = 3.0
+    pod_network: str | None = None  # loopback network of pod IPs; None: a random 127.N.0.0/16
 
 
 @dataclass
