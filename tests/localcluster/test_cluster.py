@@ -254,3 +254,25 @@ def test_kill_container_terminates_only_that_container(cluster: LocalCluster) ->
     states = _eventually(lambda: (s := statuses()) and "terminated" in s.get("b", {}) and s)
     assert states["b"]["terminated"]["exitCode"] == 137 and "running" in states["a"]
     cluster.api.delete("v1", "pods", "default", "two")
+
+
+def test_runner_env_is_not_rewritten_by_a_tmp_mount(cluster: LocalCluster) -> None:
+    script = "import os, pathlib; print('KC', pathlib.Path(os.environ['KUBECONFIG']).exists(), os.environ['MINE'])"
+    cluster.api.apply(
+        _job(
+            "tmpmount",
+            [
+                {
+                    "name": "c",
+                    "command": ["python", "-c", script],
+                    "env": [{"name": "MINE", "value": "/tmp/x"}],
+                    "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+                }
+            ],
+            pod={"volumes": [{"name": "tmp", "emptyDir": {}}]},
+        )
+    )
+    _eventually(lambda: _condition(cluster.api.get("batch/v1", "jobs", "default", "tmpmount"), "Complete"))
+    pod = cluster.api.list("v1", "pods", "default", "job-name=tmpmount")[0]
+    log = cluster.pod_log("default", pod["metadata"]["name"], "c")
+    assert "KC True " in log and "/volumes/tmp/x" in log

@@ -215,7 +215,9 @@ class PodWorker:
             env = container_env(
                 container, pod, lambda ns, n: self._read("secrets", n), lambda ns, n: self._read("configmaps", n), base
             )
-            env = {k: rewrite_path(v, mounts) for k, v in env.items()}
+            # only what the manifest declares is rewritten: the runner's own values (KUBECONFIG may sit under
+            # /tmp, where a pod often mounts an emptyDir) stay host paths
+            env = {k: v if base.get(k) == v else rewrite_path(v, mounts) for k, v in env.items()}
             argv = container_argv(container, env, mounts)
             workdir = rewrite_path(container["workingDir"], mounts) if container.get("workingDir") else None
             cwd = Path(workdir) if workdir else self.pod_dir
