@@ -65,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MASTER_PORT", "29500")
     slow_rank = int(os.environ.get("SLOW_RANK", "-1"))
     mode = os.environ.get("SLOW_MODE", "host")
-    slow_ms = float(os.environ.get("SLOW_MS", "30"))
+    slow_ms = float(os.environ.get("SLOW_MS", "60"))
     slow = rank == slow_rank
     torch.set_num_threads(1)
     torch.manual_seed(rank)

@@ -239,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, default=Path(".demo"))
     parser.add_argument("--slow-rank", type=int, default=2)
     parser.add_argument("--slow-mode", choices=["host", "compute"], default="host")
-    parser.add_argument("--slow-ms", type=float, default=30.0)
+    parser.add_argument("--slow-ms", type=float, default=60.0)
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
