@@ -29,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     importlib.import_module("stepscope_operator.handlers")
     if importlib.util.find_spec("stepscope_operator.webhook") is not None:
         importlib.import_module("stepscope_operator.webhook")
-    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.PLAIN)
+    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.FULL if args.verbose else kopf.LogFormat.PLAIN)
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     kopf.run(
         standalone=True,
