@@ -151,7 +151,8 @@ def follow_session(cluster: LocalCluster, name: str, timeout: float) -> dict[str
 
 def explain_failure(status: dict[str, Any], workdir: Path) -> None:
     for cond in status.get("conditions") or []:
-        if (cond.get("status") == "True" and cond.get("type") == "Failed") or cond.get("status") == "False":
+        failed = cond.get("type") == "Failed"
+        if (failed and cond.get("status") == "True") or (not failed and cond.get("status") == "False"):
             say(f"condition {cond.get('type')}={cond.get('status')}: {cond.get('reason')}: {cond.get('message')}")
     for target in status.get("targets") or []:
         if target.get("state") not in ("Captured",):
@@ -238,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stepscope demo", description=__doc__)
     parser.add_argument("--workdir", type=Path, default=Path(".demo"))
     parser.add_argument("--slow-rank", type=int, default=2)
-    parser.add_argument("--slow-mode", choices=["host", "compute"], default="host")
+    parser.add_argument("--slow-mode", choices=["host", "compute", "hang"], default="host")
     parser.add_argument("--slow-ms", type=float, default=60.0)
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
