@@ -1,0 +1,153 @@
+"""End-to-end harness: one local cluster and one real operator per module; each scenario starts its own 4-rank
+training Job (a real gloo DDP run with the sidecar and the hook injected through the environment) and its own
+ProfileSession, then reads the verdict the analyzer Job wrote."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stepscope_local.cluster import LocalCluster
+from stepscope_local.demo import start_operator
+from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, training_job
+from stepscope_local.runner.pods import kill_group
+from stepscope_local.s3 import free_port
+
+API = "stepscope.dev/v1alpha1"
+TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
+BUCKET = "stepscope-demo"
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class Env:
+    cluster: LocalCluster
+    workdir: Path
+
+    def start_training(
+        self,
+        name: str,
+        slow_rank: int = -1,
+        mode: str = "host",
+        slow_ms: float = 60.0,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
+        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env)
+        job["metadata"]["name"] = name
+        self.cluster.api.apply(job)
+
+    def ready_pods(self, job: str, count: int = 4, timeout: float = 150.0) -> list[dict[str, Any]]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pods = self.cluster.api.list("v1", "pods", "default", f"job-name={job}")
+            ready = [
+                p
+                for p in pods
+                if any(
+                    c.get("type") == "Ready" and c.get("status") == "True"
+                    for c in (p.get("status") or {}).get("conditions") or []
+                )
+            ]
+            if len(ready) >= count:
+                return sorted(ready, key=lambda p: p["metadata"]["name"])
+            time.sleep(0.5)
+        raise AssertionError(f"pods of {job} not Ready in {timeout:.0f} s; logs in {self.cluster.logs_dir}")
+
+    def stop_training(self, name: str) -> None:
+        self.cluster.api.delete("batch/v1", "jobs", "default", name)
+
+    def apply_session(self, name: str, job: str, **capture: Any) -> None:
+        session = {
+            "apiVersion": API,
+            "kind": "ProfileSession",
+            "metadata": {"name": name, "namespace": "default"},
+            "spec": {
+                "targets": {"jobRef": {"kind": "Job", "name": job}},
+                "capture": {
+                    "steps": 3,
+                    "skipSteps": 1,
+                    "activities": ["cpu"],
+                    "timeoutSeconds": 90,
+                    "stepTimeoutSeconds": 10,
+                    **capture,
+                },
+                "storage": {
+                    "uri": f"s3://{BUCKET}/sessions",
+                    "endpoint": self.cluster.s3_endpoint,
+                    "addressingStyle": "path",
+                    "credentialsSecret": {"name": "stepscope-s3"},
+                },
+                "ttlSecondsAfterFinished": 600,
+            },
+        }
+        path = self.workdir / f"{name}.yaml"
+        path.write_text(yaml.safe_dump(session))
+        result = self.cluster.kubectl("apply", "--validate=false", "-f", str(path))
+        assert result.returncode == 0, result.stderr
+
+    def session(self, name: str) -> dict[str, Any]:
+        obj = self.cluster.api.get(API, "profilesessions", "default", name)
+        assert obj is not None, f"session {name} is gone"
+        return obj
+
+    def wait_phase(self, name: str, phases: tuple[str, ...] = TERMINAL, timeout: float = 180.0) -> dict[str, Any]:
+        deadline = time.monotonic() + timeout
+        obj: dict[str, Any] = {}
+        while time.monotonic() < deadline:
+            obj = self.session(name)
+            if (obj.get("status") or {}).get("phase") in phases:
+                return obj
+            time.sleep(0.5)
+        raise AssertionError(f"{name} never reached {phases}: {json.dumps(obj.get('status'), indent=1)[:3000]}")
+
+    def report(self, obj: dict[str, Any]) -> dict[str, Any]:
+        url = (obj.get("status") or {}).get("reportJSONURL")
+        assert url, f"no report: {obj.get('status')}"
+        bucket, key = s3_location(url)
+        assert self.cluster.s3 is not None
+        body = self.cluster.s3.client().get_object(Bucket=bucket, Key=key)["Body"].read()
+        report: dict[str, Any] = json.loads(body)
+        return report
+
+
+def _health_port(pid: int) -> int:
+    """The operator's liveness port, from its environment (start_operator picks a free one)."""
+    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+    value = next(e.split(b"=", 1)[1] for e in environ if e.startswith(b"STEPSCOPE_HEALTH_PORT="))
+    return int(value)
+
+
+def _wait_healthy(port: int, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.5)
+    raise AssertionError("the operator did not become healthy")
+
+
+@pytest.fixture(scope="module")
+def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
+    workdir = tmp_path_factory.mktemp("e2e")
+    with LocalCluster(workdir=workdir / "cluster", buckets=(BUCKET,)) as cluster:
+        for doc in load_all(DEMO_DIR / "secrets.yaml"):
+            cluster.api.apply(doc)
+        cluster.api.apply(script_configmap())
+        operator = start_operator(cluster, workdir, [str(REPO / ".venv" / "bin" / "stepscope"), "operator"])
+        try:
+            _wait_healthy(_health_port(operator.pid))
+            yield Env(cluster, workdir)
+        finally:
+            kill_group(operator, 5)

@@ -1,0 +1,105 @@
+"""Issue 6's end-to-end scenarios on the local cluster, with the real operator, sidecars, hook and analyzer."""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any as Env
+
+import pytest
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(420)]
+
+
+def _conditions(obj: dict[str, object]) -> dict[str, dict[str, str]]:
+    status = obj.get("status") or {}
+    assert isinstance(status, dict)
+    return {c["type"]: c for c in status.get("conditions") or []}
+
+
+def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
+    e2e.start_training("ddp-balanced", slow_rank=-1)
+    e2e.ready_pods("ddp-balanced")
+    time.sleep(2)
+    e2e.apply_session("balanced", "ddp-balanced")
+    waited = e2e.cluster.kubectl(
+        "wait", "--for=condition=Complete", "profilesession/balanced", "--timeout=180s", timeout=200
+    )
+    assert waited.returncode == 0, waited.stdout + waited.stderr
+    obj = e2e.session("balanced")
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", status
+    assert status["progress"] == "4/4"
+    report = e2e.report(obj)
+    assert report["diagnosis"]["slow_ranks"] == [], report["diagnosis"]
+    assert sorted(r["rank"] for r in report["ranks"]) == [0, 1, 2, 3]
+    assert all(r["steps"]["count"] == 3 for r in report["ranks"])
+    table = e2e.cluster.kubectl("get", "profilesessions", "-o", "wide")
+    header = table.stdout.splitlines()[0].split()
+    assert header[:5] == ["NAME", "PHASE", "CAPTURED", "SLOWEST", "BOTTLENECK"] and "REPORT" in header, table.stdout
+    assert "balanced" in table.stdout and "Succeeded" in table.stdout and "4/4" in table.stdout
+    described = e2e.cluster.kubectl("describe", "profilesession", "balanced")
+    assert described.returncode == 0 and "Complete" in described.stdout, described.stdout + described.stderr
+    e2e.stop_training("ddp-balanced")
+
+
+def test_hung_rank_is_diagnosed_with_its_stack(e2e: Env) -> None:
+    e2e.start_training("ddp-hang", slow_rank=1, mode="hang", extra_env={"HANG_AFTER_STEPS": "40"})
+    pods = e2e.ready_pods("ddp-hang")
+    # rank 1 stops in its data loading after 40 steps; the others then wait in their next all-reduce
+    deadline = time.monotonic() + 60
+    while not any("hangs at step" in e2e.cluster.pod_log("default", p["metadata"]["name"], "trainer") for p in pods):
+        assert time.monotonic() < deadline, "the planted hang never happened"
+        time.sleep(0.5)
+    e2e.apply_session("hang", "ddp-hang", stepTimeoutSeconds=4, timeoutSeconds=60)
+    obj = e2e.wait_phase("hang", timeout=150)
+    status = obj["status"]
+    assert status["phase"] in ("PartiallySucceeded", "Succeeded"), status
+    assert status["counts"]["hung"] >= 1, status
+    report = e2e.report(obj)
+    hangs = {h["rank"]: h for h in report["diagnosis"]["hangs"]}
+    assert 1 in hangs, report["diagnosis"]
+    assert "wait_forever" in hangs[1]["stacks"] or "load_batch" in hangs[1]["stacks"], hangs[1]["stacks"][:2000]
+    assert 1 in status["summary"]["hungRanks"] or status["summary"].get("slowestRank") == 1, status["summary"]
+    e2e.stop_training("ddp-hang")
+
+
+def test_dead_sidecar_gives_partial_success_with_a_report_on_the_others(e2e: Env) -> None:
+    e2e.start_training("ddp-dead", slow_rank=-1)
+    pods = e2e.ready_pods("ddp-dead")
+    victim = pods[3]["metadata"]["name"]
+    time.sleep(2)
+    # Many warm-up steps: the sidecar dies after the operator signalled it, before its upload.
+    e2e.apply_session("dead", "ddp-dead", skipSteps=60)
+    e2e.wait_phase(
+        "dead", phases=("Capturing", "Uploading", "Analyzing", "Succeeded", "PartiallySucceeded", "Failed"), timeout=60
+    )
+    assert e2e.cluster.kill_container("default", victim, "stepscope-sidecar")
+    obj = e2e.wait_phase("dead", timeout=180)
+    status = obj["status"]
+    assert status["phase"] == "PartiallySucceeded", status
+    failed = [t for t in status["targets"] if t["state"] == "Failed"]
+    assert [t["pod"] for t in failed] == [victim], status["targets"]
+    assert failed[0]["message"], failed
+    report = e2e.report(obj)
+    ok = sorted(r["rank"] for r in report["ranks"] if r["status"] == "ok")
+    assert len(ok) == 3, report["ranks"]
+    e2e.stop_training("ddp-dead")
+
+
+def test_s3_outage_ends_in_a_truthful_failure(e2e: Env) -> None:
+    e2e.start_training("ddp-nos3", slow_rank=-1)
+    e2e.ready_pods("ddp-nos3")
+    e2e.cluster.s3_stop()
+    try:
+        e2e.apply_session("nos3", "ddp-nos3", timeoutSeconds=40)
+        obj = e2e.wait_phase("nos3", timeout=120)
+    finally:
+        e2e.cluster.s3_start()
+    status = obj["status"]
+    assert status["phase"] == "Failed", status
+    conditions = _conditions(obj)
+    assert conditions["Failed"]["status"] == "True"
+    text = (status.get("message", "") + " ".join(t.get("message", "") for t in status["targets"])).lower()
+    assert any(word in text for word in ("upload", "s3", "storage", "endpoint", "connect")), status
+    e2e.stop_training("ddp-nos3")
