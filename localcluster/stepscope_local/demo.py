@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
@@ -31,7 +32,9 @@ def say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
 
 
-def start_operator(cluster: LocalCluster, workdir: Path, command: list[str]) -> subprocess.Popen[bytes]:
+def start_operator(
+    cluster: LocalCluster, workdir: Path, command: list[str], health_port: int | None = None
+) -> subprocess.Popen[bytes]:
     token = workdir / "operator" / "token"
     token.parent.mkdir(parents=True, exist_ok=True)
     token.write_text("demo-sidecar-token")
@@ -45,7 +48,7 @@ def start_operator(cluster: LocalCluster, workdir: Path, command: list[str]) -> 
         "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
         "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
         "STEPSCOPE_METRICS_PORT": str(free_port()),
-        "STEPSCOPE_HEALTH_PORT": str(free_port()),
+        "STEPSCOPE_HEALTH_PORT": str(health_port or free_port()),
         # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
         "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
         "STEPSCOPE_TICK_SECONDS": "0.5",
@@ -59,6 +62,20 @@ def start_operator(cluster: LocalCluster, workdir: Path, command: list[str]) -> 
         stdin=subprocess.DEVNULL,
         start_new_session=True,
     )
+
+
+def wait_operator_healthy(operator: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    """Wait until the operator answers on its liveness endpoint (its imports take seconds on a busy machine)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and operator.poll() is None:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
+                if resp.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.3)
+    return False
 
 
 def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float) -> list[dict[str, Any]]:
@@ -191,7 +208,8 @@ def run(args: argparse.Namespace) -> int:
         for doc in load_all(DEMO_DIR / "secrets.yaml"):
             cluster.api.apply(doc)
         cluster.api.apply(script_configmap())
-        operator = start_operator(cluster, workdir, json.loads(args.operator_command))
+        health_port = free_port()
+        operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
             cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
@@ -207,6 +225,10 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             time.sleep(args.warmup)
+            if args.operator_health_timeout > 0 and not wait_operator_healthy(
+                operator, health_port, args.operator_health_timeout
+            ):
+                say("the operator is not answering on /healthz yet; applying the session anyway")
             if operator.poll() is not None:
                 raise RuntimeError(f"the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
             session_file = workdir / "profilesession.yaml"
@@ -244,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
+    parser.add_argument(
+        "--operator-health-timeout", type=float, default=90.0, help="seconds to wait for the operator's /healthz"
+    )
     parser.add_argument(
         "--operator-command",
         default=json.dumps([str(BIN / "stepscope"), "operator"]),

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import time
-import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,7 +15,7 @@ import pytest
 import yaml
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import start_operator
+from stepscope_local.demo import start_operator, wait_operator_healthy
 from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
@@ -118,26 +117,6 @@ class Env:
         return report
 
 
-def _health_port(pid: int) -> int:
-    """The operator's liveness port, from its environment (start_operator picks a free one)."""
-    environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-    value = next(e.split(b"=", 1)[1] for e in environ if e.startswith(b"STEPSCOPE_HEALTH_PORT="))
-    return int(value)
-
-
-def _wait_healthy(port: int, timeout: float = 90.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as resp:
-                if resp.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.5)
-    raise AssertionError("the operator did not become healthy")
-
-
 @pytest.fixture(scope="module")
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     workdir = tmp_path_factory.mktemp("e2e")
@@ -145,9 +124,10 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         for doc in load_all(DEMO_DIR / "secrets.yaml"):
             cluster.api.apply(doc)
         cluster.api.apply(script_configmap())
-        operator = start_operator(cluster, workdir, [str(REPO / ".venv" / "bin" / "stepscope"), "operator"])
+        port = free_port()
+        operator = start_operator(cluster, workdir, [str(REPO / ".venv" / "bin" / "stepscope"), "operator"], port)
         try:
-            _wait_healthy(_health_port(operator.pid))
+            assert wait_operator_healthy(operator, port, 120), (workdir / "operator.log").read_text()[-3000:]
             yield Env(cluster, workdir)
         finally:
             kill_group(operator, 5)

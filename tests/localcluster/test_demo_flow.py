@@ -25,6 +25,8 @@ def test_demo_flow_with_a_standin_operator(tmp_path: Path) -> None:
             str(tmp_path),
             "--warmup",
             "0",
+            "--operator-health-timeout",
+            "0",
             "--operator-command",
             standin,
         ],
