@@ -1,0 +1,183 @@
+"""The sidecar-injection webhook: an HTTPS server answering AdmissionReview v1 with a JSON Patch.
+
+Importing this module registers a kopf startup handler that starts the server when `STEPSCOPE_WEBHOOK_PORT` is set
+(certificate and key: `$STEPSCOPE_WEBHOOK_CERT_DIR/tls.crt` and `tls.key`, re-read when they change, so that
+cert-manager's renewals need no restart); without that variable it does nothing. `serve()` runs the same server
+without kopf (tests).
+
+Two paths, so that the webhook never needs to read Namespaces: the MutatingWebhookConfiguration sends pods labelled
+`stepscope.dev/inject: "true"` to `/mutate` and unlabelled pods of namespaces so labelled to `/mutate-namespace`.
+The webhook never blocks a pod: anything it cannot understand is allowed unchanged, with a warning.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import json
+import logging
+import os
+import ssl
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import kopf
+from aiohttp import web
+
+from stepscope_contract.constants import INJECT_LABEL
+from stepscope_operator.injection import InjectionConfig, decide, mutate
+
+log = logging.getLogger("stepscope.webhook")
+
+ADMISSION_API_VERSION = "admission.k8s.io/v1"
+POD_PATH = "/mutate"
+NAMESPACE_PATH = "/mutate-namespace"
+DEFAULT_CERT_DIR = "/etc/stepscope/webhook-tls"
+CERT_RELOAD_SECONDS = 60.0
+MAX_REVIEW_BYTES = 8 * 1024 * 1024
+
+_CONFIG_KEY: web.AppKey[InjectionConfig] = web.AppKey("config", InjectionConfig)
+
+
+def _review(
+    uid: str, allowed: bool = True, patch: list[dict[str, Any]] | None = None, warnings: list[str] | None = None
+) -> dict[str, Any]:
+    response: dict[str, Any] = {"uid": uid, "allowed": allowed}
+    if patch:
+        response["patchType"] = "JSONPatch"
+        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii")
+    if warnings:
+        response["warnings"] = warnings
+    return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
+
+
+def review_response(body: Any, namespace_labels: Mapping[str, str] | None, config: InjectionConfig) -> dict[str, Any]:
+    """The AdmissionReview answering `body` (already JSON-decoded). Pure; never raises, never denies."""
+    if not isinstance(body, dict) or not isinstance(body.get("request"), dict):
+        return _review("", warnings=["stepscope: malformed AdmissionReview (no request); pod admitted unchanged"])
+    request: dict[str, Any] = body["request"]
+    uid = request.get("uid")
+    if not isinstance(uid, str) or not uid:
+        return _review("", warnings=["stepscope: AdmissionReview without a uid; pod admitted unchanged"])
+    kind = request.get("kind") or {}
+    pod = request.get("object")
+    if not isinstance(kind, dict) or kind.get("kind") != "Pod" or request.get("operation", "CREATE") != "CREATE":
+        return _review(uid)
+    if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
+        return _review(uid, warnings=["stepscope: the review holds no pod spec; pod admitted unchanged"])
+    try:
+        decision = decide(pod, namespace_labels)
+        patch = mutate(pod, config, namespace_labels) if decision.inject else []
+    except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
+        log.warning("cannot inject into the pod of review %s: %r", uid, exc)
+        return _review(
+            uid, warnings=[f"stepscope: sidecar not injected ({type(exc).__name__}); pod admitted unchanged"]
+        )
+    log.info(
+        "review %s, pod %s/%s: %s (%s)",
+        uid,
+        request.get("namespace", ""),
+        (pod.get("metadata") or {}).get("name") or (pod.get("metadata") or {}).get("generateName", ""),
+        "inject" if patch else "skip",
+        decision.reason,
+    )
+    return _review(uid, patch=patch)
+
+
+async def _handle(request: web.Request, namespace_labels: Mapping[str, str] | None) -> web.Response:
+    config = request.app[_CONFIG_KEY]
+    try:
+        body = json.loads(await request.read())
+    except (ValueError, UnicodeDecodeError):
+        return web.json_response(_review("", warnings=["stepscope: the AdmissionReview is not JSON"]))
+    return web.json_response(review_response(body, namespace_labels, config))
+
+
+async def _pod_labelled(request: web.Request) -> web.Response:
+    return await _handle(request, None)
+
+
+async def _namespace_labelled(request: web.Request) -> web.Response:
+    return await _handle(request, {INJECT_LABEL: "true"})
+
+
+async def _healthz(_: web.Request) -> web.Response:
+    return web.Response(text="ok")
+
+
+def build_app(config: InjectionConfig) -> web.Application:
+    app = web.Application(client_max_size=MAX_REVIEW_BYTES)
+    app[_CONFIG_KEY] = config
+    app.router.add_post(POD_PATH, _pod_labelled)
+    app.router.add_post(NAMESPACE_PATH, _namespace_labelled)
+    app.router.add_get("/healthz", _healthz)
+    return app
+
+
+async def serve(host: str, port: int, ssl_context: ssl.SSLContext | None, config: InjectionConfig) -> web.AppRunner:
+    """Start the webhook on host:port (port 0: a free one; read it with `bound_port`). Stop: `runner.cleanup()`."""
+    runner = web.AppRunner(build_app(config), access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, ssl_context=ssl_context)
+    await site.start()
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    for address in runner.addresses:
+        return int(address[1])
+    raise RuntimeError("the webhook is not listening")
+
+
+def ssl_context_from_dir(cert_dir: str | os.PathLike[str]) -> ssl.SSLContext:
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    folder = Path(cert_dir)
+    context.load_cert_chain(folder / "tls.crt", folder / "tls.key")
+    return context
+
+
+def _cert_stamp(cert_dir: Path) -> tuple[float, float]:
+    return ((cert_dir / "tls.crt").stat().st_mtime, (cert_dir / "tls.key").stat().st_mtime)
+
+
+async def reload_certificates(context: ssl.SSLContext, cert_dir: Path, interval: float = CERT_RELOAD_SECONDS) -> None:
+    """Load renewed certificates into the live context (new handshakes use them); runs until cancelled."""
+    stamp = _cert_stamp(cert_dir)
+    while True:
+        await asyncio.sleep(interval)
+        try:
+            current = _cert_stamp(cert_dir)
+            if current != stamp:
+                context.load_cert_chain(cert_dir / "tls.crt", cert_dir / "tls.key")
+                stamp = current
+                log.info("webhook certificate reloaded from %s", cert_dir)
+        except (OSError, ssl.SSLError) as exc:
+            log.warning("webhook certificate not reloaded: %s", exc)
+
+
+@kopf.on.startup(id="webhook-server")
+async def start_webhook(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
+    port = os.environ.get("STEPSCOPE_WEBHOOK_PORT")
+    if not port:
+        return
+    cert_dir = Path(os.environ.get("STEPSCOPE_WEBHOOK_CERT_DIR") or DEFAULT_CERT_DIR)
+    context = ssl_context_from_dir(cert_dir)
+    runner = await serve("0.0.0.0", int(port), context, InjectionConfig.from_env())
+    memo.webhook_runner = runner
+    memo.webhook_reloader = asyncio.create_task(reload_certificates(context, cert_dir))
+    logger.info("sidecar-injection webhook listening on :%s (paths %s, %s)", port, POD_PATH, NAMESPACE_PATH)
+
+
+@kopf.on.cleanup(id="webhook-server-stop")
+async def stop_webhook(memo: kopf.Memo, **_: Any) -> None:
+    reloader: asyncio.Task[None] | None = memo.get("webhook_reloader")
+    if reloader is not None:
+        reloader.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await reloader
+    runner: web.AppRunner | None = memo.get("webhook_runner")
+    if runner is not None:
+        await runner.cleanup()
