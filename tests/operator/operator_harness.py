@@ -1,0 +1,169 @@
+"""Helpers of the operator integration tests: the real `stepscope operator` process, pod objects, sessions."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stepscope_local.kube import EmulatorServer
+from stepscope_local.s3 import free_port
+
+REPO = Path(__file__).resolve().parents[2]
+API = "stepscope.dev/v1alpha1"
+TOKEN = "operator-test-token"
+TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
+
+
+@dataclass
+class OperatorProcess:
+    api: EmulatorServer
+    workdir: Path
+    proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        token = self.workdir / "token"
+        token.write_text(TOKEN)
+        health = free_port()
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(self.api.kubeconfig_path),
+            "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
+            "STEPSCOPE_WATCH_NAMESPACES": "default",
+            "STEPSCOPE_TICK_SECONDS": "0.3",
+            "STEPSCOPE_SIGNAL_ATTEMPTS": "2",
+            "STEPSCOPE_SIGNAL_TIMEOUT_SECONDS": "2",
+            "STEPSCOPE_METRICS_PORT": str(free_port()),
+            "STEPSCOPE_HEALTH_PORT": str(health),
+        }
+        log = (self.workdir / "operator.log").open("ab")
+        self.proc = subprocess.Popen(
+            [str(Path(sys.executable).parent / "stepscope"), "operator", "--verbose"],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, self.log()[-3000:]
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2):
+                    return
+            except OSError:
+                time.sleep(0.3)
+        raise AssertionError("operator never became healthy:\n" + self.log()[-3000:])
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, sig)
+            self.proc.wait(20)
+
+    def log(self) -> str:
+        path = self.workdir / "operator.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+
+def add_pod(
+    api: EmulatorServer,
+    name: str,
+    ip: str,
+    port: int,
+    labels: dict[str, str],
+    annotations: dict[str, str] | None = None,
+    ready: bool = True,
+    env: list[dict[str, str]] | None = None,
+    node: str = "node-a",
+) -> None:
+    api.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": "default",
+                "labels": labels,
+                "annotations": {"stepscope.dev/sidecar-port": str(port), **(annotations or {})},
+            },
+            "spec": {"nodeName": node, "containers": [{"name": "trainer", "image": "trainer:1", "env": env or []}]},
+        }
+    )
+    api.patch_status(
+        "v1",
+        "pods",
+        "default",
+        name,
+        {
+            "phase": "Running",
+            "podIP": ip,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    )
+
+
+def session(name: str, targets: dict[str, Any], **capture: Any) -> dict[str, Any]:
+    return {
+        "apiVersion": API,
+        "kind": "ProfileSession",
+        "metadata": {"name": name, "namespace": "default"},
+        "spec": {
+            "targets": targets,
+            "capture": {"steps": 3, "timeoutSeconds": 30, **capture},
+            "storage": {"uri": "s3://bucket/prefix", "credentialsSecret": {"name": "s3-creds"}},
+        },
+    }
+
+
+def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    obj: dict[str, Any] | None = None
+    while time.monotonic() < deadline:
+        obj = api.get(API, "profilesessions", "default", name)
+        if obj and (obj.get("status") or {}).get("phase") in phases:
+            return obj
+        time.sleep(0.2)
+    raise AssertionError(f"{name} never reached {phases}: {(obj or {}).get('status')}")
+
+
+def finish_analysis(api: EmulatorServer, name: str) -> None:
+    """Play the Job controller and the analyzer: the Job completes and the report is in the status."""
+    job_name = f"{name}-analyze"
+    api.patch_status(
+        "batch/v1",
+        "jobs",
+        "default",
+        job_name,
+        {
+            "succeeded": 1,
+            "conditions": [{"type": "Complete", "status": "True"}],
+        },
+    )
+    obj = api.get(API, "profilesessions", "default", name)
+    assert obj is not None
+    conditions = [c for c in obj["status"].get("conditions", []) if c["type"] != "ReportReady"]
+    conditions.append(
+        {
+            "type": "ReportReady",
+            "status": "True",
+            "reason": "ReportWritten",
+            "message": "ok",
+            "lastTransitionTime": "2026-01-01T00:00:00Z",
+        }
+    )
+    api.patch_status(
+        API,
+        "profilesessions",
+        "default",
+        name,
+        {
+            "summary": {"verdict": "No slow rank: balanced.", "slowRanks": []},
+            "reportURL": "s3://bucket/prefix/report/report.html",
+            "conditions": conditions,
+        },
+    )

@@ -1,0 +1,171 @@
+"""Unit tests of the operator's pure modules: target resolution, status builders, the analyzer Job builder."""
+
+from __future__ import annotations
+
+import subprocess
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from stepscope_contract.session import ConditionType, Phase, ProfileSessionSpec, TargetState, TargetStatus
+from stepscope_operator.config import OperatorConfig
+from stepscope_operator.jobs import build_job, job_outcome, shard_count
+from stepscope_operator.status import bounded, capture_phase, count_targets, final_phase, progress, set_condition
+from stepscope_operator.targets import capture_id, pod_rank, resolve_targets, selector_string
+
+pytestmark = pytest.mark.unit
+REPO = Path(__file__).resolve().parents[2]
+
+
+def pod(
+    name: str,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    env: list[dict[str, str]] | None = None,
+    ready: bool = True,
+    ip: str = "10.0.0.1",
+) -> dict[str, Any]:
+    return {
+        "metadata": {"name": name, "uid": f"uid-{name}", "labels": labels or {}, "annotations": annotations or {}},
+        "spec": {"nodeName": "n1", "containers": [{"name": "trainer", "env": env or []}]},
+        "status": {
+            "phase": "Running",
+            "podIP": ip,
+            "conditions": [{"type": "Ready", "status": "True" if ready else "False"}],
+        },
+    }
+
+
+def spec(targets: dict[str, Any]) -> ProfileSessionSpec:
+    return ProfileSessionSpec.model_validate({"targets": targets, "storage": {"uri": "s3://bucket/p"}})
+
+
+def test_rank_precedence() -> None:
+    both = pod(
+        "a",
+        annotations={"stepscope.dev/rank": "7", "batch.kubernetes.io/job-completion-index": "2"},
+        env=[{"name": "RANK", "value": "3"}],
+    )
+    assert pod_rank(both) == 7
+    assert (
+        pod_rank(
+            pod(
+                "b", env=[{"name": "RANK", "value": "3"}], annotations={"batch.kubernetes.io/job-completion-index": "2"}
+            )
+        )
+        == 3
+    )
+    assert pod_rank(pod("c", annotations={"batch.kubernetes.io/job-completion-index": "2"})) == 2
+    worker = pod(
+        "d", labels={"training.kubeflow.org/replica-type": "worker", "training.kubeflow.org/replica-index": "0"}
+    )
+    assert pod_rank(worker, pytorchjob_has_master=True) == 1
+    assert pod_rank(worker, pytorchjob_has_master=False) == 0
+    assert pod_rank(pod("e")) is None
+
+
+def test_resolution_subset_cap_and_readiness() -> None:
+    pods = [pod(f"p{i}", env=[{"name": "RANK", "value": str(i)}]) for i in range(6)]
+    pods.append(pod("not-ready", env=[{"name": "RANK", "value": "9"}], ready=False))
+    s = spec({"selector": {"matchLabels": {"a": "b"}}, "ranks": "1-4", "maxTargets": 3})
+    result = resolve_targets(pods, s.targets, "ns x")
+    assert [t.rank for t in result.targets] == [1, 2, 3]
+    none = resolve_targets([pods[-1]], s.targets, "ns x, label selector 'a=b'")
+    assert not none.targets and "none is Running and Ready" in none.reason
+    empty = resolve_targets([], s.targets, "ns x, label selector 'a=b'")
+    assert empty.reason == "no pod matches ns x, label selector 'a=b'"
+
+
+def test_selector_string_and_capture_id() -> None:
+    s = spec(
+        {
+            "selector": {
+                "matchLabels": {"app": "t"},
+                "matchExpressions": [
+                    {"key": "tier", "operator": "In", "values": ["a", "b"]},
+                    {"key": "x", "operator": "DoesNotExist"},
+                ],
+            }
+        }
+    )
+    assert s.targets.selector is not None
+    assert selector_string(s.targets.selector) == "app=t,tier in (a,b),!x"
+    assert capture_id("uid-1") == capture_id("uid-1") != capture_id("uid-2")
+
+
+def test_conditions_keep_transition_time_when_unchanged() -> None:
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    first = set_condition([], ConditionType.CAPTURED, True, reason="A", message="m", now=t0)
+    again = set_condition(first, ConditionType.CAPTURED, True, reason="B", message="n", now=t0 + timedelta(hours=1))
+    assert again[0]["lastTransitionTime"] == first[0]["lastTransitionTime"] and again[0]["reason"] == "B"
+    flipped = set_condition(again, ConditionType.CAPTURED, False, reason="C", message="", now=t0 + timedelta(hours=2))
+    assert flipped[0]["lastTransitionTime"] == "2026-01-01T02:00:00Z" and flipped[0]["status"] == "False"
+
+
+def test_counts_progress_and_phases() -> None:
+    targets = [
+        TargetStatus(pod=f"p{i}", rank=i, state=s)
+        for i, s in enumerate([TargetState.CAPTURED, TargetState.FAILED, TargetState.UPLOADING, TargetState.PENDING])
+    ]
+    counts = count_targets(targets)
+    assert (counts.total, counts.captured, counts.failed, counts.active, counts.pending) == (4, 1, 1, 1, 1)
+    assert progress(counts) == "1/4"
+    assert capture_phase(targets) is Phase.CAPTURING
+    assert capture_phase(targets[:3]) is Phase.UPLOADING
+    assert final_phase(targets[:1]) is Phase.SUCCEEDED and final_phase(targets[:2]) is Phase.PARTIALLY_SUCCEEDED
+    many = [TargetStatus(pod=f"p{i}", rank=i, state=TargetState.CAPTURED) for i in range(300)]
+    many[250] = many[250].model_copy(update={"state": TargetState.FAILED})
+    listed, truncated = bounded(many)
+    assert truncated and len(listed) == 256 and listed[0]["pod"] == "p250"
+
+
+def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
+    s = ProfileSessionSpec.model_validate(
+        {
+            "targets": {"selector": {"matchLabels": {"a": "b"}}},
+            "storage": {"uri": "s3://bucket/p", "credentialsSecret": {"name": "creds"}},
+            "analysis": {"resources": {"cpu": "2", "memory": "4Gi"}},
+        }
+    )
+    config = OperatorConfig()
+    assert shard_count(s, 8, config) == 1 and shard_count(s, 1024, config) == 16
+    docs = [
+        build_job(session="s", namespace="ns", uid="u-1", spec=s, config=config, mode=mode, shards=4)
+        for mode in ("all", "map", "reduce")
+    ]
+    assert docs[1]["spec"]["completionMode"] == "Indexed" and docs[1]["spec"]["completions"] == 4
+    assert "--mode" in docs[2]["spec"]["template"]["spec"]["containers"][0]["args"]
+    for doc in docs:
+        container = doc["spec"]["template"]["spec"]["containers"][0]
+        assert all("value" not in e for e in container["env"] if e["name"].startswith("AWS_"))
+        assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        assert doc["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+    path = tmp_path / "jobs.yaml"
+    path.write_text(yaml.safe_dump_all(docs))
+    result = subprocess.run(
+        [str(REPO / ".venv/bin/kubernetes-validate"), "--strict", "--quiet", str(path)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_job_outcome() -> None:
+    assert job_outcome(None)[0] == "missing"
+    assert job_outcome({"status": {}})[0] == "running"
+    assert job_outcome({"status": {"conditions": [{"type": "Complete", "status": "True"}]}})[0] == "succeeded"
+    failed = job_outcome(
+        {
+            "status": {
+                "conditions": [
+                    {"type": "Failed", "status": "True", "reason": "DeadlineExceeded", "message": "too slow"}
+                ]
+            }
+        }
+    )
+    assert failed == ("failed", "DeadlineExceeded: too slow")
