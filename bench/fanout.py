@@ -1,0 +1,144 @@
+"""Fan-out benchmark: 1,000 simulated sidecars on loopback, 1,000 Running+Ready pods in the Kubernetes API
+emulator, one ProfileSession. Prints the time from create to all start requests received and the operator's
+peak RSS, as ratios against the bars (< 5 s, < 200 MB). Exit 1 when a bar is missed."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import psutil
+import yaml
+from aiohttp import web
+
+from stepscope_local.kube import EmulatorServer
+from stepscope_local.s3 import free_port
+
+REPO = Path(__file__).resolve().parents[1]
+TOKEN = "bench-token"
+BAR_SECONDS = 5.0
+BAR_RSS_MB = 200.0
+
+
+class Sidecars:
+    """Many listening sockets on one address, one tiny handler: accepts the start request and counts it."""
+
+    def __init__(self, count: int, host: str = "127.0.13.1") -> None:
+        self.count = count
+        self.host = host
+        self.ports: list[int] = []
+        self.started = 0
+        self.first_at = 0.0
+        self.last_at = 0.0
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+
+    async def _start(self, request: web.Request) -> web.Response:
+        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+            return web.json_response({"error": "unauthorized"}, status=401)
+        body = await request.json()
+        self.started += 1
+        self.last_at = time.monotonic()
+        return web.json_response({"captureId": body["captureId"], "state": "armed"}, status=202)
+
+    async def _get(self, request: web.Request) -> web.Response:
+        return web.json_response({"captureId": request.match_info["cid"], "state": "armed"})
+
+    async def _serve(self) -> None:
+        app = web.Application()
+        app.router.add_post("/v1/captures", self._start)
+        app.router.add_get("/v1/captures/{cid}", self._get)
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        for _ in range(self.count):
+            site = web.TCPSite(runner, self.host, 0, backlog=256)
+            await site.start()
+            assert site._server is not None
+            self.ports.append(site._server.sockets[0].getsockname()[1])
+
+    def __enter__(self) -> Sidecars:
+        self._thread.start()
+        asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(120)
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._loop.call_soon_threadsafe(self._loop.stop)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--targets", type=int, default=1000)
+    parser.add_argument("--concurrency", type=int, default=128)
+    args = parser.parse_args()
+    workdir = Path(tempfile.mkdtemp(prefix="stepscope-fanout-"))
+    with EmulatorServer(workdir=workdir) as api, Sidecars(args.targets) as sidecars:
+        api.apply(yaml.safe_load((REPO / "crds" / "profilesessions.stepscope.dev.yaml").read_text()))
+        for i, port in enumerate(sidecars.ports):
+            name = f"train-{i}"
+            api.apply({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench"},
+                             "annotations": {"stepscope.dev/sidecar-port": str(port), "stepscope.dev/rank": str(i)}},
+                "spec": {"nodeName": f"node-{i // 8}", "containers": [{"name": "trainer", "image": "t"}]},
+            })
+            api.patch_status("v1", "pods", "default", name, {
+                "phase": "Running", "podIP": sidecars.host, "conditions": [{"type": "Ready", "status": "True"}]})
+        token = workdir / "token"
+        token.write_text(TOKEN)
+        health = free_port()
+        env = {**os.environ, "KUBECONFIG": str(api.kubeconfig_path), "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
+               "STEPSCOPE_WATCH_NAMESPACES": "default", "STEPSCOPE_SIGNAL_CONCURRENCY": str(args.concurrency),
+               "STEPSCOPE_METRICS_PORT": str(free_port()), "STEPSCOPE_HEALTH_PORT": str(health),
+               "STEPSCOPE_TICK_SECONDS": "1"}
+        operator = subprocess.Popen([str(Path(sys.executable).parent / "stepscope"), "operator"], env=env,
+                                    stdout=(workdir / "operator.log").open("w"), stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        try:
+            deadline = time.monotonic() + 120
+            while True:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2).close()  # noqa: S310
+                    break
+                except OSError:
+                    if time.monotonic() > deadline or operator.poll() is not None:
+                        print((workdir / "operator.log").read_text()[-2000:])
+                        return 1
+                    time.sleep(0.3)
+            proc = psutil.Process(operator.pid)
+            peak = proc.memory_info().rss
+            created = time.monotonic()
+            api.apply({"apiVersion": "stepscope.dev/v1alpha1", "kind": "ProfileSession",
+                       "metadata": {"name": "fanout", "namespace": "default"},
+                       "spec": {"targets": {"selector": {"matchLabels": {"app": "bench"}}, "maxTargets": 4096},
+                                "capture": {"steps": 3, "timeoutSeconds": 600},
+                                "storage": {"uri": "s3://bucket/p"}}})
+            while sidecars.started < args.targets and time.monotonic() - created < 120:
+                peak = max(peak, proc.memory_info().rss)
+                time.sleep(0.02)
+            elapsed = sidecars.last_at - created
+            for _ in range(20):  # the polling that follows, for the peak
+                peak = max(peak, proc.memory_info().rss)
+                time.sleep(0.1)
+        finally:
+            os.killpg(operator.pid, signal.SIGTERM)
+            operator.wait(20)
+    rss_mb = peak / 2**20
+    print(f"targets signalled      {sidecars.started}/{args.targets}")
+    print(f"create -> all signalled {elapsed:.2f} s   bar {BAR_SECONDS:.0f} s   ratio {elapsed / BAR_SECONDS:.2f}")
+    print(f"operator peak RSS       {rss_mb:.0f} MB   bar {BAR_RSS_MB:.0f} MB   ratio {rss_mb / BAR_RSS_MB:.2f}")
+    ok = sidecars.started == args.targets and elapsed < BAR_SECONDS and rss_mb < BAR_RSS_MB
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
