@@ -41,6 +41,9 @@ HOOK_PATH = "/stepscope/hook"
 RUN_PATH = "/stepscope/run"
 TOKEN_DIR = "/var/run/secrets/stepscope"  # noqa: S105 - a path
 TOKEN_KEY = "token"  # noqa: S105 - the key of the token in its Secret
+# stepscope's own pods (operator, analyzer Jobs) carry this label and are never injected.
+PART_OF_LABEL = "app.kubernetes.io/part-of"
+PART_OF_VALUE = "stepscope"
 # Optional pod annotation: comma-separated names of the training containers (default: every container).
 CONTAINERS_ANNOTATION = "stepscope.dev/containers"
 # Where a PYTHONPATH given through valueFrom is moved, so that `$(...)` can prepend the hook folder to it.
@@ -106,6 +109,8 @@ def decide(pod: Mapping[str, Any], namespace_labels: Mapping[str, str] | None) -
     ns_label = str((namespace_labels or {}).get(INJECT_LABEL, "")).lower()
     if pod_label == "false":
         return Decision(False, f"pod opted out ({INJECT_LABEL}=false)")
+    if labels.get(PART_OF_LABEL) == PART_OF_VALUE:
+        return Decision(False, "stepscope's own pod (operator or analyzer)")
     if str(annotations.get(INJECTED_ANNOTATION, "")).lower() == "true":
         return Decision(False, f"already injected ({INJECTED_ANNOTATION})")
     spec = pod.get("spec") or {}
@@ -140,6 +145,7 @@ def sidecar_container(config: InjectionConfig) -> dict[str, Any]:
         _field_env(ENV_POD_NAME, "metadata.name"),
         _field_env(ENV_POD_NAMESPACE, "metadata.namespace"),
         _field_env(ENV_NODE_NAME, "spec.nodeName"),
+        {"name": "TMPDIR", "value": RUN_PATH},  # the root filesystem is read-only
     ]
     if config.credentials_secret:
         for name, key in (
@@ -195,7 +201,7 @@ def volumes(config: InjectionConfig) -> list[dict[str, Any]]:
             "secret": {
                 "secretName": config.token_secret,
                 "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
-                "defaultMode": 0o440,
+                "defaultMode": 0o444,  # the sidecar runs as non-root without an fsGroup
             },
         },
     ]

@@ -1,0 +1,110 @@
+{{/* Chart name. */}}
+{{- define "stepscope.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* Object-name prefix. */}}
+{{- define "stepscope.fullname" -}}
+{{- if .Values.fullnameOverride }}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- $name := default .Chart.Name .Values.nameOverride }}
+{{- if contains $name .Release.Name }}
+{{- .Release.Name | trunc 63 | trimSuffix "-" }}
+{{- else }}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- define "stepscope.chart" -}}
+{{- printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "stepscope.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "stepscope.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end }}
+
+{{- define "stepscope.labels" -}}
+helm.sh/chart: {{ include "stepscope.chart" . }}
+{{ include "stepscope.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+app.kubernetes.io/part-of: stepscope
+{{- end }}
+
+{{- define "stepscope.operatorServiceAccount" -}}
+{{- default (printf "%s-operator" (include "stepscope.fullname" .)) .Values.serviceAccounts.operator.name }}
+{{- end }}
+
+{{- define "stepscope.tokenSecret" -}}
+{{- default (printf "%s-sidecar-token" (include "stepscope.fullname" .)) .Values.sidecar.token.secretName }}
+{{- end }}
+
+{{- define "stepscope.webhookService" -}}
+{{- printf "%s-webhook" (include "stepscope.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{- define "stepscope.webhookSecret" -}}
+{{- printf "%s-webhook-tls" (include "stepscope.fullname" .) }}
+{{- end }}
+
+{{/* image: <repository>:<tag or appVersion>. Call with (list $ .Values.images.x). */}}
+{{- define "stepscope.image" -}}
+{{- $root := index . 0 }}
+{{- $image := index . 1 }}
+{{- printf "%s:%s" $image.repository (default $root.Chart.AppVersion $image.tag) }}
+{{- end }}
+
+{{/* Training namespaces as a JSON list: trainingNamespaces, else watchNamespaces, else the release namespace. */}}
+{{- define "stepscope.trainingNamespaces" -}}
+{{- $ns := .Values.trainingNamespaces }}
+{{- if not $ns }}{{ $ns = .Values.operator.watchNamespaces }}{{ end }}
+{{- if not $ns }}{{ $ns = list .Release.Namespace }}{{ end }}
+{{- $ns | uniq | toJson }}
+{{- end }}
+
+{{/* namespaceSelector terms restricting the webhook to watched namespaces (none when cluster-wide). */}}
+{{- define "stepscope.watchedNamespaceTerms" -}}
+{{- with .Values.operator.watchNamespaces }}
+- key: kubernetes.io/metadata.name
+  operator: In
+  values: {{ toJson . }}
+{{- end }}
+{{- end }}
+
+{{- define "stepscope.operatorRules" -}}
+# ProfileSessions: watched by kopf, patched for its progress annotations and finalizer.
+- apiGroups: ["stepscope.dev"]
+  resources: ["profilesessions"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["stepscope.dev"]
+  resources: ["profilesessions/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["stepscope.dev"]
+  resources: ["profilesessions/finalizers"]
+  verbs: ["update"]
+# Target resolution by label selector.
+- apiGroups: [""]
+  resources: ["pods"]
+  verbs: ["get", "list", "watch"]
+# The analyzer Jobs it creates (removed by ownerReferences and ttlSecondsAfterFinished, never by the operator).
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "get", "list", "watch"]
+# Kubernetes Events for phase transitions.
+- apiGroups: [""]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end }}
+
+{{- define "stepscope.analyzerRules" -}}
+# The analyzer Job reads its session and writes the report's part of the status; nothing else.
+- apiGroups: ["stepscope.dev"]
+  resources: ["profilesessions"]
+  verbs: ["get"]
+- apiGroups: ["stepscope.dev"]
+  resources: ["profilesessions/status"]
+  verbs: ["patch"]
+{{- end }}
