@@ -1,0 +1,288 @@
+"""Sidecar injection as a pure function: what a pod gets, what it keeps, and that nothing is injected twice.
+
+Every patched pod is validated against the Kubernetes OpenAPI schema (kubernetes-validate, strict)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import kubernetes_validate
+import pytest
+
+from stepscope_contract.constants import INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_CONTAINER_NAME
+from stepscope_operator.injection import (
+    HOOK_PATH,
+    INIT_CONTAINER_NAME,
+    ORIGINAL_PYTHONPATH_ENV,
+    RUN_PATH,
+    InjectionConfig,
+    decide,
+    mutate,
+)
+
+pytestmark = pytest.mark.unit
+
+K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
+
+
+def _pointer(path: str) -> list[str]:
+    if not path.startswith("/"):
+        raise ValueError(f"bad JSON pointer {path!r}")
+    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
+
+
+def _parent(doc: Any, parts: list[str]) -> Any:
+    for part in parts[:-1]:
+        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
+    return doc
+
+
+def apply_json_patch(document: Any, ops: list[dict[str, Any]]) -> Any:
+    """A small RFC 6902 applier (add, remove, replace, test) for the tests; raises on any invalid operation."""
+    doc = copy.deepcopy(document)
+    for op in ops:
+        parts = _pointer(op["path"])
+        if not parts:
+            raise ValueError("whole-document operations are not used")
+        parent = _parent(doc, parts)
+        last = parts[-1]
+        kind = op["op"]
+        if isinstance(parent, list):
+            if kind == "add":
+                index = len(parent) if last == "-" else int(last)
+                if not 0 <= index <= len(parent):
+                    raise IndexError(op["path"])
+                parent.insert(index, copy.deepcopy(op["value"]))
+            elif kind == "replace":
+                parent[int(last)] = copy.deepcopy(op["value"])
+            elif kind == "remove":
+                del parent[int(last)]
+            elif kind == "test":
+                assert parent[int(last)] == op["value"]
+            else:
+                raise ValueError(kind)
+        elif isinstance(parent, dict):
+            if kind == "add":
+                parent[last] = copy.deepcopy(op["value"])
+            elif kind == "replace":
+                if last not in parent:
+                    raise KeyError(op["path"])
+                parent[last] = copy.deepcopy(op["value"])
+            elif kind == "remove":
+                del parent[last]
+            elif kind == "test":
+                assert parent[last] == op["value"]
+            else:
+                raise ValueError(kind)
+        else:
+            raise TypeError(f"{op['path']}: parent is not a container")
+    return doc
+
+
+def make_pod(labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "train-0", "namespace": "team-a", "labels": dict(labels or {})},
+        "spec": {
+            "restartPolicy": "Never",
+            "containers": [
+                {
+                    "name": "trainer",
+                    "image": "pytorch/pytorch:2.5.0-cuda12.4-cudnn9-runtime",
+                    "command": ["torchrun", "train.py"],
+                    "env": [{"name": "RANK", "value": "0"}],
+                }
+            ],
+        },
+    }
+    pod["spec"].update(spec)
+    return pod
+
+
+def validate_pod(pod: dict[str, Any]) -> None:
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(pod, version, strict=True)
+
+
+def _env(container: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {e["name"]: e for e in container.get("env") or []}
+
+
+def _inject(pod: dict[str, Any], config: InjectionConfig | None = None, ns: dict[str, str] | None = None) -> Any:
+    ops = mutate(pod, config or InjectionConfig(), ns)
+    assert ops, "expected an injection"
+    patched = apply_json_patch(pod, ops)
+    validate_pod(patched)
+    return patched
+
+
+def test_labelled_pod_gets_sidecar_init_container_volumes_and_env() -> None:
+    patched = _inject(make_pod({INJECT_LABEL: "true"}))
+    spec = patched["spec"]
+    assert [c["name"] for c in spec["containers"]] == ["trainer", SIDECAR_CONTAINER_NAME]
+    assert [c["name"] for c in spec["initContainers"]] == [INIT_CONTAINER_NAME]
+    assert spec["initContainers"][0]["command"] == ["stepscope", "install-hook", HOOK_PATH]
+    sidecar = spec["containers"][1]
+    assert sidecar["command"] + sidecar["args"] == [
+        "stepscope",
+        "sidecar",
+        "--host",
+        "$(POD_IP)",
+        "--port",
+        "8471",
+        "--hook-dir",
+        RUN_PATH,
+        "--token-file",
+        "/var/run/secrets/stepscope/token",
+    ]
+    env = _env(sidecar)
+    # $(POD_IP) expands only from a variable defined in the container's env.
+    assert env["POD_IP"]["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP"
+    assert env["STEPSCOPE_POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert env["STEPSCOPE_POD_NAMESPACE"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.namespace"
+    assert env["STEPSCOPE_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert "AWS_ACCESS_KEY_ID" not in env
+    sc = sidecar["securityContext"]
+    assert sc["runAsNonRoot"] is True and sc["readOnlyRootFilesystem"] is True
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["allowPrivilegeEscalation"] is False
+    assert sidecar["resources"]["limits"]["memory"] == "256Mi"
+    mounts = {m["mountPath"]: m for m in sidecar["volumeMounts"]}
+    assert mounts["/var/run/secrets/stepscope"]["readOnly"] is True and RUN_PATH in mounts
+
+    trainer = spec["containers"][0]
+    tenv = _env(trainer)
+    assert tenv["PYTHONPATH"] == {"name": "PYTHONPATH", "value": HOOK_PATH}
+    assert tenv["STEPSCOPE_HOOK_DIR"]["value"] == RUN_PATH
+    assert tenv["STEPSCOPE_NODE_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "spec.nodeName"
+    assert tenv["RANK"]["value"] == "0"
+    assert {m["mountPath"] for m in trainer["volumeMounts"]} == {HOOK_PATH, RUN_PATH}
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert volumes["stepscope-token"]["secret"]["secretName"] == "stepscope-sidecar-token"
+    assert "emptyDir" in volumes["stepscope-hook"] and "emptyDir" in volumes["stepscope-run"]
+    annotations = patched["metadata"]["annotations"]
+    assert annotations[INJECTED_ANNOTATION] == "true"
+    assert annotations["stepscope.dev/sidecar-port"] == "8471"
+
+
+def test_existing_pythonpath_keeps_its_value_after_the_hook() -> None:
+    pod = make_pod({INJECT_LABEL: "true"})
+    pod["spec"]["containers"][0]["env"].append({"name": "PYTHONPATH", "value": "/app:/lib"})
+    tenv = _env(_inject(pod)["spec"]["containers"][0])
+    assert tenv["PYTHONPATH"]["value"] == f"{HOOK_PATH}:/app:/lib"
+
+
+def test_pythonpath_from_a_configmap_is_kept_through_a_variable_defined_before_it() -> None:
+    pod = make_pod({INJECT_LABEL: "true"})
+    ref = {"configMapKeyRef": {"name": "paths", "key": "pythonpath"}}
+    pod["spec"]["containers"][0]["env"].append({"name": "PYTHONPATH", "valueFrom": ref})
+    env = _inject(pod)["spec"]["containers"][0]["env"]
+    names = [e["name"] for e in env]
+    assert names.index(ORIGINAL_PYTHONPATH_ENV) < names.index("PYTHONPATH")
+    assert env[names.index(ORIGINAL_PYTHONPATH_ENV)]["valueFrom"] == ref
+    assert env[names.index("PYTHONPATH")]["value"] == f"{HOOK_PATH}:$({ORIGINAL_PYTHONPATH_ENV})"
+
+
+def test_existing_volumes_mounts_and_init_containers_are_kept() -> None:
+    pod = make_pod(
+        {INJECT_LABEL: "true"},
+        volumes=[{"name": "data", "emptyDir": {}}],
+        initContainers=[{"name": "fetch", "image": "busybox", "command": ["true"]}],
+    )
+    pod["spec"]["containers"][0]["volumeMounts"] = [{"name": "data", "mountPath": "/data"}]
+    pod["metadata"]["annotations"] = {"team": "vision"}
+    patched = _inject(pod)
+    assert [v["name"] for v in patched["spec"]["volumes"]] == [
+        "data",
+        "stepscope-hook",
+        "stepscope-run",
+        "stepscope-token",
+    ]
+    assert [c["name"] for c in patched["spec"]["initContainers"]] == ["fetch", INIT_CONTAINER_NAME]
+    assert [m["mountPath"] for m in patched["spec"]["containers"][0]["volumeMounts"]] == ["/data", HOOK_PATH, RUN_PATH]
+    assert patched["metadata"]["annotations"]["team"] == "vision"
+
+
+def test_injection_is_idempotent() -> None:
+    patched = _inject(make_pod({INJECT_LABEL: "true"}))
+    assert mutate(patched, InjectionConfig(), None) == []
+    assert mutate(patched, InjectionConfig(), {INJECT_LABEL: "true"}) == []
+    # The annotation lost but the containers there (a copied manifest): still no second sidecar.
+    del patched["metadata"]["annotations"][INJECTED_ANNOTATION]
+    assert mutate(patched, InjectionConfig(), None) == []
+
+
+@pytest.mark.parametrize(
+    ("labels", "ns_labels", "inject"),
+    [
+        ({INJECT_LABEL: "true"}, None, True),
+        ({}, {INJECT_LABEL: "true"}, True),
+        ({}, None, False),
+        ({}, {INJECT_LABEL: "false"}, False),
+        ({INJECT_LABEL: "false"}, {INJECT_LABEL: "true"}, False),
+        ({INJECT_LABEL: "FALSE"}, None, False),
+        ({INJECT_LABEL: "yes"}, {INJECT_LABEL: "true"}, False),
+        ({INJECT_LABEL: "true", "app.kubernetes.io/part-of": "stepscope"}, None, False),
+    ],
+)
+def test_decision(labels: dict[str, str], ns_labels: dict[str, str] | None, inject: bool) -> None:
+    pod = make_pod(labels)
+    assert decide(pod, ns_labels).inject is inject
+    assert bool(mutate(pod, InjectionConfig(), ns_labels)) is inject
+
+
+def test_credentials_only_through_secret_key_refs() -> None:
+    config = InjectionConfig(credentials_secret="s3-keys", access_key_id_key="id", secret_access_key_key="secret")
+    sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["containers"][1]
+    env = _env(sidecar)
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"] == {"secretKeyRef": {"name": "s3-keys", "key": "id"}}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "s3-keys", "key": "secret"}}
+    assert all("value" not in e for e in env.values() if e["name"].startswith("AWS_"))
+
+
+def test_containers_annotation_limits_the_training_containers() -> None:
+    pod = make_pod({INJECT_LABEL: "true"})
+    pod["spec"]["containers"].append({"name": "log-shipper", "image": "fluent/fluent-bit:3.0"})
+    pod["metadata"]["annotations"] = {"stepscope.dev/containers": "trainer"}
+    containers = _inject(pod)["spec"]["containers"]
+    assert "PYTHONPATH" in _env(containers[0])
+    assert "env" not in containers[1] and "volumeMounts" not in containers[1]
+
+
+def test_pod_without_metadata_annotations_or_labels_in_a_labelled_namespace() -> None:
+    pod = {"spec": {"containers": [{"name": "t", "image": "python:3.11"}]}}
+    patched = apply_json_patch(pod, mutate(pod, InjectionConfig(), {INJECT_LABEL: "true"}))
+    assert patched["metadata"]["annotations"][INJECTED_ANNOTATION] == "true"
+    validate_pod({"apiVersion": "v1", "kind": "Pod", **patched})
+
+
+def test_config_from_env() -> None:
+    config = InjectionConfig.from_env(
+        {
+            "STEPSCOPE_SIDECAR_IMAGE": "registry.example/stepscope/sidecar:1.2.3",
+            "STEPSCOPE_SIDECAR_IMAGE_PULL_POLICY": "Always",
+            "STEPSCOPE_SIDECAR_PORT": "9000",
+            "STEPSCOPE_SIDECAR_TOKEN_SECRET": "tok",
+            "STEPSCOPE_SIDECAR_CREDENTIALS_SECRET": "keys",
+            "STEPSCOPE_SIDECAR_RUN_AS_USER": "1000",
+            "STEPSCOPE_SIDECAR_RESOURCES": '{"limits": {"memory": "1Gi"}}',
+        }
+    )
+    sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["containers"][1]
+    assert sidecar["image"] == "registry.example/stepscope/sidecar:1.2.3"
+    assert sidecar["imagePullPolicy"] == "Always"
+    assert sidecar["args"][3] == "9000" and sidecar["ports"][0]["containerPort"] == 9000
+    assert sidecar["securityContext"]["runAsUser"] == 1000
+    assert sidecar["resources"] == {"limits": {"memory": "1Gi"}}
+    assert InjectionConfig.from_env({}) == InjectionConfig()
+    with pytest.raises(ValueError, match="JSON object"):
+        InjectionConfig.from_env({"STEPSCOPE_SIDECAR_RESOURCES": "[1]"})
+
+
+def test_json_patch_applier_rejects_invalid_operations() -> None:
+    with pytest.raises(KeyError):
+        apply_json_patch({"a": {}}, [{"op": "replace", "path": "/a/b", "value": 1}])
+    with pytest.raises(IndexError):
+        apply_json_patch({"a": []}, [{"op": "add", "path": "/a/3", "value": 1}])
+    assert apply_json_patch({"a/b": [1]}, [{"op": "add", "path": "/a~1b/0", "value": 0}]) == {"a/b": [0, 1]}
