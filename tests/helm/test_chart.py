@@ -1,0 +1,320 @@
+"""The chart: lint, schema strictness, every rendered object valid for several Kubernetes versions, the CRD kept
+identical to crds/, and the operator Deployment configured exactly as docs/interfaces.md says."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+import yaml
+from cryptography import x509
+from cryptography.x509.oid import ExtendedKeyUsageOID
+from helm_chart import CHART, CI_VALUES, RELEASE_NAMESPACE, REPO, by_kind, one, render, run_helm
+
+from stepscope_operator.config import OperatorConfig
+from stepscope_operator.injection import InjectionConfig
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
+# Kinds of other projects' CRDs (cert-manager, Prometheus Operator): no schema in kubernetes-validate.
+FOREIGN_KINDS = {"cert-manager.io/v1": {"Issuer", "Certificate"}, "monitoring.coreos.com/v1": {"ServiceMonitor"}}
+VALUE_SETS = {"default": (), "ci": (CI_VALUES,)}
+
+
+def test_lint_default_and_ci_values() -> None:
+    for args in ([], ["--values", str(CI_VALUES)]):
+        result = run_helm("lint", "--strict", str(CHART), *args)
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "0 chart(s) failed" in result.stdout
+
+
+@pytest.mark.parametrize(
+    "bad", ["bogus=1", "operator.bogus=1", "webhook.certManager.bogus=1", "storage.addressingStyle=odd"]
+)
+def test_schema_rejects_unknown_or_invalid_values(bad: str) -> None:
+    result = run_helm("template", str(CHART), "--set", bad)
+    assert result.returncode != 0
+    assert "values don't meet the specifications of the schema" in result.stderr
+
+
+def _objects_without_additional_properties_false(schema: Any, path: str = "$") -> list[str]:
+    bad: list[str] = []
+    if isinstance(schema, dict):
+        if (
+            schema.get("type") == "object"
+            and "properties" in schema
+            and schema.get("additionalProperties") is not False
+        ):
+            bad.append(path)
+        for key, value in schema.items():
+            bad += _objects_without_additional_properties_false(value, f"{path}.{key}")
+    elif isinstance(schema, list):
+        for i, value in enumerate(schema):
+            bad += _objects_without_additional_properties_false(value, f"{path}[{i}]")
+    return bad
+
+
+def test_values_schema_is_closed_at_every_level_and_accepts_the_defaults() -> None:
+    import jsonschema
+
+    schema = json.loads((CHART / "values.schema.json").read_text())
+    assert _objects_without_additional_properties_false(schema) == []
+    jsonschema.validate(yaml.safe_load((CHART / "values.yaml").read_text()), schema)
+    jsonschema.validate(yaml.safe_load(CI_VALUES.read_text()), {**schema, "required": []})
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+@pytest.mark.parametrize("version", K8S_VERSIONS)
+def test_rendered_objects_are_valid_kubernetes(values: str, version: str) -> None:
+    docs = render(*VALUE_SETS[values], include_crds=True)
+    seen_foreign = set()
+    for doc in docs:
+        if doc["kind"] in FOREIGN_KINDS.get(doc["apiVersion"], set()):
+            seen_foreign.add(doc["kind"])
+            assert doc["metadata"]["namespace"] == RELEASE_NAMESPACE and doc["spec"]
+            continue
+        kubernetes_validate.validate(doc, version, strict=True)
+    assert {d["kind"] for d in docs} >= {
+        "CustomResourceDefinition",
+        "Deployment",
+        "ServiceAccount",
+        "Secret",
+        "Service",
+        "MutatingWebhookConfiguration",
+    }
+    assert seen_foreign == ({"Issuer", "Certificate", "ServiceMonitor"} if values == "ci" else set())
+
+
+def test_rendered_objects_validate_through_the_cli(tmp_path: Path) -> None:
+    """The acceptance line: `helm template helm/stepscope | kubernetes-validate` is clean."""
+    import subprocess
+
+    out = tmp_path / "all.yaml"
+    out.write_text(yaml.safe_dump_all(render(include_crds=True)))
+    result = subprocess.run(
+        [str(REPO / ".venv" / "bin" / "kubernetes-validate"), "--strict", "-k", "1.32.0", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "ERROR" not in result.stdout
+
+
+def test_chart_crd_is_the_generated_one() -> None:
+    chart_crd = CHART / "crds" / "profilesessions.stepscope.dev.yaml"
+    assert chart_crd.read_bytes() == (REPO / "crds" / "profilesessions.stepscope.dev.yaml").read_bytes(), (
+        "helm/stepscope/crds differs from crds/: run `make crds`"
+    )
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["profilesessions.stepscope.dev.yaml"]
+    crd = one(render(include_crds=True), "CustomResourceDefinition")
+    assert crd == yaml.safe_load(chart_crd.read_text())
+
+
+def _env(container: dict[str, Any]) -> dict[str, str]:
+    return {e["name"]: e["value"] for e in container["env"] if "value" in e}
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_operator_deployment_is_hardened_and_probed(values: str) -> None:
+    deployment = one(render(*VALUE_SETS[values]), "Deployment")
+    pod = deployment["spec"]["template"]["spec"]
+    assert pod["securityContext"]["runAsNonRoot"] is True
+    assert pod["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert pod["automountServiceAccountToken"] is True
+    (container,) = pod["containers"]
+    sc = container["securityContext"]
+    assert sc["readOnlyRootFilesystem"] is True and sc["allowPrivilegeEscalation"] is False
+    assert sc["capabilities"] == {"drop": ["ALL"]} and sc["seccompProfile"] == {"type": "RuntimeDefault"}
+    assert container["resources"]["limits"]["memory"] and container["resources"]["requests"]["cpu"]
+    health = _env(container)["STEPSCOPE_HEALTH_PORT"]
+    ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+    for probe in (container["livenessProbe"], container["readinessProbe"]):
+        assert probe["httpGet"]["path"] == "/healthz"
+        assert ports[probe["httpGet"]["port"]] == int(health)
+    assert container["command"] == ["stepscope", "operator"]
+    # never injected into itself
+    assert deployment["spec"]["template"]["metadata"]["labels"]["stepscope.dev/inject"] == "false"
+
+
+def test_operator_env_follows_the_interface_default() -> None:
+    docs = render()
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    env = _env(container)
+    config = OperatorConfig.from_env(env)
+    assert config.watch_namespaces == ()
+    assert config.analyzer_image == "stepscope/analyzer:0.1.0"
+    assert config.analyzer_service_account == "stepscope-analyzer"
+    assert config.analyzer_command == ("stepscope", "analyzer-job")
+    assert config.sidecar_token_file == "/var/run/secrets/stepscope/token"
+    assert (config.metrics_port, config.health_port) == (8080, 8081)
+    injection = InjectionConfig.from_env(env)
+    assert injection == InjectionConfig(token_secret="stepscope-sidecar-token")
+    assert env["STEPSCOPE_WEBHOOK_PORT"] == "9443" and env["STEPSCOPE_WEBHOOK_CERT_DIR"] == "/etc/stepscope/webhook-tls"
+    mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
+    volumes = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
+    token_volume = volumes[mounts["/var/run/secrets/stepscope"]]["secret"]
+    assert token_volume["secretName"] == "stepscope-sidecar-token"
+    assert token_volume["items"] == [{"key": "token", "path": "token"}]
+    assert volumes[mounts["/etc/stepscope/webhook-tls"]]["secret"]["secretName"] == "stepscope-webhook-tls"
+    # every STEPSCOPE_ variable the chart sets is one the operator or the webhook reads
+    sources = "".join(
+        (REPO / "operator" / "stepscope_operator" / f).read_text() for f in ("config.py", "injection.py", "webhook.py")
+    )
+    for name in env:
+        if name.startswith("STEPSCOPE_"):
+            assert f'"{name}"' in sources, name
+
+
+def test_operator_env_follows_the_interface_ci() -> None:
+    container = one(render(CI_VALUES), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    config = OperatorConfig.from_env(_env(container))
+    assert config.watch_namespaces == ("team-a", "team-b")
+    injection = InjectionConfig.from_env(_env(container))
+    assert injection.credentials_secret == "stepscope-s3"
+    assert container["args"] == ["--verbose"]
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
+    assert refs["AWS_ACCESS_KEY_ID"] == {"name": "stepscope-s3", "key": "AWS_ACCESS_KEY_ID"}
+    assert refs["AWS_SECRET_ACCESS_KEY"] == {"name": "stepscope-s3", "key": "AWS_SECRET_ACCESS_KEY"}
+    assert _env(container)["AWS_ENDPOINT_URL"] == "https://minio.storage.svc:9000"
+
+
+def test_interfaces_doc_lists_every_operator_variable_the_chart_sets() -> None:
+    doc = (REPO / "docs" / "interfaces.md").read_text()
+    documented = set(re.findall(r"`(STEPSCOPE_[A-Z_]+)`", doc))
+    container = one(render(CI_VALUES), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    chart = {e["name"] for e in container["env"] if e["name"].startswith("STEPSCOPE_")}
+    assert chart - documented == set()
+
+
+def _webhooks(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    hooks: list[dict[str, Any]] = one(docs, "MutatingWebhookConfiguration")["webhooks"]
+    return hooks
+
+
+@pytest.mark.parametrize("values", sorted(VALUE_SETS))
+def test_webhook_never_blocks_pods_and_selects_by_label(values: str) -> None:
+    docs = render(*VALUE_SETS[values])
+    hooks = {h["clientConfig"]["service"]["path"]: h for h in _webhooks(docs)}
+    assert set(hooks) == {"/mutate", "/mutate-namespace"}
+    service = one(docs, "Service", "-webhook")
+    for hook in hooks.values():
+        assert hook["failurePolicy"] == "Ignore" and hook["sideEffects"] == "None"
+        assert 1 <= hook["timeoutSeconds"] <= 5
+        assert hook["admissionReviewVersions"] == ["v1"]
+        assert hook["rules"] == [
+            {
+                "operations": ["CREATE"],
+                "apiGroups": [""],
+                "apiVersions": ["v1"],
+                "resources": ["pods"],
+                "scope": "Namespaced",
+            }
+        ]
+        assert hook["clientConfig"]["service"]["name"] == service["metadata"]["name"]
+        assert {"key": "app.kubernetes.io/part-of", "operator": "NotIn", "values": ["stepscope"]} in hook[
+            "objectSelector"
+        ]["matchExpressions"]
+    pod_hook, ns_hook = hooks["/mutate"], hooks["/mutate-namespace"]
+    assert {"key": "stepscope.dev/inject", "operator": "In", "values": ["true"]} in pod_hook["objectSelector"][
+        "matchExpressions"
+    ]
+    assert {"key": "stepscope.dev/inject", "operator": "NotIn", "values": ["false"]} in pod_hook["namespaceSelector"][
+        "matchExpressions"
+    ]
+    assert {"key": "stepscope.dev/inject", "operator": "DoesNotExist"} in ns_hook["objectSelector"]["matchExpressions"]
+    assert {"key": "stepscope.dev/inject", "operator": "In", "values": ["true"]} in ns_hook["namespaceSelector"][
+        "matchExpressions"
+    ]
+    watched = {"key": "kubernetes.io/metadata.name", "operator": "In", "values": ["team-a", "team-b"]}
+    for hook in hooks.values():
+        assert (watched in hook["namespaceSelector"]["matchExpressions"]) is (values == "ci")
+
+
+def test_self_signed_webhook_tls_is_a_ca_signed_certificate_for_the_service() -> None:
+    docs = render()
+    secret = one(docs, "Secret", "-webhook-tls")
+    assert secret["type"] == "kubernetes.io/tls"
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    ca_pem = base64.b64decode(secret["data"]["ca.crt"])
+    ca = x509.load_pem_x509_certificate(ca_pem)
+    cert.verify_directly_issued_by(ca)
+    service = one(docs, "Service", "-webhook")["metadata"]["name"]
+    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+    assert f"{service}.{RELEASE_NAMESPACE}.svc" in names
+    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
+    assert ExtendedKeyUsageOID.SERVER_AUTH in usages
+    for hook in _webhooks(docs):
+        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+
+
+def test_cert_manager_tls_and_ca_injection() -> None:
+    docs = render(CI_VALUES)
+    assert not [s for s in by_kind(docs, "Secret") if s["metadata"]["name"].endswith("-webhook-tls")]
+    certificate = one(docs, "Certificate")
+    issuer = one(docs, "Issuer")
+    assert certificate["spec"]["issuerRef"]["name"] == issuer["metadata"]["name"]
+    assert certificate["spec"]["secretName"] == "stepscope-webhook-tls"
+    service = one(docs, "Service", "-webhook")["metadata"]["name"]
+    assert f"{service}.{RELEASE_NAMESPACE}.svc" in certificate["spec"]["dnsNames"]
+    configuration = one(docs, "MutatingWebhookConfiguration")
+    assert configuration["metadata"]["annotations"]["cert-manager.io/inject-ca-from"] == (
+        f"{RELEASE_NAMESPACE}/{certificate['metadata']['name']}"
+    )
+    assert all("caBundle" not in h["clientConfig"] for h in configuration["webhooks"])
+
+
+def test_webhook_disabled_renders_no_webhook() -> None:
+    docs = render(sets=("webhook.enabled=false",))
+    assert not by_kind(docs, "MutatingWebhookConfiguration")
+    container = one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert "STEPSCOPE_WEBHOOK_PORT" not in _env(container)
+
+
+@pytest.mark.parametrize(
+    ("values", "namespaces"), [("default", {RELEASE_NAMESPACE}), ("ci", {"team-a", "team-b", "team-c"})]
+)
+def test_token_secret_and_analyzer_account_in_every_training_namespace(values: str, namespaces: set[str]) -> None:
+    docs = render(*VALUE_SETS[values])
+    secrets = [s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "stepscope-sidecar-token"]
+    assert {s["metadata"]["namespace"] for s in secrets} == namespaces | {RELEASE_NAMESPACE}
+    tokens = {base64.b64decode(s["data"]["token"]) for s in secrets}
+    assert len(tokens) == 1 and len(tokens.pop()) >= 16  # one token everywhere
+    accounts = [a for a in by_kind(docs, "ServiceAccount") if a["metadata"]["name"] == "stepscope-analyzer"]
+    assert {a["metadata"]["namespace"] for a in accounts} == namespaces
+
+
+def test_metrics_service_and_service_monitor() -> None:
+    docs = render(CI_VALUES)
+    service = one(docs, "Service", "-metrics")
+    deployment = one(docs, "Deployment")
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert all(labels[k] == v for k, v in service["spec"]["selector"].items())
+    assert service["spec"]["ports"][0]["targetPort"] == "metrics"
+    monitor = one(docs, "ServiceMonitor")
+    assert monitor["metadata"]["labels"]["release"] == "prometheus"
+    assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
+    assert all(service["metadata"]["labels"][k] == v for k, v in monitor["spec"]["selector"]["matchLabels"].items())
+    assert not by_kind(render(), "ServiceMonitor")
+
+
+def test_notes_name_the_next_steps() -> None:
+    result = run_helm(
+        "install", "stepscope", str(CHART), "-n", RELEASE_NAMESPACE, "--dry-run=client", "-f", str(CI_VALUES)
+    )
+    assert result.returncode == 0, result.stderr
+    notes = result.stdout.split("NOTES:", 1)[1]
+    assert "rollout status deployment/stepscope-operator" in notes
+    assert "stepscope.dev/inject" in notes
+    assert "uri: s3://traces/stepscope" in notes and "endpoint: https://minio.storage.svc:9000" in notes
+    session = yaml.safe_load(notes.split("<<'YAML'", 1)[1].split("YAML", 1)[0])
+    from stepscope_contract.session import ProfileSessionSpec
+
+    ProfileSessionSpec.model_validate(session["spec"])
