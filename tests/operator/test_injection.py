@@ -286,3 +286,40 @@ def test_json_patch_applier_rejects_invalid_operations() -> None:
     with pytest.raises(IndexError):
         apply_json_patch({"a": []}, [{"op": "add", "path": "/a/3", "value": 1}])
     assert apply_json_patch({"a/b": [1]}, [{"op": "add", "path": "/a~1b/0", "value": 0}]) == {"a/b": [0, 1]}
+
+
+def _strip_injection(template: dict[str, Any]) -> dict[str, Any]:
+    """A pod template without what injection adds (names starting with stepscope, the hook's env, annotations)."""
+    out = copy.deepcopy(template)
+    out["metadata"].pop("annotations", None)
+    spec = out["spec"]
+    spec["containers"] = [c for c in spec["containers"] if not c["name"].startswith("stepscope")]
+    for key in ("initContainers", "volumes"):
+        kept = [x for x in spec.get(key, []) if not x["name"].startswith("stepscope")]
+        spec.pop(key, None)
+        if kept:
+            spec[key] = kept
+    for container in spec["containers"]:
+        for key in ("env", "volumeMounts"):
+            kept = [
+                x for x in container.get(key, []) if not x["name"].startswith(("stepscope", "STEPSCOPE", "PYTHONPATH"))
+            ]
+            container.pop(key, None)
+            if kept:
+                container[key] = kept
+    return out
+
+
+def test_manual_injection_doc_matches_what_the_webhook_injects() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "manual-injection.md").read_text()
+    job = yaml.safe_load(doc.split("```yaml\n", 1)[1].split("```", 1)[0])
+    for version in K8S_VERSIONS:
+        kubernetes_validate.validate(job, version, strict=True)
+    template = job["spec"]["template"]
+    user = _strip_injection(template)
+    config = InjectionConfig(credentials_secret="stepscope-s3")
+    assert apply_json_patch(user, mutate(user, config, {INJECT_LABEL: "true"})) == template

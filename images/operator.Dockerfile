@@ -1,0 +1,33 @@
+# syntax=docker/dockerfile:1
+# stepscope operator image: the kopf operator (and the sidecar-injection webhook it serves).
+# Built from the repository root with the one pyproject: docker build -f images/operator.Dockerfile -t stepscope/operator:dev .
+ARG PYTHON_IMAGE=python:3.11-slim-bookworm
+
+FROM ${PYTHON_IMAGE} AS build
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+WORKDIR /src
+COPY pyproject.toml README.md ./
+COPY requirements/constraints.txt requirements/constraints.txt
+COPY contract contract
+COPY cli cli
+COPY operator operator
+COPY sidecar sidecar
+COPY analyzer_job analyzer_job
+COPY localcluster localcluster
+RUN pip wheel --no-deps --wheel-dir /wheels . \
+ && python -m venv /opt/stepscope \
+ && /opt/stepscope/bin/pip install -c requirements/constraints.txt "$(ls /wheels/stepscope-*.whl)[operator]" \
+ && find /opt/stepscope -name '__pycache__' -prune -exec rm -rf {} + \
+ && rm -rf /opt/stepscope/lib/python3.11/site-packages/pip /opt/stepscope/bin/pip*
+
+FROM ${PYTHON_IMAGE}
+LABEL org.opencontainers.image.title="stepscope-operator" \
+      org.opencontainers.image.description="stepscope operator" \
+      org.opencontainers.image.licenses="Apache-2.0"
+ENV PATH=/opt/stepscope/bin:$PATH \
+    PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1
+COPY --from=build /opt/stepscope /opt/stepscope
+# Non-root, matching the chart's securityContext (runAsUser 65532); the root filesystem may be read-only.
+USER 65532:65532
+CMD ["stepscope", "operator"]
