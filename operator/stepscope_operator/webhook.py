@@ -165,10 +165,11 @@ async def start_webhook(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
         return
     cert_dir = Path(os.environ.get("STEPSCOPE_WEBHOOK_CERT_DIR") or DEFAULT_CERT_DIR)
     context = ssl_context_from_dir(cert_dir)
-    runner = await serve("0.0.0.0", int(port), context, InjectionConfig.from_env())
+    host = os.environ.get("STEPSCOPE_WEBHOOK_HOST") or "0.0.0.0"
+    runner = await serve(host, int(port), context, InjectionConfig.from_env())
     memo.webhook_runner = runner
     memo.webhook_reloader = asyncio.create_task(reload_certificates(context, cert_dir))
-    logger.info("sidecar-injection webhook listening on :%s (paths %s, %s)", port, POD_PATH, NAMESPACE_PATH)
+    logger.info("sidecar-injection webhook listening on %s:%s (paths %s, %s)", host, port, POD_PATH, NAMESPACE_PATH)
 
 
 @kopf.on.cleanup(id="webhook-server-stop")

@@ -236,6 +236,7 @@ async def test_kopf_startup_handler_serves_from_the_cert_dir_and_stops(
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     monkeypatch.setenv("STEPSCOPE_WEBHOOK_PORT", str(port))
+    monkeypatch.setenv("STEPSCOPE_WEBHOOK_HOST", "127.0.0.1")
     monkeypatch.setenv("STEPSCOPE_WEBHOOK_CERT_DIR", str(tmp_path / "tls"))
     monkeypatch.setenv("STEPSCOPE_SIDECAR_IMAGE", "registry.example/sidecar:9")
     await webhook.start_webhook(memo=memo, logger=log)
