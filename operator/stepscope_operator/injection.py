@@ -3,7 +3,8 @@
 What an injected pod gets (docs/interfaces.md, "Sidecar" and "Training container"):
 - the init container `stepscope-install-hook` (`stepscope install-hook /stepscope/hook`) copying the hook into the
   shared emptyDir `stepscope-hook`;
-- the sidecar container `stepscope-sidecar` listening on the pod IP, sharing the emptyDir `stepscope-run` with the
+- the native sidecar `stepscope-sidecar` (an init container with `restartPolicy: Always`, after the hook's
+  installer) listening on the pod IP, sharing the emptyDir `stepscope-run` with the
   training container(s), with the token Secret mounted and storage credentials only through `secretKeyRef`;
 - on each training container: `PYTHONPATH` (the hook folder prepended to any value already set),
   `STEPSCOPE_HOOK_DIR`, `STEPSCOPE_POD_NAME` / `STEPSCOPE_NODE_NAME` and the two volume mounts;
@@ -152,12 +153,16 @@ def sidecar_container(config: InjectionConfig) -> dict[str, Any]:
             ("AWS_ACCESS_KEY_ID", config.access_key_id_key),
             ("AWS_SECRET_ACCESS_KEY", config.secret_access_key_key),
         ):
-            ref = {"name": config.credentials_secret, "key": key}
+            # optional: a missing Secret must not keep the pod (and its training) from starting.
+            ref = {"name": config.credentials_secret, "key": key, "optional": True}
             env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
     return {
         "name": SIDECAR_CONTAINER_NAME,
         "image": config.sidecar_image,
         "imagePullPolicy": config.image_pull_policy,
+        # A native sidecar (an init container that keeps running): started before the training containers and
+        # stopped once they end, so that a Job's pod still completes (Kubernetes >= 1.29).
+        "restartPolicy": "Always",
         "command": ["stepscope", "sidecar"],
         "args": [
             "--host",
@@ -202,6 +207,9 @@ def volumes(config: InjectionConfig) -> list[dict[str, Any]]:
                 "secretName": config.token_secret,
                 "items": [{"key": TOKEN_KEY, "path": TOKEN_KEY}],
                 "defaultMode": 0o444,  # the sidecar runs as non-root without an fsGroup
+                # A missing Secret must not keep the pod from starting: the sidecar then exits (no token), the
+                # training runs unprofiled.
+                "optional": True,
             },
         },
     ]
@@ -279,7 +287,7 @@ def mutate(
             {"name": RUN_VOLUME, "mountPath": RUN_PATH},
         ]
         ops.extend(_append_ops(f"/spec/containers/{i}/volumeMounts", container.get("volumeMounts"), mounts))
-    ops.extend(_append_ops("/spec/initContainers", spec.get("initContainers"), [init_container(config)]))
-    ops.append({"op": "add", "path": "/spec/containers/-", "value": sidecar_container(config)})
+    added = [init_container(config), sidecar_container(config)]
+    ops.extend(_append_ops("/spec/initContainers", spec.get("initContainers"), added))
     ops.extend(_append_ops("/spec/volumes", spec.get("volumes"), volumes(config)))
     return ops

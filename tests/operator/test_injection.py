@@ -121,10 +121,13 @@ def _inject(pod: dict[str, Any], config: InjectionConfig | None = None, ns: dict
 def test_labelled_pod_gets_sidecar_init_container_volumes_and_env() -> None:
     patched = _inject(make_pod({INJECT_LABEL: "true"}))
     spec = patched["spec"]
-    assert [c["name"] for c in spec["containers"]] == ["trainer", SIDECAR_CONTAINER_NAME]
-    assert [c["name"] for c in spec["initContainers"]] == [INIT_CONTAINER_NAME]
+    assert [c["name"] for c in spec["containers"]] == ["trainer"]
+    # the hook is installed first; the sidecar is a native one (keeps running, ends with the training: Jobs complete)
+    assert [c["name"] for c in spec["initContainers"]] == [INIT_CONTAINER_NAME, SIDECAR_CONTAINER_NAME]
     assert spec["initContainers"][0]["command"] == ["stepscope", "install-hook", HOOK_PATH]
-    sidecar = spec["containers"][1]
+    assert "restartPolicy" not in spec["initContainers"][0]
+    sidecar = spec["initContainers"][1]
+    assert sidecar["restartPolicy"] == "Always" and "startupProbe" not in sidecar
     assert sidecar["command"] + sidecar["args"] == [
         "stepscope",
         "sidecar",
@@ -160,6 +163,7 @@ def test_labelled_pod_gets_sidecar_init_container_volumes_and_env() -> None:
     assert {m["mountPath"] for m in trainer["volumeMounts"]} == {HOOK_PATH, RUN_PATH}
     volumes = {v["name"]: v for v in spec["volumes"]}
     assert volumes["stepscope-token"]["secret"]["secretName"] == "stepscope-sidecar-token"
+    assert volumes["stepscope-token"]["secret"]["optional"] is True
     assert "emptyDir" in volumes["stepscope-hook"] and "emptyDir" in volumes["stepscope-run"]
     annotations = patched["metadata"]["annotations"]
     assert annotations[INJECTED_ANNOTATION] == "true"
@@ -199,7 +203,11 @@ def test_existing_volumes_mounts_and_init_containers_are_kept() -> None:
         "stepscope-run",
         "stepscope-token",
     ]
-    assert [c["name"] for c in patched["spec"]["initContainers"]] == ["fetch", INIT_CONTAINER_NAME]
+    assert [c["name"] for c in patched["spec"]["initContainers"]] == [
+        "fetch",
+        INIT_CONTAINER_NAME,
+        SIDECAR_CONTAINER_NAME,
+    ]
     assert [m["mountPath"] for m in patched["spec"]["containers"][0]["volumeMounts"]] == ["/data", HOOK_PATH, RUN_PATH]
     assert patched["metadata"]["annotations"]["team"] == "vision"
 
@@ -234,10 +242,13 @@ def test_decision(labels: dict[str, str], ns_labels: dict[str, str] | None, inje
 
 def test_credentials_only_through_secret_key_refs() -> None:
     config = InjectionConfig(credentials_secret="s3-keys", access_key_id_key="id", secret_access_key_key="secret")
-    sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["containers"][1]
+    sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["initContainers"][1]
     env = _env(sidecar)
-    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"] == {"secretKeyRef": {"name": "s3-keys", "key": "id"}}
-    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"] == {"secretKeyRef": {"name": "s3-keys", "key": "secret"}}
+    # optional: a missing Secret leaves the training unprofiled instead of keeping the pod from starting
+    assert env["AWS_ACCESS_KEY_ID"]["valueFrom"] == {"secretKeyRef": {"name": "s3-keys", "key": "id", "optional": True}}
+    assert env["AWS_SECRET_ACCESS_KEY"]["valueFrom"] == {
+        "secretKeyRef": {"name": "s3-keys", "key": "secret", "optional": True}
+    }
     assert all("value" not in e for e in env.values() if e["name"].startswith("AWS_"))
 
 
@@ -269,7 +280,7 @@ def test_config_from_env() -> None:
             "STEPSCOPE_SIDECAR_RESOURCES": '{"limits": {"memory": "1Gi"}}',
         }
     )
-    sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["containers"][1]
+    sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["initContainers"][1]
     assert sidecar["image"] == "registry.example/stepscope/sidecar:1.2.3"
     assert sidecar["imagePullPolicy"] == "Always"
     assert sidecar["args"][3] == "9000" and sidecar["ports"][0]["containerPort"] == 9000

@@ -142,7 +142,8 @@ async def test_labelled_pod_is_injected(client: Client) -> None:
     response = await client.post(body)
     assert response["uid"] == body["request"]["uid"]
     result = patched_pod(pod, response)
-    assert [c["name"] for c in result["spec"]["containers"]] == ["trainer", SIDECAR_CONTAINER_NAME]
+    assert [c["name"] for c in result["spec"]["containers"]] == ["trainer"]
+    assert [c["name"] for c in result["spec"]["initContainers"]] == ["stepscope-install-hook", SIDECAR_CONTAINER_NAME]
     assert result["metadata"]["annotations"][INJECTED_ANNOTATION] == "true"
 
 
@@ -156,7 +157,7 @@ async def test_already_injected_pod_is_not_injected_again(client: Client) -> Non
     once = patched_pod(pod, await client.post(review(pod)))
     response = await client.post(review(once))
     assert "patch" not in response
-    assert [c["name"] for c in once["spec"]["containers"]].count(SIDECAR_CONTAINER_NAME) == 1
+    assert [c["name"] for c in once["spec"]["initContainers"]].count(SIDECAR_CONTAINER_NAME) == 1
 
 
 async def test_opted_out_pod_in_a_labelled_namespace_is_skipped(client: Client) -> None:
@@ -246,7 +247,7 @@ async def test_kopf_startup_handler_serves_from_the_cert_dir_and_stops(
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust)) as session:
             response = await Client(session, f"https://127.0.0.1:{port}").post(review(pod))
         result = patched_pod(pod, response)
-        assert result["spec"]["containers"][1]["image"] == "registry.example/sidecar:9"
+        assert result["spec"]["initContainers"][1]["image"] == "registry.example/sidecar:9"
     finally:
         await webhook.stop_webhook(memo=memo)
     async with aiohttp.ClientSession() as session:

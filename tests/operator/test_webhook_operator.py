@@ -48,7 +48,7 @@ def test_operator_process_serves_the_webhook(
         assert response["allowed"] is True
         patched = apply_json_patch(pod, json.loads(base64.b64decode(response["patch"])))
         validate_pod(patched)
-        assert patched["spec"]["containers"][-1]["name"] == SIDECAR_CONTAINER_NAME
+        assert patched["spec"]["initContainers"][-1]["name"] == SIDECAR_CONTAINER_NAME
         token = next(v for v in patched["spec"]["volumes"] if v["name"] == "stepscope-token")
         assert token["secret"]["secretName"] == "team-token"
     finally:
