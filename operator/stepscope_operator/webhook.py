@@ -143,9 +143,20 @@ def _cert_stamp(cert_dir: Path) -> tuple[float, float]:
     return ((cert_dir / "tls.crt").stat().st_mtime, (cert_dir / "tls.key").stat().st_mtime)
 
 
-async def reload_certificates(context: ssl.SSLContext, cert_dir: Path, interval: float = CERT_RELOAD_SECONDS) -> None:
-    """Load renewed certificates into the live context (new handshakes use them); runs until cancelled."""
-    stamp = _cert_stamp(cert_dir)
+def cert_stamp(cert_dir: Path) -> tuple[float, float]:
+    """Modification times of tls.crt and tls.key: take it before loading them, for `reload_certificates`."""
+    return _cert_stamp(cert_dir)
+
+
+async def reload_certificates(
+    context: ssl.SSLContext,
+    cert_dir: Path,
+    interval: float = CERT_RELOAD_SECONDS,
+    loaded: tuple[float, float] | None = None,
+) -> None:
+    """Load renewed certificates into the live context (new handshakes use them); runs until cancelled.
+    `loaded`: the `cert_stamp` taken before the context was loaded (a renewal in between is not missed)."""
+    stamp = loaded if loaded is not None else _cert_stamp(cert_dir)
     while True:
         await asyncio.sleep(interval)
         try:
@@ -164,11 +175,12 @@ async def start_webhook(memo: kopf.Memo, logger: kopf.Logger, **_: Any) -> None:
     if not port:
         return
     cert_dir = Path(os.environ.get("STEPSCOPE_WEBHOOK_CERT_DIR") or DEFAULT_CERT_DIR)
+    loaded = cert_stamp(cert_dir)
     context = ssl_context_from_dir(cert_dir)
     host = os.environ.get("STEPSCOPE_WEBHOOK_HOST") or "0.0.0.0"
     runner = await serve(host, int(port), context, InjectionConfig.from_env())
     memo.webhook_runner = runner
-    memo.webhook_reloader = asyncio.create_task(reload_certificates(context, cert_dir))
+    memo.webhook_reloader = asyncio.create_task(reload_certificates(context, cert_dir, loaded=loaded))
     logger.info("sidecar-injection webhook listening on %s:%s (paths %s, %s)", host, port, POD_PATH, NAMESPACE_PATH)
 
 

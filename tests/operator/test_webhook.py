@@ -253,3 +253,35 @@ async def test_kopf_startup_handler_serves_from_the_cert_dir_and_stops(
     async with aiohttp.ClientSession() as session:
         with pytest.raises(aiohttp.ClientError):
             await session.get(f"https://127.0.0.1:{port}/healthz", ssl=False)
+
+
+async def test_renewed_certificate_is_served_without_a_restart(tmp_path: Path) -> None:
+    import asyncio
+    import os
+
+    folder = tmp_path / "tls"
+    write_certificates(folder)
+    loaded = webhook.cert_stamp(folder)
+    context = webhook.ssl_context_from_dir(folder)
+    runner = await webhook.serve("127.0.0.1", 0, context, InjectionConfig())
+    reloader = asyncio.create_task(webhook.reload_certificates(context, folder, interval=0.05, loaded=loaded))
+    try:
+        new_ca = write_certificates(folder)  # a renewal: another CA, another key
+        stamp = folder.stat().st_mtime + 5
+        for name in ("tls.crt", "tls.key"):
+            os.utime(folder / name, (stamp, stamp))
+        trust = ssl.create_default_context(cafile=str(new_ca))
+        url = f"https://127.0.0.1:{webhook.bound_port(runner)}/healthz"
+        served = False
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(ssl=trust, force_close=True)) as session:
+            for _ in range(100):
+                try:
+                    async with session.get(url) as resp:
+                        served = await resp.text() == "ok"
+                        break
+                except aiohttp.ClientConnectorCertificateError:
+                    await asyncio.sleep(0.05)
+        assert served, "the renewed certificate was never served"
+    finally:
+        reloader.cancel()
+        await runner.cleanup()
