@@ -318,3 +318,10 @@ def test_notes_name_the_next_steps() -> None:
     from stepscope_contract.session import ProfileSessionSpec
 
     ProfileSessionSpec.model_validate(session["spec"])
+
+
+def test_chart_requires_kubernetes_with_native_sidecars() -> None:
+    """The injected sidecar is a native sidecar (restartPolicy Always on an init container): Kubernetes >= 1.29."""
+    old = run_helm("template", str(CHART), "--kube-version", "1.28.9")
+    assert old.returncode != 0 and "kubeVersion" in old.stderr
+    assert run_helm("template", str(CHART), "--kube-version", "1.29.0").returncode == 0
