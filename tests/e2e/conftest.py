@@ -71,8 +71,8 @@ class Env:
             "spec": {
                 "targets": {"jobRef": {"kind": "Job", "name": job}},
                 "capture": {
-                    "steps": 3,
-                    "skipSteps": 1,
+                    "steps": 6,
+                    "skipSteps": 2,
                     "activities": ["cpu"],
                     "timeoutSeconds": 90,
                     "stepTimeoutSeconds": 10,
@@ -84,6 +84,9 @@ class Env:
                     "addressingStyle": "path",
                     "credentialsSecret": {"name": "stepscope-s3"},
                 },
+                # 4 ranks share 2 CPU cores here: scheduling noise moves per-rank times by ~10%, so only
+                # differences above 20% of a step are findings (a planted slow rank adds 60 ms to ~60 ms steps).
+                "analysis": {"minSlowdownPercent": 20},
                 "ttlSecondsAfterFinished": 600,
             },
         }

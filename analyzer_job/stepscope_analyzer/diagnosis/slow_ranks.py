@@ -127,6 +127,9 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
     tables: dict[Cause, dict[int, dict[tuple[str, str], float]]] = {}
     result: list[SlowRank] = []
     index = {m.rank: i for i, m in enumerate(metrics)}
+    # A rank that only arrives last, with no own cost standing out, is reported only when the gap is twice the
+    # reporting floor: with an estimated wait, the last arrival of a balanced job is just scheduling noise.
+    late = {r: f for r, f in late.items() if r in flagged or wait_is_measured(ranks) or f.excess >= 2 * min_excess}
     for rank in sorted(set(flagged) | set(late)):
         m = by_rank[rank]
         wait_center = centers["wait"][index[rank]]
