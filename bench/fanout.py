@@ -84,29 +84,51 @@ def main() -> int:
         api.apply(yaml.safe_load((REPO / "crds" / "profilesessions.stepscope.dev.yaml").read_text()))
         for i, port in enumerate(sidecars.ports):
             name = f"train-{i}"
-            api.apply({
-                "apiVersion": "v1", "kind": "Pod",
-                "metadata": {"name": name, "namespace": "default", "labels": {"app": "bench"},
-                             "annotations": {"stepscope.dev/sidecar-port": str(port), "stepscope.dev/rank": str(i)}},
-                "spec": {"nodeName": f"node-{i // 8}", "containers": [{"name": "trainer", "image": "t"}]},
-            })
-            api.patch_status("v1", "pods", "default", name, {
-                "phase": "Running", "podIP": sidecars.host, "conditions": [{"type": "Ready", "status": "True"}]})
+            api.apply(
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "metadata": {
+                        "name": name,
+                        "namespace": "default",
+                        "labels": {"app": "bench"},
+                        "annotations": {"stepscope.dev/sidecar-port": str(port), "stepscope.dev/rank": str(i)},
+                    },
+                    "spec": {"nodeName": f"node-{i // 8}", "containers": [{"name": "trainer", "image": "t"}]},
+                }
+            )
+            api.patch_status(
+                "v1",
+                "pods",
+                "default",
+                name,
+                {"phase": "Running", "podIP": sidecars.host, "conditions": [{"type": "Ready", "status": "True"}]},
+            )
         token = workdir / "token"
         token.write_text(TOKEN)
         health = free_port()
-        env = {**os.environ, "KUBECONFIG": str(api.kubeconfig_path), "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
-               "STEPSCOPE_WATCH_NAMESPACES": "default", "STEPSCOPE_SIGNAL_CONCURRENCY": str(args.concurrency),
-               "STEPSCOPE_METRICS_PORT": str(free_port()), "STEPSCOPE_HEALTH_PORT": str(health),
-               "STEPSCOPE_TICK_SECONDS": "1"}
-        operator = subprocess.Popen([str(Path(sys.executable).parent / "stepscope"), "operator"], env=env,
-                                    stdout=(workdir / "operator.log").open("w"), stderr=subprocess.STDOUT,
-                                    start_new_session=True)
+        env = {
+            **os.environ,
+            "KUBECONFIG": str(api.kubeconfig_path),
+            "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
+            "STEPSCOPE_WATCH_NAMESPACES": "default",
+            "STEPSCOPE_SIGNAL_CONCURRENCY": str(args.concurrency),
+            "STEPSCOPE_METRICS_PORT": str(free_port()),
+            "STEPSCOPE_HEALTH_PORT": str(health),
+            "STEPSCOPE_TICK_SECONDS": "1",
+        }
+        operator = subprocess.Popen(
+            [str(Path(sys.executable).parent / "stepscope"), "operator"],
+            env=env,
+            stdout=(workdir / "operator.log").open("w"),
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
         try:
             deadline = time.monotonic() + 120
             while True:
                 try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2).close()  # noqa: S310
+                    urllib.request.urlopen(f"http://127.0.0.1:{health}/healthz", timeout=2).close()
                     break
                 except OSError:
                     if time.monotonic() > deadline or operator.poll() is not None:
@@ -116,11 +138,18 @@ def main() -> int:
             proc = psutil.Process(operator.pid)
             peak = proc.memory_info().rss
             created = time.monotonic()
-            api.apply({"apiVersion": "stepscope.dev/v1alpha1", "kind": "ProfileSession",
-                       "metadata": {"name": "fanout", "namespace": "default"},
-                       "spec": {"targets": {"selector": {"matchLabels": {"app": "bench"}}, "maxTargets": 4096},
-                                "capture": {"steps": 3, "timeoutSeconds": 600},
-                                "storage": {"uri": "s3://bucket/p"}}})
+            api.apply(
+                {
+                    "apiVersion": "stepscope.dev/v1alpha1",
+                    "kind": "ProfileSession",
+                    "metadata": {"name": "fanout", "namespace": "default"},
+                    "spec": {
+                        "targets": {"selector": {"matchLabels": {"app": "bench"}}, "maxTargets": 4096},
+                        "capture": {"steps": 3, "timeoutSeconds": 600},
+                        "storage": {"uri": "s3://bucket/p"},
+                    },
+                }
+            )
             while sidecars.started < args.targets and time.monotonic() - created < 120:
                 peak = max(peak, proc.memory_info().rss)
                 time.sleep(0.02)
