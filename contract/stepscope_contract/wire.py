@@ -24,7 +24,7 @@ from typing import Annotated, Final
 
 from pydantic import Field
 
-from stepscope_contract.session import Activity, AddressingStyle, CamelModel, GpuMetricsSpec
+from stepscope_contract.session import Activity, AddressingStyle, CamelModel, CaptureSpec, GpuMetricsSpec
 
 CAPTURE_ID_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 HOOK_REQUEST_FILE: Final = "request.json"
@@ -61,6 +61,11 @@ class CaptureOptions(CamelModel):
     gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
     timeout_seconds: Annotated[int, Field(ge=1, le=86_400)] = 600
     step_timeout_seconds: Annotated[int, Field(ge=1, le=3_600)] = 120
+
+    @classmethod
+    def from_spec(cls, spec: CaptureSpec) -> CaptureOptions:
+        """The options a session's spec.capture asks of every sidecar."""
+        return cls.model_validate(spec.model_dump())
 
 
 class CaptureRequest(CamelModel):
@@ -136,6 +141,19 @@ class HookRequest(CamelModel):
     step_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
     abort: bool = False
     requested_at: float = Field(description="unix time the request was written")
+
+    @classmethod
+    def from_options(cls, capture_id: str, options: CaptureOptions, requested_at: float) -> HookRequest:
+        """What the sidecar hands the hooks for a capture request's options."""
+        fields = options.model_dump(
+            include={"steps", "skip_steps", "activities", "record_shapes", "with_stack", "profile_memory"}
+        )
+        return cls(
+            capture_id=capture_id,
+            step_timeout_seconds=float(options.step_timeout_seconds),
+            requested_at=requested_at,
+            **fields,
+        )
 
 
 class HookPhase(StrEnum):

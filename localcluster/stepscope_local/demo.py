@@ -78,10 +78,10 @@ def wait_operator_healthy(operator: subprocess.Popen[bytes], port: int, timeout:
     return False
 
 
-def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float) -> list[dict[str, Any]]:
+def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float, job: str = "ddp-train") -> list[dict[str, Any]]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        pods = cluster.api.list("v1", "pods", "default", "job-name=ddp-train")
+        pods = cluster.api.list("v1", "pods", "default", f"job-name={job}")
         ready = [
             p
             for p in pods

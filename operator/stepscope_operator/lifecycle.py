@@ -249,22 +249,11 @@ def _changed(old: TargetStatus, state: TargetState, message: str, now: datetime,
 
 
 def _request(t: Tick, spec: ProfileSessionSpec, target: Target) -> CaptureRequest:
-    cap = spec.capture
     return CaptureRequest(
         capture_id=t.status["captureId"],
         session=SessionRef(namespace=t.namespace, name=t.name, uid=t.uid),
         rank=target.rank,
-        options=CaptureOptions(
-            steps=cap.steps,
-            skip_steps=cap.skip_steps,
-            activities=cap.activities,
-            record_shapes=cap.record_shapes,
-            with_stack=cap.with_stack,
-            profile_memory=cap.profile_memory,
-            gpu_metrics=cap.gpu_metrics,
-            timeout_seconds=cap.timeout_seconds,
-            step_timeout_seconds=cap.step_timeout_seconds,
-        ),
+        options=CaptureOptions.from_spec(spec.capture),
         destination=StorageDestination(
             session_uri=t.status["artifactsUri"],
             endpoint=spec.storage.endpoint,

@@ -80,20 +80,7 @@ class CaptureRun:
         self.status.updated_at = _now()
 
     def start(self) -> None:
-        opts = self.request.options
-        self.hooks.write_request(
-            HookRequest(
-                capture_id=self.capture_id,
-                steps=opts.steps,
-                skip_steps=opts.skip_steps,
-                activities=opts.activities,
-                record_shapes=opts.record_shapes,
-                with_stack=opts.with_stack,
-                profile_memory=opts.profile_memory,
-                step_timeout_seconds=float(opts.step_timeout_seconds),
-                requested_at=time.time(),
-            )
-        )
+        self.hooks.write_request(HookRequest.from_options(self.capture_id, self.request.options, time.time()))
         self.task = asyncio.create_task(self._run(), name=f"capture-{self.capture_id}")
 
     async def abort(self) -> None:

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import start_operator, wait_operator_healthy
+from stepscope_local.demo import start_operator, wait_operator_healthy, wait_ready_pods
 from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
@@ -44,21 +44,7 @@ class Env:
         self.cluster.api.apply(job)
 
     def ready_pods(self, job: str, count: int = 4, timeout: float = 150.0) -> list[dict[str, Any]]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pods = self.cluster.api.list("v1", "pods", "default", f"job-name={job}")
-            ready = [
-                p
-                for p in pods
-                if any(
-                    c.get("type") == "Ready" and c.get("status") == "True"
-                    for c in (p.get("status") or {}).get("conditions") or []
-                )
-            ]
-            if len(ready) >= count:
-                return sorted(ready, key=lambda p: p["metadata"]["name"])
-            time.sleep(0.5)
-        raise AssertionError(f"pods of {job} not Ready in {timeout:.0f} s; logs in {self.cluster.logs_dir}")
+        return sorted(wait_ready_pods(self.cluster, count, timeout, job), key=lambda p: p["metadata"]["name"])
 
     def stop_training(self, name: str) -> None:
         self.cluster.api.delete("batch/v1", "jobs", "default", name)
