@@ -144,6 +144,10 @@ class RankReport(ReportModel):
     exposed_communication_time: float = 0.0
     collective_wait_time: float = 0.0
     host_gap_time: float = 0.0
+    host_time: float = Field(
+        default=0.0,
+        description="CPU traces: training-thread time in annotations/Python outside every op and collective (us)",
+    )
     top_kernels: list[KernelStat] = Field(default_factory=list)
     top_functions: list[Bottleneck] = Field(default_factory=list)
     collectives: list[Collective] = Field(default_factory=list)

@@ -56,6 +56,9 @@ def _worker(rank: int, world: int, port: int, out: str, slow_rank: int, cause: s
             t0 = time.perf_counter()
             if rank == slow_rank and cause == "host":
                 time.sleep(HOST_STALL_S)
+            if rank == slow_rank and cause == "loader":  # as a DataLoader shows up: inside a record_function
+                with torch.profiler.record_function("load_batch"):
+                    time.sleep(HOST_STALL_S)
             out_t = model(data)
             if rank == slow_rank and cause == "compute":
                 acc = extra
@@ -107,7 +110,7 @@ def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("out")
     p.add_argument("--slow-rank", type=int, default=-1)
-    p.add_argument("--cause", choices=["host", "compute"], default="host")
+    p.add_argument("--cause", choices=["host", "loader", "compute"], default="host")
     p.add_argument("--world", type=int, default=4)
     p.add_argument("--steps", type=int, default=5)
     a = p.parse_args()

@@ -39,7 +39,7 @@ def _report(out: Path) -> Report:
 
 
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize(("slow_rank", "cause"), [(2, "compute"), (1, "host")])
+@pytest.mark.parametrize(("slow_rank", "cause"), [(2, "compute"), (1, "host"), (3, "loader")])
 def test_real_gloo_job_names_the_planted_slow_rank(
     tmp_path: Path, analyze_cmd: list[str], slow_rank: int, cause: str
 ) -> None:
@@ -54,11 +54,17 @@ def test_real_gloo_job_names_the_planted_slow_rank(
     assert "found 4 rank(s) (session folder)" in result.stderr  # progress on stderr
     assert result.stdout.startswith(f"Rank {slow_rank} on node node-{slow_rank // 2} slows the job")
     report = _report(out)
-    assert [(s.rank, s.cause.value) for s in report.diagnosis.slow_ranks] == [(slow_rank, cause)]
+    expected = "host" if cause == "loader" else cause
+    assert [(s.rank, s.cause.value) for s in report.diagnosis.slow_ranks] == [(slow_rank, expected)]
     slow = report.diagnosis.slow_ranks[0]
-    assert slow.confidence >= 0.8
+    # A stall inside an annotation is busy time, not idle: the rank is found through the others' waiting, which
+    # the diagnosis trusts less than a measured own cost.
+    assert slow.confidence >= (0.6 if cause == "loader" else 0.8)
     if cause == "compute":  # the extra matmuls are named
         assert {"aten::mm", "aten::tanh"} & {e.metric for e in slow.evidence}
+    if cause == "loader":  # the stalled input pipeline is named, with its time against the others
+        stall = next(e for e in slow.evidence if e.metric == "load_batch")
+        assert stall.value > 10 * max(stall.baseline, 1.0)
     assert [r.rank for r in report.ranks] == [0, 1, 2, 3]
     assert all(r.status.value == "ok" and r.steps.count == 5 and r.node for r in report.ranks)
     assert report.errors == []

@@ -10,7 +10,10 @@ span when there are no steps):
 - kernel_time = window, non_compute = window - compute - idle (communication and other host work);
 - idle gaps on the busy timeline: < 30 µs is ``kernel_wait`` (dispatch overhead), the rest ``other``; CPU traces
   have no launch/queue relation, so ``host_wait`` stays 0;
-- comp_comm_overlap = |communication ∩ compute| / |communication|.
+- comp_comm_overlap = |communication ∩ compute| / |communication|;
+- host_time: busy time on the training threads inside annotations or Python functions but outside every op and
+  collective (a DataLoader's ``__next__`` or a ``record_function("load_batch")`` waiting for input, Python overhead):
+  host-side work that is neither compute nor communication nor idle.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ class CpuBreakdown:
     kernel_wait: float
     other_idle: float
     host_gap_time: float
+    host_time: float = 0.0
 
     @property
     def kernel_time(self) -> float:
@@ -104,6 +108,9 @@ def cpu_breakdown(ev: TraceColumns) -> CpuBreakdown:
     compute_time = intervals.length(*comp_u_raw) - intervals.intersection_length(comp_u_raw, comm_train_u)
     busy_rows = (train & ~step_mask) | comm
     busy_u = _clip(intervals.merge(ev.ts[busy_rows], end[busy_rows]), lo, hi)
+    op_rows = (train & ev.cat_mask("cpu_op")) | comm
+    op_u = _clip(intervals.merge(ev.ts[op_rows], end[op_rows]), lo, hi)
+    host_time = max(0.0, intervals.length(*busy_u) - intervals.intersection_length(busy_u, op_u))
     window = hi - lo
     idle = window - intervals.length(*busy_u)
     # idle gaps between busy intervals (and at the window's edges)
@@ -134,6 +141,7 @@ def cpu_breakdown(ev: TraceColumns) -> CpuBreakdown:
         kernel_wait=kernel_wait,
         other_idle=idle - kernel_wait,
         host_gap_time=host_gap,
+        host_time=host_time,
     )
 
 

@@ -31,6 +31,7 @@ HOST_CATEGORIES = (
     ("cuda_driver", "runtime"),
     ("python_function", "python"),
     ("cpu_op", "cpu_op"),
+    ("user_annotation", "user_annotation"),  # record_function regions: data loading, the DataLoader's __next__
 )
 
 
@@ -75,8 +76,11 @@ def _host_bottlenecks(
 ) -> list[Bottleneck]:
     out: list[Bottleneck] = []
     end = ev.ts + ev.dur
+    step_ids = np.asarray([i for i, n in enumerate(ev.names) if n.startswith("ProfilerStep#")], dtype=np.int32)
     for cat, category in HOST_CATEGORIES:
         sel = rows_mask & ev.cat_mask(cat)
+        if cat == "user_annotation":  # the step markers span everything; they are not a function
+            sel &= ~np.isin(ev.name_id, step_ids)
         if not sel.any():
             continue
         times = per_name(ev.name_id[sel], ev.ts[sel], end[sel], compute)
@@ -197,6 +201,7 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
     report.idle_breakdown = IdleBreakdown(host_wait=0.0, kernel_wait=cb.kernel_wait, other=cb.other_idle)
     report.idle_breakdown_by_stream = [StreamIdle(stream=-1, kernel_wait=cb.kernel_wait, other=cb.other_idle)]
     report.host_gap_time = cb.host_gap_time
+    report.host_time = cb.host_time
     in_window = (ev.ts < cb.window[1]) & (ev.ts + ev.dur > cb.window[0])
     rows_mask = cb.train_mask & ~cb.comm_mask & in_window
     tops = _host_bottlenecks(

@@ -16,10 +16,15 @@ class _Acc:
 
 
 def top_bottlenecks(ranks: list[RankReport], limit: int) -> list[Bottleneck]:
-    """Functions, kernels and ops by bottleneck ratio, averaged over the analysed ranks (absent counts 0)."""
+    """Functions, kernels and ops by bottleneck ratio, averaged over the analysed ranks (absent counts 0).
+
+    User annotations (record_function regions) are left out: they wrap other work, collectives included, so their
+    un-overlapped time is not their own. They still serve as evidence of where a slow rank's time goes."""
     acc: dict[tuple[str, str], _Acc] = {}
     for r in ranks:
         for b in r.top_functions:
+            if b.category == "user_annotation":
+                continue
             a = acc.setdefault((b.category, b.name), _Acc())
             a.count += b.count
             a.total_us += b.total_us
