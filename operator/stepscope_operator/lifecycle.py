@@ -26,7 +26,7 @@ from stepscope_operator.config import OperatorConfig
 from stepscope_operator.jobs import build_job, job_name, job_outcome, shard_count
 from stepscope_operator.kube import Kube
 from stepscope_operator.sidecar_client import Reply, SidecarClient
-from stepscope_operator.targets import Target, candidate_selectors, capture_id, resolve_targets
+from stepscope_operator.targets import Resolution, Target, candidate_selectors, capture_id, resolve_targets
 
 ACCEPTED_SPEC_ANNOTATION = "stepscope.dev/accepted-spec"
 MAX_GET_FAILURES = 5
@@ -170,8 +170,8 @@ async def _holders(t: Tick, pods: set[str]) -> list[tuple[str, list[str]]]:
     return holders
 
 
-async def _resolve(t: Tick) -> bool:
-    spec = t.spec()
+async def _find_targets(t: Tick, spec: ProfileSessionSpec) -> Resolution:
+    """The session's pods: the first candidate label selector that finds any wins."""
     pods: list[dict[str, Any]] = []
     tried = candidate_selectors(spec.targets)
     for selector in tried:
@@ -179,7 +179,13 @@ async def _resolve(t: Tick) -> bool:
         if pods:
             break
     searched = f"namespace {t.namespace}, label selector {' or '.join(repr(s) for s in tried)}"
-    resolution = resolve_targets(pods, spec.targets, searched)
+    return resolve_targets(pods, spec.targets, searched)
+
+
+async def _resolve(t: Tick) -> bool:
+    spec = t.spec()
+    resolution = await _find_targets(t, spec)
+    searched = resolution.searched
     if not resolution.targets:
         t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", resolution.reason)
         t.fail("NoTargets", resolution.reason)
@@ -216,13 +222,7 @@ def _write_targets(t: Tick) -> None:
 
 async def _rebuild(t: Tick) -> None:
     """After a restart: addresses from the pods, states from the CR; unknown states are asked of the sidecars."""
-    spec = t.spec()
-    pods: list[dict[str, Any]] = []
-    for selector in candidate_selectors(spec.targets):
-        pods = await t.deps.kube.list_pods(t.namespace, selector)
-        if pods:
-            break
-    resolution = resolve_targets(pods, spec.targets, "")
+    resolution = await _find_targets(t, t.spec())
     known = {x.get("pod"): TargetStatus.model_validate(x) for x in t.status.get("targets") or []}
     truncated = bool(t.status.get("targetsTruncated"))
     t.memo.addresses = {x.pod: x for x in resolution.targets}
@@ -381,7 +381,8 @@ async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int) -> None
 async def _analyze(t: Tick) -> None:
     spec = t.spec()
     name = t.status.get("analyzerJob") or job_name(t.name, "analyze")
-    outcome, message = job_outcome(await t.deps.kube.get_job(t.namespace, name))
+    job = await t.deps.kube.get_job(t.namespace, name)
+    outcome, message = job_outcome(job)
     if outcome == "running":
         return
     if outcome in ("failed", "missing"):
@@ -392,7 +393,7 @@ async def _analyze(t: Tick) -> None:
         t.fail("AnalysisFailed", f"analyzer Job {name} {outcome}: {message}{detail}")
         return
     if name.endswith("-analyze-map"):
-        shards = int((await t.deps.kube.get_job(t.namespace, name) or {}).get("spec", {}).get("completions", 1))
+        shards = int((job or {}).get("spec", {}).get("completions", 1))
         reduce_job = build_job(
             session=t.name,
             namespace=t.namespace,

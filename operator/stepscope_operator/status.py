@@ -52,36 +52,18 @@ def set_condition(
 ) -> list[dict[str, Any]]:
     """Return conditions with `type_` set; lastTransitionTime changes only when the status value changes."""
     value = "Unknown" if status is None else ("True" if status else "False")
-    out: list[dict[str, Any]] = []
-    found = False
-    for cond in conditions:
-        if cond.get("type") != type_.value:
-            out.append(dict(cond))
-            continue
-        found = True
-        changed = cond.get("status") != value
-        out.append(
-            {
-                "type": type_.value,
-                "status": value,
-                "reason": reason,
-                "message": message[:4000],
-                "lastTransitionTime": iso(now) if changed else cond.get("lastTransitionTime", iso(now)),
-                **({"observedGeneration": generation} if generation is not None else {}),
-            }
-        )
-    if not found:
-        out.append(
-            {
-                "type": type_.value,
-                "status": value,
-                "reason": reason,
-                "message": message[:4000],
-                "lastTransitionTime": iso(now),
-                **({"observedGeneration": generation} if generation is not None else {}),
-            }
-        )
-    return out
+    old = next((c for c in conditions if c.get("type") == type_.value), None)
+    changed = old is None or old.get("status") != value
+    new = {
+        "type": type_.value,
+        "status": value,
+        "reason": reason,
+        "message": message[:4000],
+        "lastTransitionTime": iso(now) if changed or old is None else old.get("lastTransitionTime", iso(now)),
+        **({"observedGeneration": generation} if generation is not None else {}),
+    }
+    out = [new if c is old else dict(c) for c in conditions]
+    return out if old is not None else [*out, new]
 
 
 def condition(conditions: Iterable[dict[str, Any]], type_: ConditionType) -> dict[str, Any] | None:

@@ -8,6 +8,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepscope_contract.ranks import format_rank_set
+
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 TERMINAL = ("Succeeded", "Failed")
 
@@ -36,17 +38,8 @@ def pod_index(pod: dict[str, Any]) -> int | None:
 
 
 def compress_indexes(indexes: set[int]) -> str:
-    """`0-2,4` as in status.completedIndexes."""
-    out: list[str] = []
-    ordered = sorted(indexes)
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        out.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    return ",".join(out)
+    """`0-2,4` as in status.completedIndexes: the same compact form as a rank subset."""
+    return format_rank_set(indexes)
 
 
 def _condition(kind: str, reason: str, message: str, now: dt.datetime) -> dict[str, Any]:
