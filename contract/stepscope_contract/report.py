@@ -43,6 +43,9 @@ class SlowRank(ReportModel):
     cause: Cause
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
     slowdown_pct: float = Field(default=0.0, description="how much longer this rank's steps take, in %")
+    excess_us: float = Field(
+        default=0.0, description="this rank's own cost per step beyond the median of the other ranks, in µs"
+    )
     node: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
 
@@ -83,6 +86,19 @@ class StreamIdle(ReportModel):
     stream: int
     host_wait: float = 0.0
     kernel_wait: float = 0.0
+    other: float = 0.0
+
+
+class StepPhases(ReportModel):
+    """Where a step's time goes, in µs (per step). On GPU ranks the phases follow the stream where the work runs.
+
+    The six phases add up to the step's duration (the rank's mean step time for `RankReport.phases`)."""
+
+    data_loading: float = 0.0
+    forward: float = 0.0
+    backward: float = 0.0
+    optimizer: float = 0.0
+    communication_wait: float = Field(default=0.0, description="blocked on a collective, not overlapped work")
     other: float = 0.0
 
 
@@ -151,10 +167,20 @@ class RankReport(ReportModel):
     top_kernels: list[KernelStat] = Field(default_factory=list)
     top_functions: list[Bottleneck] = Field(default_factory=list)
     collectives: list[Collective] = Field(default_factory=list)
+    phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
+    step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
 
 
 class Diagnosis(ReportModel):
     verdict: str = Field(description="one line a person reads first")
+    median_step_us: float = Field(default=0.0, description="the job's step time: median over ranks and steps, µs")
+    p90_step_us: float = Field(default=0.0, description="90th percentile of every analysed step, µs")
+    expected_step_us: float | None = Field(
+        default=None, description="estimated step time if the slow ranks matched the others, µs"
+    )
+    estimated_speedup: float | None = Field(
+        default=None, description="median_step_us / expected_step_us: how much faster fixing the slow ranks makes it"
+    )
     slow_ranks: list[SlowRank] = Field(default_factory=list)
     slow_nodes: list[SlowNode] = Field(default_factory=list)
     hangs: list[Hang] = Field(default_factory=list)

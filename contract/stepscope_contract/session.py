@@ -306,6 +306,10 @@ class ReportSummary(CamelModel):
     slow_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
     hung_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
     errored_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+    median_step_ms: float | None = Field(default=None, description="the job's median step time")
+    p90_step_ms: float | None = None
+    slowdown_percent: float | None = Field(default=None, description="how much the slowest rank slows the job")
+    estimated_speedup: float | None = Field(default=None, description="step time now / step time without it")
 
 
 class ProfileSessionStatus(CamelModel):
