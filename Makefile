@@ -20,7 +20,8 @@ HELM := .tools/helm
 
 PYTEST_ARGS ?=
 PACKAGES := contract/stepscope_contract cli/stepscope_cli operator/stepscope_operator \
-	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local
+	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local \
+	testing/stepscope_testing
 
 .PHONY: help venv tools test unit integration e2e lint typecheck demo bench crds crds-check images clean
 
