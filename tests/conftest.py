@@ -7,7 +7,14 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_TRACES = REPO_ROOT.parent / "shared" / "data" / "traces" / "hta"
+SHARED_TRACES = next(
+    (
+        p / "shared" / "data" / "traces" / "hta"
+        for p in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
+        if (p / "shared").is_dir()
+    ),
+    REPO_ROOT.parent / "shared" / "data" / "traces" / "hta",
+)
 
 
 @pytest.fixture(scope="session")

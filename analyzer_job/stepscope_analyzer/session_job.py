@@ -27,9 +27,10 @@ from stepscope_analyzer.pipeline import (
     RankOutcome,
     discover,
     reduce_outcomes,
+    summarise,
     summarize_all,
-    summarize_input,
 )
+from stepscope_analyzer.rank_reading import read_rank
 from stepscope_analyzer.report import html_bytes, model_json_bytes
 from stepscope_analyzer.status_patch import status_patch
 from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store
@@ -131,7 +132,7 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
             message = f"no usable summary from the map step ({str(exc)[:300]})"
             return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
         if summary.status is RankStatus.HUNG:
-            return summarize_input(store, inp)  # reads manifest and stacks only
+            return summarise(read_rank(store, inp, with_trace=False), store)  # manifest and stacks only
         return RankOutcome(summary)
 
     with ThreadPoolExecutor(READ_WORKERS) as pool:

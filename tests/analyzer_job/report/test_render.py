@@ -10,9 +10,9 @@ import jsonschema
 import pytest
 
 from stepscope_analyzer.diagnosis import HangEvidence, build_status_summary, diagnose
-from stepscope_analyzer.diagnosis.synthetic import JobShape, synthetic_job
 from stepscope_analyzer.report import build_report, html_bytes, model_json_bytes
 from stepscope_contract.report import Bottleneck, Cause, Collective, KernelStat, RankError, RankStatus, Report
+from stepscope_testing.synthetic import JobShape, synthetic_job
 
 pytestmark = pytest.mark.unit
 

@@ -1,0 +1,104 @@
+"""Finding the ranks' artifacts in storage, and telling trace files from other files.
+
+Two layouts are understood:
+- a session folder (stepscope_contract.storage): ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, stacks.txt};
+- a plain folder of Kineto traces (files directly inside it) or one trace file. Only trace files are read:
+  `*.pt.trace.json[.gz]`, and other `*.json[.gz]` files whose content is a Kineto document (checked on its first
+  bytes when read); anything else (a README, a truth.json, a manifest) is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from stepscope_analyzer.storage_io import Store
+from stepscope_contract.storage import (
+    MANIFEST_FILE,
+    STACKS_FILE,
+    TRACE_FILE,
+    StorageLocation,
+    rank_from_key,
+    rank_location,
+)
+
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+MAYBE_TRACE_SUFFIXES = (".json", ".json.gz")
+PEEK_BYTES = 1 << 20
+_KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"')
+
+
+@dataclass
+class RankInput:
+    """One rank's artifacts in storage (any may be missing)."""
+
+    rank: int | None
+    name: str
+    trace_key: str | None = None
+    manifest_key: str | None = None
+    stacks_key: str | None = None
+    must_be_kineto: bool = False
+    """a plain-folder file whose name alone does not say it is a trace: read it only if it is a Kineto document"""
+
+
+@dataclass
+class Layout:
+    session: bool
+    inputs: list[RankInput] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+def _session_inputs(location: StorageLocation, keys: list[str]) -> list[RankInput]:
+    by_rank: dict[int, RankInput] = {}
+    for key in keys:
+        rank = rank_from_key(location, key)
+        if rank is None:
+            continue
+        entry = by_rank.setdefault(rank, RankInput(rank=rank, name=f"rank {rank}"))
+        base = rank_location(location, rank)
+        if key == base.key(TRACE_FILE):
+            entry.trace_key = key
+        elif key == base.key(MANIFEST_FILE):
+            entry.manifest_key = key
+        elif key == base.key(STACKS_FILE):
+            entry.stacks_key = key
+    return [by_rank[r] for r in sorted(by_rank)]
+
+
+def discover(store: Store, location: StorageLocation) -> Layout:
+    keys = store.list_keys(location)
+    ranks = _session_inputs(location, keys)
+    if ranks:
+        return Layout(session=True, inputs=ranks)
+    root = location.prefix.rstrip("/")
+    layout = Layout(session=False)
+    for key in keys:
+        name = PurePosixPath(key).name
+        directly_inside = key == root or PurePosixPath(key).parent == PurePosixPath(root or ".")
+        if not directly_inside:
+            continue
+        if name.endswith(TRACE_SUFFIXES):
+            layout.inputs.append(RankInput(rank=None, name=name, trace_key=key))
+        elif name.endswith(MAYBE_TRACE_SUFFIXES):
+            layout.inputs.append(RankInput(rank=None, name=name, trace_key=key, must_be_kineto=True))
+        else:
+            layout.notes.append(f"{name}: skipped, not a trace file (*.pt.trace.json[.gz] or a Kineto *.json[.gz])")
+    return layout
+
+
+def looks_like_kineto(data: bytes) -> bool:
+    """Whether the (plain or gzip) bytes start like a Kineto document: a JSON object with traceEvents or, first
+    of all, schemaVersion. Only the first PEEK_BYTES of the text are inflated."""
+    head = data[:PEEK_BYTES]
+    if data[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(data[: 4 * PEEK_BYTES], PEEK_BYTES)
+        except zlib.error:
+            return False
+    text = head.lstrip()
+    if not text.startswith(b"{"):
+        return False
+    if _KINETO_KEYS[0] in head:
+        return True
+    return text[1:].lstrip().startswith(_KINETO_KEYS[1])
