@@ -42,6 +42,9 @@ def ensure(s: Scenario, cache: Path, regenerate: bool) -> Path:
         started = time.perf_counter()
         print(f"  generating {s.name} ...", file=sys.stderr, flush=True)
         s.generate(folder)
+        traces = [f for f in folder.rglob("*.json.gz")]
+        if not s.is_hang and len(traces) != s.job.world:
+            raise RuntimeError(f"{s.name}: {len(traces)} trace files for {s.job.world} ranks")
         print(f"  generated {s.name} in {time.perf_counter() - started:.0f} s", file=sys.stderr, flush=True)
     return folder
 

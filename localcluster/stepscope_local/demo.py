@@ -112,6 +112,7 @@ def _row(obj: dict[str, Any]) -> str:
         status.get("phase", ""),
         status.get("progress", ""),
         str(summary.get("slowestRank", "")),
+        summary.get("cause", "") or "",
         summary.get("topBottleneck", "") or "",
     ]
     return "  " + "   ".join(f"{c:<10}" for c in cells).rstrip()

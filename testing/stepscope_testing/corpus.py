@@ -62,12 +62,12 @@ def balanced() -> list[Scenario]:
     out += [_gloo("balanced", f"cpu-balanced-2r-loader-{s}", 2, model="loader", seed=s) for s in range(2)]
     out += [_gloo("balanced", f"cpu-balanced-4r-mlp-{s}", 4, seed=s) for s in range(4)]
     out += [_gloo("balanced", f"cpu-balanced-4r-loader-{s}", 4, model="loader", seed=s) for s in range(2)]
-    out += [_gloo("balanced", "cpu-balanced-4r-cnn", 4, model="cnn")]
+    out += [_gloo("balanced", "cpu-balanced-4r-cnn", 4, model="cnn", batch=32)]
     out += [_gloo("balanced", "cpu-balanced-4r-accum", 4, model="accum")]
     out += [_gloo("balanced", f"cpu-balanced-4r-hook-{s}", 4, capture="hook", seed=s) for s in range(2)]
     out += [_gloo("balanced", f"cpu-balanced-8r-mlp-{s}", 8, seed=s, steps=6) for s in range(2)]
-    out += [_gloo("balanced", "cpu-balanced-8r-cnn", 8, model="cnn", steps=6)]
-    out += [_gloo("balanced", f"cpu-balanced-16r-mlp-{s}", 16, seed=s, steps=6, batch=16) for s in range(2)]
+    out += [_gloo("balanced", "cpu-balanced-8r-cnn", 8, model="cnn", steps=6, batch=32)]
+    out += [_gloo("balanced", f"cpu-balanced-16r-mlp-{s}", 16, seed=s, steps=6, batch=64) for s in range(2)]
     out += [_gpu("balanced", f"gpu-balanced-{w}r-{src}-{s}", src, w, seed=s, repeat=2 if src == "ddp" else 1)
             for w, src, s in ((2, "ddp", 0), (2, "ddp", 1), (4, "dlrm", 0), (4, "dlrm", 1), (8, "dlrm", 2),
                               (8, "ddp", 3), (16, "dlrm", 4), (16, "ddp", 5))]  # fmt: skip
@@ -77,9 +77,9 @@ def balanced() -> list[Scenario]:
 def uniform() -> list[Scenario]:
     return [
         _gloo("uniform", "cpu-uniform-2r-mlp-1.5x", 2, fault="uniform", amount=1.5),
-        _gloo("uniform", "cpu-uniform-4r-cnn-1.5x", 4, model="cnn", fault="uniform", amount=1.5),
+        _gloo("uniform", "cpu-uniform-4r-cnn-1.5x", 4, model="cnn", fault="uniform", amount=1.5, batch=32),
         _gloo("uniform", "cpu-uniform-8r-mlp-2x", 8, fault="uniform", amount=2.0, steps=6),
-        _gloo("uniform", "cpu-uniform-16r-mlp-1.5x", 16, fault="uniform", amount=1.5, steps=6, batch=16),
+        _gloo("uniform", "cpu-uniform-16r-mlp-1.5x", 16, fault="uniform", amount=1.5, steps=6, batch=64),
         _gpu("uniform", "gpu-uniform-4r-dlrm-1.3x", "dlrm", 4, scale=dict.fromkeys(range(4), 1.3), seed=7),
         _gpu("uniform", "gpu-uniform-8r-ddp-1.2x", "ddp", 8, scale=dict.fromkeys(range(8), 1.2), repeat=2, seed=8),
     ]
@@ -89,10 +89,12 @@ def compute_stragglers() -> list[Scenario]:
     return [
         _gloo("compute", "cpu-compute-2r-mlp-2x", 2, fault="compute", slow_ranks=(1,), amount=2.0),
         _gloo("compute", "cpu-compute-4r-mlp-1.5x", 4, fault="compute", slow_ranks=(2,), amount=1.5),
-        _gloo("compute", "cpu-compute-4r-cnn-1.2x", 4, model="cnn", fault="compute", slow_ranks=(3,), amount=1.2),
+        _gloo(
+            "compute", "cpu-compute-4r-cnn-2x", 4, model="cnn", fault="compute", slow_ranks=(3,), amount=2.0, batch=32
+        ),
         _gloo("compute", "cpu-compute-4r-loader-1.5x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=1.5),
         _gloo("compute", "cpu-compute-8r-mlp-1.5x", 8, fault="compute", slow_ranks=(5,), amount=1.5, steps=6),
-        _gloo("compute", "cpu-compute-16r-mlp-2x", 16, fault="compute", slow_ranks=(9,), amount=2.0, steps=6, batch=16),
+        _gloo("compute", "cpu-compute-16r-mlp-2x", 16, fault="compute", slow_ranks=(9,), amount=2.0, steps=6, batch=64),
         _gpu("compute", "gpu-compute-2r-ddp-2x", "ddp", 2, scale={1: 2.0}, repeat=2, seed=11),
         _gpu("compute", "gpu-compute-4r-dlrm-1.2x", "dlrm", 4, scale={2: 1.2}, seed=12),
         _gpu("compute", "gpu-compute-8r-dlrm-1.11x-7pct", "dlrm", 8, scale={6: 1.11}, seed=13),
@@ -105,7 +107,17 @@ def host_stalls() -> list[Scenario]:
         _gloo("host", "cpu-host-2r-loader-collate", 2, model="loader", fault="collate", slow_ranks=(0,), amount=25),
         _gloo("host", "cpu-host-4r-loader-collate", 4, model="loader", fault="collate", slow_ranks=(1,), amount=30),
         _gloo("host", "cpu-host-4r-mlp-python", 4, fault="python", slow_ranks=(2,), amount=30),
-        _gloo("host", "cpu-host-8r-cnn-python", 8, model="cnn", fault="python", slow_ranks=(6,), amount=40, steps=6),
+        _gloo(
+            "host",
+            "cpu-host-8r-cnn-python",
+            8,
+            model="cnn",
+            fault="python",
+            slow_ranks=(6,),
+            amount=40,
+            steps=6,
+            batch=32,
+        ),
         _gloo("host", "cpu-host-4r-mlp-sleep-log", 4, fault="sleep_log", slow_ranks=(3,), amount=30),
         _gloo("host", "cpu-host-4r-accum-sleep-log", 4, model="accum", fault="sleep_log", slow_ranks=(0,), amount=25),
         _gloo("host", "cpu-host-4r-mlp-gc", 4, fault="gc", slow_ranks=(1,)),

@@ -60,7 +60,7 @@ class GlooJob:
     steps: int = 8
     capture: str = "profiler"
     seed: int = 0
-    batch: int = 32
+    batch: int = 128
 
     def truth(self) -> dict[str, Any]:
         """What a correct diagnosis says: the slow ranks and their cause (none for balanced/uniform jobs)."""

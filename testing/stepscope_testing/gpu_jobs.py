@@ -112,6 +112,8 @@ class _Timeline:
     gpu_dur: np.ndarray
     step_base: np.ndarray
     """[rank, step]: delay of that step's host events; one extra column: the delay after the last step"""
+    span_base: np.ndarray
+    """[rank, step]: delay of that step's ProfilerStep start (before its host stall); one extra column"""
 
 
 def _launch_steps(events: list[dict[str, Any]], gpu: list[int], steps: list[dict[str, Any]]) -> list[int]:
@@ -161,6 +163,7 @@ def simulate(job: GpuJob, events: list[dict[str, Any]]) -> _Timeline:
     comp = np.zeros(n)
     comm = np.zeros(n)
     base = np.zeros((n, s + 1))
+    span = np.zeros((n, s + 1))
     gpu_ts = np.zeros((n, len(gpu)))
     gpu_dur = np.zeros((n, len(gpu)))
     syncs = _sync_points(events, gpu, step_of)
@@ -169,8 +172,10 @@ def simulate(job: GpuJob, events: list[dict[str, Any]]) -> _Timeline:
         k = step_of[j]
         while current < k:
             current += 1
-            start = np.maximum(comp, comm) + (stall + host_noise[:, current] if current >= 0 else 0.0)
+            ready = np.maximum(comp, comm)
+            start = ready + (stall + host_noise[:, current] if current >= 0 else 0.0)
             base[:, max(current, 0)] = start
+            span[:, max(current, 0)] = ready
             comp = start.copy()
             comm = start.copy()
         e = events[i]
@@ -192,10 +197,12 @@ def simulate(job: GpuJob, events: list[dict[str, Any]]) -> _Timeline:
     while current < s - 1:
         current += 1
         base[:, current] = np.maximum(comp, comm)
+        span[:, current] = base[:, current]
         comp = base[:, current].copy()
         comm = base[:, current].copy()
     base[:, s] = np.maximum(comp, comm)
-    return _Timeline(gpu_ts, gpu_dur, base)
+    span[:, s] = base[:, s]
+    return _Timeline(gpu_ts, gpu_dur, base, span)
 
 
 def _retime_rank(
@@ -216,7 +223,8 @@ def _retime_rank(
             k = max(int(np.searchsorted(starts, e["ts"], side="right")) - 1, 0)
             c["ts"] = float(e["ts"] + tl.step_base[rank, k])
             if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") == "user_annotation":
-                c["dur"] = float(e["dur"] + tl.step_base[rank, k + 1] - tl.step_base[rank, k])
+                c["ts"] = float(e["ts"] + tl.span_base[rank, k])  # the step begins, then its host stall
+                c["dur"] = float(e["dur"] + tl.span_base[rank, k + 1] - tl.span_base[rank, k])
         out.append(c)
     doc = {k: v for k, v in meta.items() if k != "traceEvents"}
     info = dict(doc.get("distributedInfo") or {})

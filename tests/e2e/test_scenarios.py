@@ -40,7 +40,8 @@ def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
     assert [r["steps"]["count"] for r in report["ranks"]] == [6, 6, 6, 6]
     table = e2e.cluster.kubectl("get", "profilesessions", "-o", "wide")
     header = table.stdout.splitlines()[0].split()
-    assert header[:5] == ["NAME", "PHASE", "CAPTURED", "SLOWEST", "BOTTLENECK"] and "REPORT" in header, table.stdout
+    columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK"]
+    assert header[:6] == columns and "REPORT" in header, table.stdout
     assert "balanced" in table.stdout and "Succeeded" in table.stdout and "4/4" in table.stdout
     described = e2e.cluster.kubectl("describe", "profilesession", "balanced")
     assert described.returncode == 0 and "Complete" in described.stdout, described.stdout + described.stderr

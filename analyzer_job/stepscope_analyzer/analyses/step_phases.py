@@ -16,8 +16,9 @@ CPU traces follow the training thread (the thread of the ProfilerStep spans), by
 7. a forward region (`DistributedDataParallel.forward`, `## forward ##`) -> forward;
 8. the rest -> other: host time outside the step's work (plain Python, GC, logging, user regions).
 
-GPU traces follow the GPU, not the CPU that launched the work: a step's GPU window runs from its first kernel to
-the next step's first kernel (kernels belong to the step whose span holds their launch). In that window a compute
+GPU traces follow the GPU, not the CPU that launched the work: kernels belong to the step whose span holds their
+launch, and a step's GPU window runs from when the GPU could start it (its host span has begun and the previous
+step's kernels are done, at the latest its first kernel) to the next step's start. In that window a compute
 kernel or memory op counts for the phase its launch was in (the launch's thread context, as above), collective
 kernels not overlapped by them are communication_wait, and idle GPU time is data_loading while the training thread
 is in a data-loading region, else other. The window's shares are applied to the step's duration.
@@ -251,6 +252,29 @@ def _launch_phase(ev: TraceColumns, steps: StepWindows, ts: F64, tid: I64) -> np
     return phase
 
 
+def _gpu_windows(steps: StepWindows, step_of: I64, ts: F64, end: F64) -> tuple[F64, F64]:
+    """Each step's GPU window: from when the GPU could start it (its host step has begun and the previous step's
+    work is done, but no later than its first kernel) to the next step's start. Idle GPU time spent waiting for
+    the host to start a step thus belongs to that step."""
+    first = np.full(steps.count, np.inf)
+    np.minimum.at(first, step_of, ts)
+    last = np.full(steps.count, -np.inf)
+    np.maximum.at(last, step_of, end)
+    last_end = float(end.max())
+    # steps without any kernel borrow the next step's start (their GPU window is empty)
+    for i in range(steps.count - 2, -1, -1):
+        if not np.isfinite(first[i]):
+            first[i] = first[i + 1]
+    if not np.isfinite(first[-1]):
+        first[-1] = last_end
+    previous_done = np.concatenate(([-np.inf], np.maximum.accumulate(last)[:-1]))
+    ready = np.maximum(steps.start, previous_done)
+    start = np.minimum(first, np.maximum(ready, np.concatenate(([first[0]], first[:-1]))))
+    start = np.minimum.accumulate(start[::-1])[::-1]
+    stop = np.concatenate((start[1:], [max(last_end, float(start[-1]))]))
+    return start, stop
+
+
 def gpu_step_phases(
     ev: TraceColumns, steps: StepWindows, gpu_rows: I64, ktype: npt.NDArray[np.int8]
 ) -> list[StepPhases]:
@@ -264,17 +288,7 @@ def gpu_step_phases(
     phase = _launch_phase(ev, steps, launch_ts[mine], launch_tid[mine])
     ts = ev.ts[rows]
     end = ts + ev.dur[rows]
-    first = np.full(steps.count, np.inf)
-    np.minimum.at(first, step_of, ts)
-    last_end = float(end.max())
-    # steps without any kernel borrow the next step's start (their GPU window is empty)
-    for i in range(steps.count - 2, -1, -1):
-        if not np.isfinite(first[i]):
-            first[i] = first[i + 1]
-    if not np.isfinite(first[-1]):
-        first[-1] = last_end
-    first = np.minimum.accumulate(first[::-1])[::-1]
-    stop = np.concatenate((first[1:], [max(last_end, float(first[-1]))]))
+    first, stop = _gpu_windows(steps, step_of, ts, end)
     sets: dict[str, Set] = {}
     taken = intervals.empty()
     for kind in (KernelType.COMPUTATION, KernelType.MEMORY):

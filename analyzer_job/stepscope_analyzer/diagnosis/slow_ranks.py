@@ -70,7 +70,7 @@ def wall_excess(view: JobView, rank: int, cost: str) -> float:
 def job_view(ranks: list[RankReport]) -> JobView:
     samples = {s.rank: s for s in rank_samples(ranks)}
     pooled = np.concatenate([s.step_us for s in samples.values()])
-    waits = {r: float(np.median(s.wait)) for r, s in samples.items()}
+    waits = {r: float(np.mean(s.wait)) for r, s in samples.items()}  # per step, as ranks[] quotes it
     others = {r: theirs for r, (_, theirs) in _mine_and_theirs(waits).items()}
     wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
     blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
@@ -86,7 +86,8 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
         if cost == "communication" and not view.measured_wait:
             continue  # estimated waits leave every rank the same own communication time
         tested = {r: s.tested[cost] for r, s in view.samples.items()}
-        for e in effects(tested, noise_floor):
+        stretched = {r: float(np.median(s.costs[cost] - s.tested[cost])) for r, s in view.samples.items()}
+        for e in effects(tested, noise_floor, stretched):
             wall = wall_excess(view, e.rank, cost)
             if e.z >= cfg.outlier_threshold and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))

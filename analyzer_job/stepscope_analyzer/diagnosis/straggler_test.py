@@ -27,6 +27,11 @@ from stepscope_analyzer.diagnosis.stats import MAD_TO_SIGMA, medians_of_others
 F64 = npt.NDArray[np.float64]
 MEDIAN_SE = 1.2533
 """standard error of a median of n normal samples: 1.2533 * sigma / sqrt(n)"""
+MIN_RANKS_FOR_SPREAD = 4
+"""below this many ranks the rank-to-rank spread is not measured"""
+CONTENTION_RESIDUAL = 0.15
+"""share of the CPU-contention stretches taken out of a rank's samples that may remain in them (the correction
+is not exact): in jobs too small to measure the rank-to-rank spread, the noise is at least this much of them"""
 
 
 @dataclass(frozen=True)
@@ -58,19 +63,25 @@ def _mad_sigma(values: F64) -> float:
     return MAD_TO_SIGMA * float(np.median(np.abs(values - np.median(values))))
 
 
-def effects(samples: dict[int, F64], floor_us: float) -> list[Effect]:
-    """The effect of every rank on one cost; `floor_us` bounds the noise from below (a measurement floor)."""
+def effects(samples: dict[int, F64], floor_us: float, contention: dict[int, float] | None = None) -> list[Effect]:
+    """The effect of every rank on one cost; `floor_us` bounds the noise from below (a measurement floor);
+    `contention` (µs per step taken out of each rank's samples as CPU-contention stretches) bounds the rank-to-rank
+    noise of jobs too small to measure it."""
     ranks = sorted(r for r in samples if samples[r].size)
     if len(ranks) < 2:
         return []
     medians = np.asarray([float(np.median(samples[r])) for r in ranks])
     references = medians_of_others(medians)
     within = _mad_sigma(np.concatenate([samples[r] - m for r, m in zip(ranks, medians, strict=True)]))
-    between = _mad_sigma(medians) if len(ranks) >= 4 else within
+    between = _mad_sigma(medians) if len(ranks) >= MIN_RANKS_FOR_SPREAD else within
+    stretched = [contention.get(r, 0.0) for r in ranks] if contention else [0.0]
     out: list[Effect] = []
     for r, value, reference in zip(ranks, medians.tolist(), references.tolist(), strict=True):
         n = samples[r].size
-        noise = max(sqrt(between**2 + (MEDIAN_SE * within) ** 2 / n), floor_us, 1e-9)
+        spread = between
+        if len(ranks) < MIN_RANKS_FOR_SPREAD and contention:
+            spread = max(between, CONTENTION_RESIDUAL * max(contention.get(r, 0.0), float(np.median(stretched))))
+        noise = max(sqrt(spread**2 + (MEDIAN_SE * within) ** 2 / n), floor_us, 1e-9)
         above = int(np.count_nonzero(samples[r] > reference))
         out.append(
             Effect(
