@@ -81,11 +81,19 @@ def _base(read: RankRead, store: Store) -> dict[str, object]:
     }
 
 
-def _failed(read: RankRead, base: dict[str, object], status: RankStatus, message: str, source: str) -> RankOutcome:
+def _failed(
+    read: RankRead, base: dict[str, object], status: RankStatus, message: str, source: str, *, rank: int | None = None
+) -> RankOutcome:
     inp = read.inp
-    errors = [*read.errors, RankError(rank=inp.rank, source=source, message=message)]
-    summary = RankReport(rank=inp.rank if inp.rank is not None else 0, status=status, error=message, **base)
-    return RankOutcome(summary, errors, _hang_of(read), needs_rank=inp.rank is None)
+    rank = inp.rank if inp.rank is not None else rank
+    errors = [*read.errors, RankError(rank=rank, source=source, message=message)]
+    summary = RankReport(rank=rank if rank is not None else 0, status=status, error=message, **base)
+    return RankOutcome(summary, errors, _hang_of(read), needs_rank=rank is None)
+
+
+def _rank_in_name(name: str) -> int | None:
+    match = _RANK_IN_NAME.search(name)
+    return int(match.group(1)) if match else None
 
 
 def _without_trace(read: RankRead, base: dict[str, object]) -> RankOutcome:
@@ -110,15 +118,13 @@ def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
         return RankOutcome(summary, list(read.errors), hang)
     if read.trace is None:
         return _without_trace(read, base)
+    rank = inp.rank if inp.rank is not None else _rank_in_name(inp.name)
     try:
         trace = parse_trace(read.trace)
-        rank = inp.rank if inp.rank is not None else trace.rank
-        if rank is None:
-            match = _RANK_IN_NAME.search(inp.name)
-            rank = int(match.group(1)) if match else None
+        rank = inp.rank if inp.rank is not None else (trace.rank if trace.rank is not None else rank)
         summary = summarize_parsed(trace, rank=rank if rank is not None else 0, top_n=top_n)
     except Exception as exc:  # a bad rank never stops the others
-        return _failed(read, base, RankStatus.ERROR, error_text(exc), inp.trace_key or inp.name)
+        return _failed(read, base, RankStatus.ERROR, error_text(exc), inp.trace_key or inp.name, rank=rank)
     update = {k: v for k, v in base.items() if v is not None}
     return RankOutcome(summary.model_copy(update=update), list(read.errors), needs_rank=rank is None)
 

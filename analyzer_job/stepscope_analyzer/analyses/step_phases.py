@@ -231,12 +231,12 @@ def _launch_phase(ev: TraceColumns, steps: StepWindows, ts: F64, tid: I64) -> np
     """Phase index (into PHASES) of each launch, from the launching thread's regions at that time."""
     host = ev.cat_mask(*HOST_CATS) & (ev.stream == -1)
     phase = np.full(ts.size, PHASES.index("other"), dtype=np.int8)
-    same_thread = {int(t) for t in np.unique(tid[tid >= 0])}
+    backward = host & name_mask(ev, BACKWARD)
     bwd_any = np.zeros(ts.size, dtype=bool)
-    for t in same_thread:
-        on = host & (ev.tid == t)
+    for t in np.unique(ev.tid[backward]).tolist():
         sel = tid == t
-        bwd_any[sel] = intervals.inside(_u(ev, on & name_mask(ev, BACKWARD)), ts[sel])
+        if sel.any():
+            bwd_any[sel] = intervals.inside(_u(ev, backward & (ev.tid == t)), ts[sel])
     main = tid == steps.tid
     data = main & intervals.inside(_u(ev, host & (ev.tid == steps.tid) & name_mask(ev, DATA)), ts)
     opt = main & intervals.inside(_u(ev, host & (ev.tid == steps.tid) & name_mask(ev, OPTIMIZER)), ts)
