@@ -78,8 +78,6 @@ def split_jobs(ranks: list[RankReport]) -> JobGroups:
         hours = abs(s - main_start) / 3600.0 if s is not None and main_start is not None else None
         foreign[rank] = _why(key, main, hours)
     main_ranks = sorted(r for r, k in keys.items() if k == main)
-    note = (
-        f"traces of different jobs: ranks {format_rank_set(sorted(foreign))} are not from the job of ranks "
-        f"{format_rank_set(main_ranks)} and were left out"
-    )
+    left = "rank " + format_rank_set(sorted(foreign)) + (" is" if len(foreign) == 1 else " are")
+    note = f"traces of different jobs: {left} not from the job of ranks {format_rank_set(main_ranks)}, left out"
     return JobGroups(foreign=foreign, note=note)

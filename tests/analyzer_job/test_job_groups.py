@@ -29,7 +29,7 @@ def test_another_world_size_is_another_job() -> None:
     ranks = [_rank(r) for r in range(4)] + [_rank(4, world=8, fp="gloo/8/0:default_pg[8]")]
     groups = split_jobs(ranks)
     assert groups.foreign == {4: "world size 8, not 4"}
-    assert groups.note is not None and "ranks 4 are not from the job of ranks 0-3" in groups.note
+    assert groups.note is not None and "rank 4 is not from the job of ranks 0-3, left out" in groups.note
 
 
 def test_other_process_groups_are_another_job() -> None:
