@@ -45,7 +45,7 @@ class Scenario:
 
     def generate(self, out: Path) -> Path:
         if isinstance(self.job, GlooJob):
-            return run_job(self.job, out)
+            return run_job(self.job, out, timeout_s=240.0 if self.is_hang else 900.0)
         return write_job(self.job, out)
 
 
