@@ -4,8 +4,8 @@ Each scenario is generated once into the cache folder (real gloo jobs take a whi
 shared real Kineto traces), then analysed as a user would (`stepscope analyze FOLDER -o OUT`), and its report.json's
 diagnosis is scored against the scenario's truth: right when the slow ranks and their causes are exactly the
 truth's (none for balanced and uniformly slower jobs). Hang scenarios are listed with their verdicts; their culprit
-is the hang diagnosis' to name. Prints a table (scenario, truth, verdict, right?) and the false-alarm rate over the
-balanced runs.
+is the hang diagnosis' to name. Prints a table (scenario, truth, right?, the 1-minute load average of the machine
+when a real job was recorded, verdict) and the false-alarm rate over the balanced runs.
 
     python bench/diagnosis_accuracy.py [--cache .corpus] [--only SUBSTRING] [--regenerate]
 """
@@ -78,11 +78,15 @@ def main(argv: list[str] | None = None) -> int:
         got = _pairs(d.get("slow_ranks", []))
         want = _pairs(s.truth["slow_ranks"])
         right = None if s.is_hang else got == want
-        rows.append((s, _text(want), f"{_text(got)} (exit {code}) {d.get('verdict', '')[:90]}", right))
+        machine = json.loads((folder / "truth.json").read_text()).get("machine") or {}
+        load = f"{machine['load_before']:.1f}" if "load_before" in machine else "-"
+        rows.append((s, _text(want), f"{load:>5}  {_text(got)} (exit {code}) {d.get('verdict', '')[:90]}", right))
     if a.generate_only:
         return 0
     width = max((len(s.name) for s, *_ in rows), default=10)
-    print(f"{'scenario':<{width}}  {'truth':<16}  {'right?':<6}  verdict")
+    print(
+        f"{'scenario':<{width}}  {'truth':<16}  {'right?':<6}  {'load':>5}  verdict (slow ranks found, exit code, line)"
+    )
     for s, truth, verdict, right in rows:
         mark = "hang*" if right is None else ("yes" if right else "NO")
         print(f"{s.name:<{width}}  {truth:<16}  {mark:<6}  {verdict}")

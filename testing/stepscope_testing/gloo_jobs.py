@@ -334,8 +334,24 @@ def _await_hang(hook_dir: Path, capture_id: str, world: int, deadline: float) ->
         time.sleep(0.5)
 
 
-def run_job(job: GlooJob, out: Path, timeout_s: float = 900.0) -> Path:
-    """Run `job` (its processes in a child interpreter) and leave its traces and truth.json in `out`."""
+def wait_for_quiet(max_load: float, max_wait_s: float) -> float:
+    """Wait (at most `max_wait_s`) until the machine's 1-minute load average is at most `max_load`; return it.
+
+    The machine may be shared: a job recorded while other work oversubscribes the CPU several times over measures
+    that work more than its own planted fault, so the corpus waits for a quieter moment and records the load."""
+    deadline = time.monotonic() + max_wait_s
+    load = os.getloadavg()[0]
+    while load > max_load and time.monotonic() < deadline:
+        time.sleep(5.0)
+        load = os.getloadavg()[0]
+    return load
+
+
+def run_job(job: GlooJob, out: Path, timeout_s: float = 900.0, quiet: tuple[float, float] | None = None) -> Path:
+    """Run `job` (its processes in a child interpreter) and leave its traces and truth.json in `out`.
+
+    `quiet` = (load, seconds): first wait up to that long for a 1-minute load average at most that high."""
+    load_before = wait_for_quiet(*quiet) if quiet else os.getloadavg()[0]
     if out.exists():
         shutil.rmtree(out)
     out.mkdir(parents=True)
@@ -362,7 +378,8 @@ def run_job(job: GlooJob, out: Path, timeout_s: float = 900.0) -> Path:
         raise RuntimeError(f"job {job.name} failed with exit code {proc.returncode}")
     if job.capture == "hook":
         _collect_hook_outputs(job, work, capture_id, out)
-    (out / "truth.json").write_text(json.dumps({"job": job.wire(), **job.truth()}, indent=1))
+    machine = {"cpus": os.cpu_count(), "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
+    (out / "truth.json").write_text(json.dumps({"job": job.wire(), **job.truth(), "machine": machine}, indent=1))
     shutil.rmtree(work, ignore_errors=True)
     return out
 

@@ -22,6 +22,9 @@ class DiagnosisConfig:
     (with too few steps for that, in every step)"""
     wait_share: float = 0.5
     """the other ranks must wait for a slow rank at least this share of its excess per step"""
+    wall_corroboration_z: float = 1.0
+    """on CPU ranks the cost is tested without CPU-contention stretches; in wall-clock time it must still stand out
+    at least this much (robust z): the correction may remove a signal, it may not create one"""
     noise_floor_percent: float = 0.5
     """the noise assumed is at least this share of the median step (timer and scheduling resolution)"""
     max_evidence: int = 6

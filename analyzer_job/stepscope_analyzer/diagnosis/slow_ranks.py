@@ -6,8 +6,8 @@ their collectives. A rank is slow when
    against the other ranks by more than the job's own noise, consistently over the recorded steps
    (straggler_test: effect size z >= outlier_threshold and a sign test over the steps), and by at least the
    user's floor (min_slowdown_percent of the median step). On CPU ranks the cost is tested without the stretches
-   of waiting for a CPU, and must stand out in wall-clock time as well: the correction may remove a signal that is
-   noise, it may not create one;
+   of waiting for a CPU, and its wall-clock time must corroborate it (wall_corroboration_z): the correction may
+   remove a signal that is noise, it may not create one;
 2. the other ranks wait for it: its wait inside collectives is below theirs by at least `wait_share` of its excess
    (in a job without collectives this check is moot). With two ranks this decides which one slows the other.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
@@ -92,7 +92,7 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
         wall_z = {e.rank: e.z for e in effects({r: s.costs[cost] for r, s in view.samples.items()}, noise_floor)}
         for e in effects(tested, noise_floor, stretched):
             wall = wall_excess(view, e.rank, cost)
-            stands_out = min(e.z, wall_z[e.rank]) >= cfg.outlier_threshold
+            stands_out = e.z >= cfg.outlier_threshold and wall_z[e.rank] >= cfg.wall_corroboration_z
             if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
     return out
