@@ -89,14 +89,18 @@ def uniform() -> list[Scenario]:
 
 
 def compute_stragglers() -> list[Scenario]:
+    """Real CPU jobs: 2 ranks have a core each; from 4 ranks on, the ranks share 2 cores and the scheduler alone
+    makes healthy ranks differ by up to ~1.75x, so the stragglers there do twice the work (a batch twice as large).
+    GPU jobs are quiet: 20% to 2x."""
     return [
+        _gloo("compute", "cpu-compute-2r-mlp-1.5x", 2, fault="compute", slow_ranks=(0,), amount=1.5),
         _gloo("compute", "cpu-compute-2r-mlp-2x", 2, fault="compute", slow_ranks=(1,), amount=2.0),
-        _gloo("compute", "cpu-compute-4r-mlp-1.5x", 4, fault="compute", slow_ranks=(2,), amount=1.5),
+        _gloo("compute", "cpu-compute-4r-mlp-2x", 4, fault="compute", slow_ranks=(2,), amount=2.0),
         _gloo(
             "compute", "cpu-compute-4r-cnn-2x", 4, model="cnn", fault="compute", slow_ranks=(3,), amount=2.0, batch=32
         ),
-        _gloo("compute", "cpu-compute-4r-loader-1.5x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=1.5),
-        _gloo("compute", "cpu-compute-8r-mlp-1.5x", 8, fault="compute", slow_ranks=(5,), amount=1.5, steps=6),
+        _gloo("compute", "cpu-compute-4r-loader-2x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=2.0),
+        _gloo("compute", "cpu-compute-8r-mlp-2x", 8, fault="compute", slow_ranks=(5,), amount=2.0, steps=6),
         _gloo("compute", "cpu-compute-16r-mlp-2x", 16, fault="compute", slow_ranks=(9,), amount=2.0, steps=6, batch=64),
         _gpu("compute", "gpu-compute-2r-ddp-2x", "ddp", 2, scale={1: 2.0}, repeat=2, seed=11),
         _gpu("compute", "gpu-compute-4r-dlrm-1.2x", "dlrm", 4, scale={2: 1.2}, seed=12),
@@ -133,7 +137,7 @@ def host_stalls() -> list[Scenario]:
 
 def two_stragglers() -> list[Scenario]:
     return [
-        _gloo("two", "cpu-two-4r-mlp-compute", 4, fault="compute", slow_ranks=(1, 3), amount=1.8),
+        _gloo("two", "cpu-two-4r-mlp-compute", 4, fault="compute", slow_ranks=(1, 3), amount=2.0),
         _gloo(
             "two",
             "cpu-two-8r-loader-collate",

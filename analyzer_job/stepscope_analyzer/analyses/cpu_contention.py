@@ -5,8 +5,8 @@ On a shared or oversubscribed CPU a process is descheduled now and then: an op t
 its wall-clock compute and host time look several times the others' in a perfectly balanced job. Ops repeat every
 step, so each op call (the k-th call of an op name inside a step) can be compared with the same call in other steps.
 Each call is measured by its own time (its duration minus its child ops'), where a stretch lands, against its
-least over the steps. A call far beyond that (more than twice, and by more than 50 µs) was stretched by waiting for
-the CPU; the excess is not the op's cost. A step's dilation is its ops' own time over that time without the excess
+least over the steps. What a call takes beyond a quarter more than that (and beyond 20 µs more) is taken as waiting for
+the CPU, not as the op's cost. A step's dilation is its ops' own time over that time without the excess
 (1.0: no contention). A rank that really computes more (a larger batch, a slower device) has every call longer in
 every step, so the least of each call grows with it and its dilation stays near 1.
 """
@@ -21,8 +21,8 @@ from stepscope_analyzer.analyses.step_phases import StepWindows
 from stepscope_analyzer.parse import TraceColumns
 
 F64 = npt.NDArray[np.float64]
-STRETCH = 2.0
-MIN_EXCESS_US = 50.0
+STRETCH = 1.25
+MIN_EXCESS_US = 20.0
 
 
 def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.int64], F64]:
