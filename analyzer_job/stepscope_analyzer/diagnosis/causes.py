@@ -25,6 +25,10 @@ class CauseRow:
     """Bottleneck categories of RankReport.top_functions that may name what differs"""
     kernel_type: str | None
     """HTA kernel class of RankReport.top_kernels that may name what differs"""
+    wait_weight: float
+    """how much of its excess the other ranks must be seen waiting for (times DiagnosisConfig.wait_share); host
+    work that burns a shared CPU slows the others through contention rather than in collectives, so for host time
+    it is enough that the others wait for the rank at all"""
     verdict: str
     """what the rank does, in the verdict line"""
     next_step: str
@@ -39,6 +43,7 @@ CAUSES: tuple[CauseRow, ...] = (
         label="compute per step (forward + backward + optimizer)",
         evidence_categories=frozenset({"cpu_op", "kernel", "python"}),
         kernel_type="COMPUTATION",
+        wait_weight=1.0,
         verdict="more compute per step than the other ranks",
         next_step="Compare the listed kernels/ops on rank {r} with another rank: different input shapes or batch "
         "sizes, a throttled or different device, or extra work on that rank.",
@@ -50,6 +55,7 @@ CAUSES: tuple[CauseRow, ...] = (
         label="host time per step outside forward/backward/optimizer (data_loading + other)",
         evidence_categories=frozenset({"python", "user_annotation", "host_gap", "runtime", "cpu_op"}),
         kernel_type=None,
+        wait_weight=0.0,
         verdict="host-side work outside the model's steps (input pipeline, Python code, logging, GC, CPU)",
         next_step="Look at rank {r}'s host code around the listed places: DataLoader workers and collate_fn, Python "
         "preprocessing, logging or checkpointing on that rank, garbage collection, CPU contention on its node.",
@@ -61,6 +67,7 @@ CAUSES: tuple[CauseRow, ...] = (
         label="memory copies/sets per step",
         evidence_categories=frozenset({"memory"}),
         kernel_type="MEMORY",
+        wait_weight=1.0,
         verdict="more time in memory copies/sets",
         next_step="Look for host<->device copies or allocator churn on rank {r} (pinned memory, .item(), .cpu()).",
     ),
@@ -71,6 +78,7 @@ CAUSES: tuple[CauseRow, ...] = (
         label="own time in collectives per step (without waiting for other ranks)",
         evidence_categories=frozenset({"communication"}),
         kernel_type="COMMUNICATION",
+        wait_weight=1.0,
         verdict="slow collectives of its own",
         next_step="Check rank {r}'s network path (NIC, links, NCCL/gloo settings) and its process groups.",
     ),
@@ -81,6 +89,7 @@ CAUSES: tuple[CauseRow, ...] = (
         label="seconds since the last step boundary",
         evidence_categories=frozenset(),
         kernel_type=None,
+        wait_weight=0.0,
         verdict="it stopped reaching step boundaries (hang)",
         next_step="Read rank {r}'s stacks below: it is where the job is stuck; the other ranks wait for it.",
     ),

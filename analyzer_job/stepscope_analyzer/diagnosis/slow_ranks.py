@@ -8,8 +8,10 @@ their collectives. A rank is slow when
    user's floor (min_slowdown_percent of the median step). On CPU ranks the cost is tested without the stretches
    of waiting for a CPU, and its wall-clock time must corroborate it (wall_corroboration_z): the correction may
    remove a signal that is noise, it may not create one;
-2. the other ranks wait for it: its wait inside collectives is below theirs by at least `wait_share` of its excess
-   (in a job without collectives this check is moot). With two ranks this decides which one slows the other.
+2. the other ranks wait for it: its wait inside collectives is below theirs, by at least `wait_share` of its
+   excess for compute (host work that burns a shared CPU slows the others through contention instead, so for host
+   time any positive lag will do: the causes table's wait_weight). In a job without collectives this check is moot.
+   With two ranks this decides which one slows the other.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
 that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it.
 """
@@ -98,10 +100,13 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
     return out
 
 
-def waited_for(view: JobView, rank: int, excess: float, cfg: DiagnosisConfig) -> bool:
+def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig) -> bool:
+    """The other ranks wait for this one: by at least wait_share of its excess (weighted per cause), and at all."""
     if not view.has_collectives:
         return True
-    return view.lateness(rank) >= cfg.wait_share * excess
+    needed = sum(cfg.wait_share * row_for_cost(f.cost).wait_weight * f.wall_excess_us for f in flags)
+    lateness = view.lateness(rank)
+    return lateness > 0 and lateness >= needed
 
 
 def _phase_of(view: JobView, rank: int, cost: str) -> str | None:
@@ -160,7 +165,7 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
     for rank, flags in sorted(flagged_costs(view, cfg).items()):
         flags.sort(key=lambda f: -f.wall_excess_us)
         excess = sum(f.wall_excess_us for f in flags)
-        if not waited_for(view, rank, excess, cfg):
+        if not waited_for(view, rank, flags, cfg):
             continue
         primary = flags[0]
         cause = _refine_cause(by_rank, rank, primary.cost)
