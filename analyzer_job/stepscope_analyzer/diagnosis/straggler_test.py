@@ -2,11 +2,15 @@
 
 For a cost (compute, host, ...) every rank has one sample per recorded step. For rank r:
 - excess: the median of r's samples minus the median of the other ranks' medians (µs per step);
-- noise: how far a healthy rank's median strays from the others', measured on this job: the rank-to-rank spread
-  of the ranks' medians (scaled MAD over every rank: robust to a few outliers, and not fooled by three others
-  that happen to agree) combined with the step-to-step spread of the ranks' samples around their own medians
-  (scaled MAD of the pooled deviations, as the standard error of a median of r's steps). With fewer than four
-  ranks the rank-to-rank part cannot be measured and the step-to-step spread stands in for it;
+- noise: how far a healthy rank's median strays from the others', measured on this job, from
+  * the rank-to-rank spread of the ranks' medians: scaled MAD over every rank (robust to a few outliers, and not
+    fooled by three others that happen to agree); when stragglers are many among few ranks they widen it, so the
+    spread of the ranks that wait for others (no straggler among them), widened by half for its small sample,
+    bounds it; on CPU ranks it is at least 15% of the typical CPU-contention stretch taken out of the samples
+    (what the correction may have missed). With fewer than four ranks it cannot be measured: the step-to-step
+    spread and, for each rank, 15% of its own contention stretch stand in for it;
+  * the step-to-step spread of the ranks' samples around their own medians (scaled MAD of the pooled deviations),
+    as the standard error of a median of r's steps; and at least a floor (0.5% of the median step);
 - effect size z = excess / noise (a robust z-score);
 - consistency: a one-sided sign test over r's steps: in how many of them the cost exceeds the others' median,
   and the binomial probability of at least that many by chance (p = 0.5 per step).
@@ -29,6 +33,8 @@ MEDIAN_SE = 1.2533
 """standard error of a median of n normal samples: 1.2533 * sigma / sqrt(n)"""
 MIN_RANKS_FOR_SPREAD = 4
 """below this many ranks the rank-to-rank spread is not measured"""
+SMALL_SAMPLE_SPREAD = 1.5
+"""the spread measured on the few ranks that wait for others is widened by this much (a small sample)"""
 CONTENTION_RESIDUAL = 0.15
 """share of the CPU-contention stretches taken out of a rank's samples that may remain in them (the correction
 is not exact): in jobs too small to measure the rank-to-rank spread, the noise is at least this much of them"""
@@ -63,24 +69,40 @@ def _mad_sigma(values: F64) -> float:
     return MAD_TO_SIGMA * float(np.median(np.abs(values - np.median(values))))
 
 
-def effects(samples: dict[int, F64], floor_us: float, contention: dict[int, float] | None = None) -> list[Effect]:
+def _between(medians: F64, ranks: list[int], waiting: set[int] | None, within: float, stretched: float) -> float:
+    """The rank-to-rank spread of healthy ranks' medians (see the module docstring)."""
+    if len(ranks) < MIN_RANKS_FOR_SPREAD:
+        return max(within, CONTENTION_RESIDUAL * stretched)
+    spread = _mad_sigma(medians)
+    calm = [m for r, m in zip(ranks, medians.tolist(), strict=True) if waiting is not None and r in waiting]
+    if len(calm) >= 2:
+        spread = min(spread, SMALL_SAMPLE_SPREAD * _mad_sigma(np.asarray(calm)))
+    return max(spread, CONTENTION_RESIDUAL * stretched)
+
+
+def effects(
+    samples: dict[int, F64],
+    floor_us: float,
+    contention: dict[int, float] | None = None,
+    waiting: set[int] | None = None,
+) -> list[Effect]:
     """The effect of every rank on one cost; `floor_us` bounds the noise from below (a measurement floor);
     `contention` (µs per step taken out of each rank's samples as CPU-contention stretches) bounds the rank-to-rank
-    noise of jobs too small to measure it."""
+    noise of jobs too small to measure it; `waiting`: the ranks that wait for others (no straggler among them)."""
     ranks = sorted(r for r in samples if samples[r].size)
     if len(ranks) < 2:
         return []
     medians = np.asarray([float(np.median(samples[r])) for r in ranks])
     references = medians_of_others(medians)
     within = _mad_sigma(np.concatenate([samples[r] - m for r, m in zip(ranks, medians, strict=True)]))
-    between = _mad_sigma(medians) if len(ranks) >= MIN_RANKS_FOR_SPREAD else within
-    stretched = [contention.get(r, 0.0) for r in ranks] if contention else [0.0]
+    stretched = float(np.median([contention.get(r, 0.0) for r in ranks])) if contention else 0.0
+    between = _between(medians, ranks, waiting, within, stretched)
     out: list[Effect] = []
     for r, value, reference in zip(ranks, medians.tolist(), references.tolist(), strict=True):
         n = samples[r].size
         spread = between
-        if len(ranks) < MIN_RANKS_FOR_SPREAD and contention:
-            spread = max(between, CONTENTION_RESIDUAL * max(contention.get(r, 0.0), float(np.median(stretched))))
+        if contention and len(ranks) < MIN_RANKS_FOR_SPREAD:
+            spread = max(between, CONTENTION_RESIDUAL * contention.get(r, 0.0))
         noise = max(sqrt(spread**2 + (MEDIAN_SE * within) ** 2 / n), floor_us, 1e-9)
         above = int(np.count_nonzero(samples[r] > reference))
         out.append(
