@@ -41,6 +41,7 @@ class Scenario:
     seed: int = 0
     gpu_metrics: bool = True
     hostile: bool = False
+    trace: Path = HTA_TRACE
 
 
 def _is_compute(e: dict[str, Any]) -> bool:
@@ -123,7 +124,7 @@ def nvml_samples(window: tuple[float, float], gpu: int, throttled: bool, seed: i
 
 def build_session(root: Path, sc: Scenario = Scenario()) -> Path:
     """Write `root`/ranks/<r>/{trace, gpu_metrics, manifest}; return `root`."""
-    base = json.loads(gzip.decompress(HTA_TRACE.read_bytes()))
+    base = json.loads(gzip.decompress(sc.trace.read_bytes()))
     for rank in range(sc.world_size):
         folder = root / "ranks" / str(rank)
         folder.mkdir(parents=True, exist_ok=True)
