@@ -21,6 +21,7 @@ def manifest_environment(manifest: RankManifest | None) -> RankEnvironment | Non
     return RankEnvironment(
         hostname=meta.hostname if meta else None,
         torch_version=meta.torch_version if meta else None,
+        cuda_runtime_version=meta.cuda_version if meta else None,
         python_version=meta.python_version if meta else None,
         capture_started_at=manifest.capture_started_at,
         capture_finished_at=manifest.capture_finished_at,

@@ -149,6 +149,7 @@ def build_session(root: Path, sc: Scenario = Scenario()) -> Path:
             hostname=f"llama-train-worker-{rank}",
             pid=1000 + rank,
             torch_version="2.3.0+cu121",
+            cuda_version="12.1",
             python_version="3.10.14",
             device="cuda",
             steps_requested=3,

@@ -73,6 +73,7 @@ def test_every_rank_links_to_its_trace_and_says_where_it_ran(tmp_path: Path, ana
         assert env.capture_started_at < env.window_start < env.window_end  # type: ignore[operator]
         assert env.gpu_metrics_status == "captured" and env.hostname == f"llama-train-worker-{r.rank}"
     assert "nccl 2.17.1" in html and "NVIDIA A100-PG509-200" in html and "2.3.0+cu121" in html
+    assert "runtime 12.1" in html  # the CUDA torch was built with, from the hook's meta.json
     assert (
         "ui.perfetto.dev" in html and "tensorboard --logdir ." in html and 'TraceAnalysis(trace_dir="traces")' in html
     )

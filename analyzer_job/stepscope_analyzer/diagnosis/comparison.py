@@ -3,7 +3,9 @@ whose time per step differs most, with their calls per step, so that "rank 5's s
 longer, same count" or "rank 0 runs 8 extra aten::copy_ per step" can be read off one table. Pure.
 
 Per-rank summaries keep only their top entries, so a name missing from a rank's summary counts 0 there (as in
-the evidence). Collectives are left out: their time on the other ranks is mostly waiting for the slow one.
+the evidence). Collectives are left out: their time on the other ranks is mostly waiting for the slow one; for the
+same reason an entry where the slow rank spends less time than the others with the same count (a region that
+holds a collective, such as DDP's backward) is left out too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ MIN_STEP_SHARE = 0.001
 """a time difference below this share of the median step is not listed (unless the count differs)"""
 MIN_COUNT_DIFF = 0.5
 """calls per step that differ by less than this are the same count"""
+SAME_TIME = 0.02
+"""times within 2% of each other are the same time"""
 _KERNEL_CATEGORY = {"COMPUTATION": "kernel", "MEMORY": "memory"}
 _HOST_CATEGORIES = frozenset({"cpu_op", "python", "user_annotation", "runtime"})
 
@@ -61,7 +65,10 @@ def describe(time_us: float, base_us: float, count: float, base_count: float) ->
     if base_us <= 0:
         return calls
     ratio = time_us / base_us
-    speed = f"{ratio:.2f}x longer" if ratio >= 1.0 else f"{ratio:.2f}x the time"
+    if abs(ratio - 1.0) < SAME_TIME:
+        speed = "same time"
+    else:
+        speed = f"{ratio:.2f}x longer" if ratio > 1.0 else f"{ratio:.2f}x the time"
     return f"{speed}, {calls}" if abs(delta) < MIN_COUNT_DIFF else f"{calls}, {speed}"
 
 
@@ -78,7 +85,8 @@ def compare_rank(rank: RankReport, others: list[RankReport], step_us: float) -> 
         t, c = mine.get(key, (0.0, 0.0))
         base_t = median([e.get(key, (0.0, 0.0))[0] for e in theirs])
         base_c = median([e.get(key, (0.0, 0.0))[1] for e in theirs])
-        if abs(t - base_t) < floor and abs(c - base_c) < MIN_COUNT_DIFF:
+        same_count = abs(c - base_c) < MIN_COUNT_DIFF
+        if same_count and (t - base_t < floor):  # no difference, or the others waiting there for this rank
             continue
         rows.append(
             (

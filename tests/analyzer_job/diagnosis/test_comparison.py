@@ -87,7 +87,8 @@ def test_names_present_on_one_side_only() -> None:
     assert rows["aten::nonzero"].summary == "only on this rank (2 per step)" and rows["aten::nonzero"].ratio is None
     assert rows["aten::mm"].summary == "not on this rank (4 per step on the others)"
     assert describe(50.0, 100.0, 3, 3) == "0.50x the time, same count"
-    assert describe(100.0, 100.0, 1, 5) == "4 fewer per step, 1.00x longer"
+    assert describe(50.0, 100.0, 1, 3) == "2 fewer per step, 0.50x the time"
+    assert describe(100.0, 100.0, 1, 5) == "4 fewer per step, same time"
 
 
 def test_cpu_entries_are_ops_and_functions_not_collectives() -> None:
@@ -108,3 +109,16 @@ def test_the_diagnosis_carries_the_comparison_for_slow_ranks_only() -> None:
     assert out.slow_ranks[0].comparison[0].name == "sm80_xmma_gemm_f16f16_f16f32"
     assert out.slow_ranks[1].comparison == []  # a hung rank has no steps to compare
     assert with_comparisons(d.model_copy(update={"slow_ranks": []}), ranks).slow_ranks == []
+
+
+def test_regions_where_the_others_wait_for_the_slow_rank_are_left_out() -> None:
+    """DDP's backward holds the all_reduce: the others spend longer there waiting; that is not this rank's cause."""
+    ranks = [
+        _rank(r, functions=[_fn("forward_backward", 22_000.0 if r == 2 else 88_000.0, 1, "user_annotation"),
+                            _fn("load_batch", 61_000.0 if r == 2 else 150.0, 1, "user_annotation"),
+                            _fn("aten::item", 100.0, 1 if r == 2 else 9)])
+        for r in range(4)
+    ]  # fmt: skip
+    rows = {r.name: r for r in compare_rank(ranks[2], [r for r in ranks if r.rank != 2], STEP_US)}
+    assert set(rows) == {"load_batch", "aten::item"}  # fewer calls still count: the count differs
+    assert rows["aten::item"].summary == "8 fewer per step, same time"
