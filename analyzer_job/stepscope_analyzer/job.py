@@ -30,12 +30,12 @@ from stepscope_analyzer.pipeline import (
     summarize_all,
     summarize_input,
 )
-from stepscope_analyzer.report import html_bytes, model_json_bytes
+from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.status_patch import status_patch
 from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
-from stepscope_contract.report import RankError, RankReport, RankStatus, SessionInfo
+from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
 from stepscope_contract.session import ProfileSession
 from stepscope_contract.storage import (
     REPORT_HTML,
@@ -182,6 +182,7 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     config = DiagnosisConfig.from_spec(session.spec.analysis)
     report = reduce_outcomes(outcomes, config=config, session=info, started=started, include_missing=True)
     where = report_location(location)
+    report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
     summary = build_status_summary(report)

@@ -20,11 +20,13 @@ from pydantic import ValidationError
 from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose
 from stepscope_analyzer.parse import parse_trace
+from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import StorageError, Store
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
 from stepscope_contract.storage import (
+    GPU_METRICS_FILE,
     MANIFEST_FILE,
     STACKS_FILE,
     TRACE_FILE,
@@ -50,6 +52,7 @@ class RankInput:
     trace_key: str | None = None
     manifest_key: str | None = None
     stacks_key: str | None = None
+    gpu_metrics_key: str | None = None
 
 
 @dataclass
@@ -77,6 +80,8 @@ def discover(store: Store, location: StorageLocation) -> Layout:
             entry.manifest_key = key
         elif key == base.key(STACKS_FILE):
             entry.stacks_key = key
+        elif key == base.key(GPU_METRICS_FILE):
+            entry.gpu_metrics_key = key
     if by_rank:
         return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)])
     root = location.prefix.rstrip("/")
@@ -181,7 +186,8 @@ def summarize_input(store: Store, inp: RankInput, *, top_n: int = 50, claimed: s
     if claimed is not None:
         claimed.add(summary.rank)
     update = {k: v for k, v in base.items() if v is not None}
-    return RankOutcome(summary.model_copy(update=update), errors, hang)
+    extras, extra_errors = rank_extras(store, inp.gpu_metrics_key, manifest, summary)
+    return RankOutcome(summary.model_copy(update=update | extras), errors + extra_errors, hang)
 
 
 def summarize_all(

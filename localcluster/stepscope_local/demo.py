@@ -195,6 +195,31 @@ def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -
     return target
 
 
+def fetch_session_folder(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
+    """The whole session folder the report lies in (<session>/report/report.html) into out_dir/session, so the
+    report's links to every rank's trace work there; the path of that copy of report.html."""
+    url = status.get("reportURL")
+    if not url or cluster.s3 is None:
+        return None
+    bucket, key = s3_location(url)
+    parts = key.split("/")
+    if len(parts) < 3:
+        return None
+    prefix = "/".join(parts[:-2]) + "/"
+    client = cluster.s3.client()
+    dest = out_dir / "session"
+    shutil.rmtree(dest, ignore_errors=True)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(prefix) :]
+            if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
+                continue
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, obj["Key"], str(dest / rel))
+    copy = dest / parts[-2] / parts[-1]
+    return copy if copy.is_file() else None
+
+
 def run(args: argparse.Namespace) -> int:
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -248,6 +273,9 @@ def run(args: argparse.Namespace) -> int:
             report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
             if report is not None:
                 say(f"report: {report}")
+                linked = fetch_session_folder(cluster, status, workdir)
+                if linked is not None:
+                    say(f"session folder, where the report links to each rank's trace: {linked}")
             if phase not in ("Succeeded",):
                 explain_failure(status, workdir)
             say(f"done in {time.monotonic() - started:.0f} s")
