@@ -37,7 +37,7 @@ def start_operator(
 ) -> subprocess.Popen[bytes]:
     token = workdir / "operator" / "token"
     token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text("demo-sidecar-token")
+    token.write_text("demo-master-token")  # examples/demo/secrets.yaml holds the token derived for "default"
     env = {
         "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
@@ -212,7 +212,11 @@ def run(args: argparse.Namespace) -> int:
         operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
-            cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
+            cluster.api.apply(
+                training_job(
+                    free_port(), args.slow_rank, args.slow_mode, args.slow_ms, storage_endpoint=cluster.s3_endpoint
+                )
+            )
             say(
                 f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
                 f"{args.slow_ms:g} ms/step)"

@@ -39,7 +39,7 @@ class Env:
         slow_ms: float = 60.0,
         extra_env: dict[str, str] | None = None,
     ) -> None:
-        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env)
+        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env, storage_endpoint=self.cluster.s3_endpoint)
         job["metadata"]["name"] = name
         self.cluster.api.apply(job)
 

@@ -42,6 +42,33 @@ app.kubernetes.io/part-of: stepscope
 {{- default (printf "%s-sidecar-token" (include "stepscope.fullname" .)) .Values.sidecar.token.secretName }}
 {{- end }}
 
+{{/* The Secret (release namespace) with the master token the operator derives each namespace's token from. */}}
+{{- define "stepscope.masterTokenSecret" -}}
+{{- printf "%s-sidecar-master" (include "stepscope.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The master token: sidecar.token.value, else the installed one (kept across upgrades), else a random one. */}}
+{{- define "stepscope.sidecarMaster" -}}
+{{- $master := .Values.sidecar.token.value }}
+{{- if not $master }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "stepscope.masterTokenSecret" .) }}
+{{- if and $existing $existing.data (hasKey $existing.data "token") }}
+{{- $master = index $existing.data "token" | b64dec }}
+{{- else }}
+{{- $master = randAlphaNum 48 }}
+{{- end }}
+{{- end }}
+{{- $master }}
+{{- end }}
+
+{{/* The storage base sessions must use (spec.storage.uri) and injected sidecars upload under; empty without a bucket. */}}
+{{- define "stepscope.storageBase" -}}
+{{- with .Values.storage.bucket }}
+{{- $prefix := trimAll "/" $.Values.storage.prefix }}
+{{- printf "%s://%s%s" $.Values.storage.scheme . (ternary "" (printf "/%s" $prefix) (eq $prefix "")) }}
+{{- end }}
+{{- end }}
+
 {{- define "stepscope.webhookService" -}}
 {{- printf "%s-webhook" (include "stepscope.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
