@@ -41,6 +41,8 @@ class Store(Protocol):
 
     def uri(self, key: str) -> str: ...
 
+    def delete_prefix(self, location: StorageLocation) -> int: ...
+
 
 class LocalStore:
     def list_keys(self, location: StorageLocation) -> list[str]:
@@ -70,6 +72,23 @@ class LocalStore:
 
     def uri(self, key: str) -> str:
         return f"file://{key}"
+
+    def delete_prefix(self, location: StorageLocation) -> int:
+        """Remove the folder `location` and everything in it (symbolic links are removed, never followed)."""
+        root = Path(location.prefix)
+        if root.is_symlink() or not root.is_dir():
+            return 0
+        count = 0
+        for folder, dirs, files in os.walk(root, topdown=False, followlinks=False):
+            for name in files + [d for d in dirs if (Path(folder) / d).is_symlink()]:
+                (Path(folder) / name).unlink()
+                count += 1
+            for name in dirs:
+                path = Path(folder) / name
+                if not path.is_symlink():
+                    path.rmdir()
+        root.rmdir()
+        return count
 
 
 class ObjectStore:
@@ -136,6 +155,23 @@ class ObjectStore:
 
     def uri(self, key: str) -> str:
         return f"{self._scheme.value}://{self._bucket}/{key}"
+
+    def delete_prefix(self, location: StorageLocation) -> int:
+        """Delete every object under `location/` (never the bucket's other keys: the prefix ends with '/')."""
+        prefix = location.prefix.strip("/")
+        if not prefix:
+            raise StorageError("refusing to delete a whole bucket")
+        removed = 0
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix + "/")
+            for page in pages:
+                keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+                if keys:
+                    self._client.delete_objects(Bucket=self._bucket, Delete={"Objects": keys, "Quiet": True})
+                    removed += len(keys)
+        except Exception as exc:
+            raise self._fail("cannot delete under", prefix + "/", exc) from exc
+        return removed
 
 
 def location_of(source: str) -> StorageLocation:
