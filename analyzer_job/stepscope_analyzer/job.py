@@ -33,7 +33,7 @@ from stepscope_analyzer.pipeline import (
 )
 from stepscope_analyzer.report import html_bytes, model_json_bytes
 from stepscope_analyzer.status_patch import status_patch
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store
+from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store, read_bounded
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.report import RankError, RankReport, RankStatus, SessionInfo
@@ -133,7 +133,7 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
         assert inp.rank is not None
         key = summary_key(location, inp.rank)
         try:
-            summary = RankReport.model_validate_json(store.read(key))
+            summary = RankReport.model_validate_json(read_bounded(store, key, "max_summary_bytes"))
         except (StorageError, ValidationError, ValueError) as exc:
             message = f"no usable summary from the map step ({str(exc)[:300]})"
             return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))

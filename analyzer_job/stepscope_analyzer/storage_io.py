@@ -21,6 +21,14 @@ class StorageError(RuntimeError):
     """Storage could not be read or written; the message names the key and why."""
 
 
+class TooLargeError(StorageError):
+    """An object larger than the reader allows; nothing beyond the allowance was read."""
+
+    def __init__(self, key: str, size: int) -> None:
+        super().__init__(f"{key} holds {size} bytes")
+        self.size = size
+
+
 @dataclass(frozen=True)
 class StorageOptions:
     endpoint: str | None = None
@@ -33,7 +41,9 @@ class Store(Protocol):
 
     def list_keys(self, location: StorageLocation) -> list[str]: ...
 
-    def read(self, key: str) -> bytes: ...
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
+        """The object's bytes; with `most`, TooLargeError when it is larger (or its first `most` bytes: truncate)."""
+        ...
 
     def exists(self, key: str) -> bool: ...
 
@@ -53,9 +63,16 @@ class LocalStore:
             raise StorageError(f"{root} is not a folder or a file")
         return sorted(str(p) for p in root.rglob("*") if p.is_file())
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
         try:
-            return Path(key).read_bytes()
+            path = Path(key)
+            if most is None:
+                return path.read_bytes()
+            size = path.stat().st_size
+            if size > most and not truncate:
+                raise TooLargeError(key, size)
+            with path.open("rb") as fh:
+                return fh.read(most)
         except OSError as exc:
             raise StorageError(f"cannot read {key}: {exc.strerror or exc}") from exc
 
@@ -132,10 +149,18 @@ class ObjectStore:
             raise self._fail("cannot list", prefix, exc) from exc
         return sorted(keys)
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
         try:
-            body = self._client.get_object(Bucket=self._bucket, Key=key)["Body"]
-            return bytes(body.read())
+            extra = {"Range": f"bytes=0-{most - 1}"} if most is not None and truncate and most > 0 else {}
+            response = self._client.get_object(Bucket=self._bucket, Key=key, **extra)
+            size = int(response.get("ContentLength", 0) or 0)
+            if most is not None and size > most and not truncate:
+                response["Body"].close()
+                raise TooLargeError(key, size)
+            body = response["Body"]
+            return bytes(body.read() if most is None else body.read(most))
+        except TooLargeError:
+            raise
         except Exception as exc:
             raise self._fail("cannot read", key, exc) from exc
 
@@ -174,6 +199,18 @@ class ObjectStore:
         return removed
 
 
+def read_bounded(store: Store, key: str, limit: str, truncate: bool = False) -> bytes:
+    """`store.read` within the analyzer's limit named `limit` (limits.Limits): beyond it, a LimitExceededError that
+    names the limit (or, with `truncate`, only the first bytes up to it)."""
+    from stepscope_analyzer import limits
+
+    table = limits.current()
+    try:
+        return store.read(key, most=int(getattr(table, limit)), truncate=truncate)
+    except TooLargeError as exc:
+        raise table.exceeded(limit, str(exc)) from exc
+
+
 def location_of(source: str) -> StorageLocation:
     """A URI (file://, s3://, oss://) or a local path (relative paths resolve against the working folder)."""
     if "://" in source:
@@ -196,6 +233,8 @@ __all__ = [
     "StorageOptions",
     "StorageUriError",
     "Store",
+    "TooLargeError",
     "location_of",
     "open_store",
+    "read_bounded",
 ]

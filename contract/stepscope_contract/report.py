@@ -212,3 +212,8 @@ class Report(ReportModel):
     ranks: list[RankReport] = Field(default_factory=list)
     diagnosis: Diagnosis
     errors: list[RankError] = Field(default_factory=list)
+    missing_ranks: str = Field(
+        default="",
+        description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
+        "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )
