@@ -26,6 +26,7 @@ from stepscope_local.s3 import free_port
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 BIN = Path(sys.executable).parent
+OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator"  # as the Helm chart installs it
 
 
 def say(text: str) -> None:
@@ -43,14 +44,14 @@ def start_operator(
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "KUBECONFIG": str(cluster.kubeconfig_path),
+        # the operator's own identity, as the chart's ServiceAccount (the emulator records who made which request)
+        "KUBECONFIG": str(cluster.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)),
         "STEPSCOPE_WATCH_NAMESPACES": "default",
+        "STEPSCOPE_LOCAL_MODE": "true",
         "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
         "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
         "STEPSCOPE_METRICS_PORT": str(free_port()),
         "STEPSCOPE_HEALTH_PORT": str(health_port or free_port()),
-        # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
-        "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
         "STEPSCOPE_TICK_SECONDS": "0.5",
     }
     log = (workdir / "operator.log").open("ab")

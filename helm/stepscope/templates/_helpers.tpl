@@ -101,33 +101,40 @@ app.kubernetes.io/part-of: stepscope
 {{- end }}
 {{- end }}
 
+{{- /*
+Exactly what the operator's requests need (tests/e2e/test_rbac_traffic.py checks real traffic against these rules).
+kopf discovers the CRD once at startup through discovery (scanning disabled), so nothing cluster-wide is needed.
+*/ -}}
 {{- define "stepscope.operatorRules" -}}
-# ProfileSessions: watched by kopf, patched for its progress annotations and finalizer.
+# ProfileSessions: watched by kopf, patched for its progress annotations, the accepted spec and the finalizer.
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
+# Never a request: the OwnerReferencesPermissionEnforcement admission plugin checks it when the operator creates an
+# analyzer Job owned by a session (blockOwnerDeletion).
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/finalizers"]
   verbs: ["update"]
 # Target resolution by label selector.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
-# The analyzer Jobs it creates (removed by ownerReferences and ttlSecondsAfterFinished, never by the operator).
+  verbs: ["list"]
+# The analyzer and cleanup Jobs it creates and follows (removed by ownerReferences or ttlSecondsAfterFinished).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["create", "get", "list", "watch"]
-# Kubernetes Events for phase transitions.
+  verbs: ["create", "get"]
+# Kubernetes Events for phase transitions and artifact deletion.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
 {{- end }}
 
 {{- define "stepscope.analyzerRules" -}}
-# The analyzer Job reads its session and writes the report's part of the status; nothing else.
+# The analyzer Job reads its session and writes the report's part of the status; the cleanup Job only reads the
+# session being deleted. Nothing else (docs/security.md: what the status patch can still change, and why it is safe).
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions"]
   verbs: ["get"]
