@@ -41,7 +41,7 @@ class Limits:
     max_world_size: int = 1 << 20  # world size a trace or manifest may claim (and 1 + the largest rank)
     max_ranks: int = 32_768  # rank folders or trace files analysed in one run
     max_manifest_bytes: int = 1 * MiB  # a rank's manifest.json
-    max_stacks_bytes: int = 4 * MiB  # a rank's stacks.txt (longer stacks are cut)
+    max_stacks_bytes: int = 256 * KiB  # a rank's stacks.txt (longer stacks are cut)
     max_summary_bytes: int = 64 * MiB  # a rank's summary written by the map step
     max_listed_missing_ranks: int = 256  # missing ranks listed one by one in report.json (the rest as ranges)
 
