@@ -5,7 +5,8 @@ storage folder, and
 - map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport);
 - reduce: reads every summary, diagnoses, uploads report/{report.json, report.html} and patches the session's
   status (summary, reportURL, reportJSONURL, ReportReady);
-- all: both in one pod.
+- all: both in one pod;
+- delete: the cleanup Job of a session being deleted (cleanup.py): its folder, recomputed from the session itself.
 Failures exit non-zero with a message on stderr; reduce (and all) also set ReportReady=False with the reason.
 """
 
@@ -32,7 +33,7 @@ from stepscope_analyzer.pipeline import (
 )
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.status_patch import status_patch
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store
+from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store, read_bounded
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
@@ -63,7 +64,8 @@ def job_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stepscope analyzer-job", description="analyse a ProfileSession's traces")
     p.add_argument("--namespace", required=True)
     p.add_argument("--name", required=True)
-    p.add_argument("--mode", choices=["all", "map", "reduce"], default="all")
+    p.add_argument("--mode", choices=["all", "map", "reduce", "delete"], default="all")
+    p.add_argument("--uid", default="", help="delete mode: the uid of the session being deleted")
     p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
     p.add_argument("--index", type=int, default=None, help="map shard index (default: $JOB_COMPLETION_INDEX or 0)")
     p.add_argument("--top-n", type=int, default=50)
@@ -80,13 +82,18 @@ def custom_objects_api() -> Any:
     return client.CustomObjectsApi()
 
 
-def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], ProfileSession]:
+def read_session_object(api: Any, namespace: str, name: str) -> dict[str, Any]:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        obj: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     except ApiException as exc:
         raise JobError(f"cannot read ProfileSession {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    return obj
+
+
+def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], ProfileSession]:
+    obj = read_session_object(api, namespace, name)
     try:
         return obj, ProfileSession.model_validate(obj)
     except ValidationError as exc:
@@ -126,7 +133,7 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
         assert inp.rank is not None
         key = summary_key(location, inp.rank)
         try:
-            summary = RankReport.model_validate_json(store.read(key))
+            summary = RankReport.model_validate_json(read_bounded(store, key, "max_summary_bytes"))
         except (StorageError, ValidationError, ValueError) as exc:
             message = f"no usable summary from the map step ({str(exc)[:300]})"
             return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
@@ -200,6 +207,23 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     del raw
 
 
+def _delete(args: argparse.Namespace, api: Any) -> int:
+    from stepscope_analyzer.cleanup import CleanupRefused, run_delete
+
+    def read() -> dict[str, Any]:
+        return read_session_object(api, args.namespace, args.name)
+
+    try:
+        run_delete(read, args.uid, _log)
+    except CleanupRefused as exc:
+        _log(f"nothing deleted: {exc}")
+        return 3
+    except (JobError, StorageError, ValueError) as exc:
+        _log(f"delete failed: {exc}")
+        return 1
+    return 0
+
+
 def job_main(argv: list[str]) -> int:
     args = job_parser().parse_args(argv)
     try:
@@ -207,6 +231,8 @@ def job_main(argv: list[str]) -> int:
     except Exception as exc:
         _log(f"no Kubernetes access: {exc}")
         return 2
+    if args.mode == "delete":
+        return _delete(args, api)
     try:
         _run(args, api)
     except (JobError, StorageError, ValueError) as exc:

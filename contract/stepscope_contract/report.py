@@ -332,3 +332,8 @@ class Report(ReportModel):
     diagnosis: Diagnosis
     errors: list[RankError] = Field(default_factory=list)
     capture: CaptureInfo | None = Field(default=None, description="the session's capture spec, when known")
+    missing_ranks: str = Field(
+        default="",
+        description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
+        "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )

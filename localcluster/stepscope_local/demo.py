@@ -26,6 +26,7 @@ from stepscope_local.s3 import free_port
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 BIN = Path(sys.executable).parent
+OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator"  # as the Helm chart installs it
 
 
 def say(text: str) -> None:
@@ -37,20 +38,20 @@ def start_operator(
 ) -> subprocess.Popen[bytes]:
     token = workdir / "operator" / "token"
     token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text("demo-sidecar-token")
+    token.write_text("demo-master-token")  # examples/demo/secrets.yaml holds the token derived for "default"
     env = {
         "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "KUBECONFIG": str(cluster.kubeconfig_path),
+        # the operator's own identity, as the chart's ServiceAccount (the emulator records who made which request)
+        "KUBECONFIG": str(cluster.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)),
         "STEPSCOPE_WATCH_NAMESPACES": "default",
+        "STEPSCOPE_LOCAL_MODE": "true",
         "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
         "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
         "STEPSCOPE_METRICS_PORT": str(free_port()),
         "STEPSCOPE_HEALTH_PORT": str(health_port or free_port()),
-        # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
-        "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
         "STEPSCOPE_TICK_SECONDS": "0.5",
     }
     log = (workdir / "operator.log").open("ab")
@@ -237,7 +238,11 @@ def run(args: argparse.Namespace) -> int:
         operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
-            cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
+            cluster.api.apply(
+                training_job(
+                    free_port(), args.slow_rank, args.slow_mode, args.slow_ms, storage_endpoint=cluster.s3_endpoint
+                )
+            )
             say(
                 f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
                 f"{args.slow_ms:g} ms/step)"

@@ -28,3 +28,21 @@ def test_script_configmap_and_s3_location() -> None:
     assert s3_location("s3://b/a/b/report.html") == ("b", "a/b/report.html")
     with pytest.raises(ValueError, match="s3://"):
         s3_location("http://x")
+
+
+def test_the_demo_sidecar_uploads_only_to_the_demo_base_through_the_local_endpoint() -> None:
+    job = training_job(4321, 1, "compute", 12.5, storage_endpoint="http://127.0.0.1:5555")
+    sidecar = next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "stepscope-sidecar")
+    env = {e["name"]: e.get("value") for e in sidecar["env"]}
+    assert env["STEPSCOPE_STORAGE_ENDPOINT"] == "http://127.0.0.1:5555"
+    session = yaml.safe_load(session_yaml("http://127.0.0.1:5555"))
+    assert env["STEPSCOPE_STORAGE_BASE"] == session["spec"]["storage"]["uri"]
+
+
+def test_the_demo_token_secret_holds_the_token_derived_for_its_namespace() -> None:
+    from stepscope_contract.tokens import namespace_token
+    from stepscope_local.manifests import DEMO_DIR, load_all
+
+    secret = next(d for d in load_all(DEMO_DIR / "secrets.yaml") if d["metadata"]["name"] == "stepscope-sidecar-token")
+    namespace = secret["metadata"]["namespace"]
+    assert secret["stringData"]["token"] == namespace_token("demo-master-token", namespace)

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.s3 import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API = "stepscope.dev/v1alpha1"
-TOKEN = "operator-test-token"
+TOKEN = "operator-test-token"  # the operator's master token
+SIDECAR_TOKEN = namespace_token(TOKEN, "default")  # what the sidecars of namespace default accept
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 
 
@@ -26,6 +28,7 @@ class OperatorProcess:
     api: EmulatorServer
     workdir: Path
     proc: subprocess.Popen[bytes] | None = None
+    extra_env: dict[str, str] | None = None
 
     def start(self) -> None:
         token = self.workdir / "token"
@@ -41,6 +44,7 @@ class OperatorProcess:
             "STEPSCOPE_SIGNAL_TIMEOUT_SECONDS": "2",
             "STEPSCOPE_METRICS_PORT": str(free_port()),
             "STEPSCOPE_HEALTH_PORT": str(health),
+            **(self.extra_env or {}),
         }
         log = (self.workdir / "operator.log").open("ab")
         self.proc = subprocess.Popen(
