@@ -19,7 +19,7 @@ HELM_SHA256 := 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
 HELM := .tools/helm
 
 PYTEST_ARGS ?=
-PACKAGES := contract/stepscope_contract cli/stepscope_cli operator/stepscope_operator \
+PACKAGES := contract/stepscope_contract storage/stepscope_storage cli/stepscope_cli operator/stepscope_operator \
 	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local
 
 .PHONY: help venv tools browser test unit integration e2e fuzz lint typecheck demo bench crds crds-check images clean

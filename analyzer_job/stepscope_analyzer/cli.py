@@ -10,9 +10,11 @@ from pathlib import Path
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, location_of, open_store
+from stepscope_analyzer.storage_io import StorageError, location_of, open_store
 from stepscope_contract.session import AddressingStyle
 from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, StorageUriError
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
 
 
 def _progress(message: str) -> None:
@@ -23,7 +25,8 @@ def analyze_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stepscope analyze",
         description="Analyse Kineto traces of a distributed PyTorch job: a stepscope session folder "
-        "(ranks/<rank>/...) or a folder of *.pt.trace.json[.gz] files, local or in object storage.",
+        "(traces/rank<R>.pt.trace.json.gz, or the first layout's ranks/<rank>/...) or a folder of "
+        "*.pt.trace.json[.gz] files, local or in object storage.",
     )
     p.add_argument("source", help="folder, file, file:///path, s3://bucket/prefix or oss://bucket/prefix")
     p.add_argument("-o", "--output", default="stepscope-report", help="output folder (default ./stepscope-report)")
@@ -43,8 +46,8 @@ def analyze_main(argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         location = location_of(args.source)
-        options = StorageOptions(args.endpoint, args.region, AddressingStyle(args.addressing_style))
-        store = open_store(location, options)
+        connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+        store = open_store(location, connection, Credentials.from_env())
         _progress(f"stepscope analyze: reading {location.uri}")
         layout = discover(store, location)
     except (StorageUriError, StorageError) as exc:

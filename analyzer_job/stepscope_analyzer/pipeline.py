@@ -1,7 +1,8 @@
 """From storage to a Report: find the ranks, summarise each (a bad rank never stops the others), diagnose.
 
 Two layouts are understood:
-- a session folder (stepscope_contract.storage): ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, stacks.txt};
+- a session folder (stepscope_contract.storage): traces/rank<R>.pt.trace.json.gz with traces/rank<R>/{manifest.json,
+  stacks.txt, gpu_metrics.jsonl.gz}, or the first layout's ranks/<rank>/{trace.pt.trace.json.gz, ...};
 - a plain folder of Kineto traces (*.json, *.json.gz directly inside it) or one trace file; the rank comes from
   the trace's distributedInfo, else from a 'rank<N>' in the file name; a rank claimed twice is moved to the
   next free number with a note in the errors.
@@ -32,8 +33,7 @@ from stepscope_contract.storage import (
     STACKS_FILE,
     TRACE_FILE,
     StorageLocation,
-    rank_from_key,
-    rank_location,
+    rank_artifact,
 )
 from stepscope_contract.wire import CaptureState
 
@@ -71,18 +71,18 @@ def discover(store: Store, location: StorageLocation) -> Layout:
     by_rank: dict[int, RankInput] = {}
     most = limits.current().max_world_size
     for key in keys:
-        rank = rank_from_key(location, key)
-        if rank is None or rank >= most:  # a folder name beyond any world size is no rank
+        found = rank_artifact(location, key)  # either layout
+        if found is None or found[0] >= most:  # a rank beyond any world size is no rank
             continue
+        rank, artifact = found
         entry = by_rank.setdefault(rank, RankInput(rank=rank, name=f"rank {rank}"))
-        base = rank_location(location, rank)
-        if key == base.key(TRACE_FILE):
+        if artifact == TRACE_FILE:
             entry.trace_key = key
-        elif key == base.key(MANIFEST_FILE):
+        elif artifact == MANIFEST_FILE:
             entry.manifest_key = key
-        elif key == base.key(STACKS_FILE):
+        elif artifact == STACKS_FILE:
             entry.stacks_key = key
-        elif key == base.key(GPU_METRICS_FILE):
+        elif artifact == GPU_METRICS_FILE:
             entry.gpu_metrics_key = key
     if by_rank:
         return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)][: limits.current().max_ranks])

@@ -14,6 +14,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "install-hook": ("stepscope_sidecar.install", "main", "copy the in-process hook into a shared volume"),
     "analyze": ("stepscope_analyzer.cli", "analyze_main", "analyse traces from a folder or storage URI"),
     "analyzer-job": ("stepscope_analyzer.cli", "job_main", "the analyzer Job's entry point"),
+    "fetch": ("stepscope_storage.fetch", "main", "download a session's folder for HTA, TensorBoard or the report"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
 }

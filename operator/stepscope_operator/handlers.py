@@ -11,9 +11,9 @@ import kopf
 
 from stepscope_contract.constants import FINALIZER, GROUP, PLURAL, VERSION
 from stepscope_contract.session import Phase
-from stepscope_operator import artifacts, metrics
+from stepscope_operator import artifacts, prometheus_metrics
+from stepscope_operator.analyzer_jobs import job_outcome
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.jobs import job_outcome
 from stepscope_operator.kube import Kube
 from stepscope_operator.lifecycle import Deps, Memo, abort_all, advance
 from stepscope_operator.sidecar_client import SidecarClient
@@ -57,7 +57,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )
     await sidecars.__aenter__()
     memo.deps = Deps(kube=Kube(), sidecars=sidecars, config=CONFIG)
-    metrics.serve(CONFIG.metrics_port)
+    prometheus_metrics.serve(CONFIG.metrics_port)
     log.info("stepscope operator ready (namespaces: %s)", ",".join(CONFIG.watch_namespaces) or "all")
 
 
@@ -83,7 +83,7 @@ async def lifecycle(body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, uid: st
         patch.metadata.annotations[key] = value
     for event in outcome.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
-    metrics.record_phase(uid, outcome.status.get("phase", body.get("status", {}).get("phase")))
+    prometheus_metrics.record_phase(uid, outcome.phase.value)
 
 
 @kopf.on.delete(*RESOURCE, id="abort-and-release")
@@ -92,7 +92,7 @@ async def on_delete(body: kopf.Body, memo: kopf.Memo, uid: str, logger: kopf.Log
     aborted = await abort_all(dict(body), session_memo, memo.deps)
     if aborted:
         logger.info("aborted in-flight captures on %s", ", ".join(aborted))
-    metrics.record_phase(uid, None)
+    prometheus_metrics.record_phase(uid, None)
 
 
 @kopf.on.delete(*RESOURCE, id="delete-artifacts")

@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp.web
@@ -99,9 +99,10 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return _json(self._resource_list(group, version))
         return await self._resource_request(raw, data, group, version, rest)
 
-    async def _resource_request(
-        self, raw: aiohttp.web.BaseRequest, data: Any, group: str, version: str, rest: list[str]
-    ) -> aiohttp.web.StreamResponse:
+    def _locate(
+        self, raw: aiohttp.web.BaseRequest, group: str, version: str, rest: list[str]
+    ) -> tuple[ResourceType, str | None, str | None, str | None]:
+        """(type, namespace, name, subresource) of a resource path; the request is recorded for the audit."""
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             with contextlib.suppress(errors.ApiError):
@@ -117,6 +118,12 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if self.audit is not None:
             auth = raw.headers.get("Authorization")
             self.audit.record(auth, raw.method, raw.query, group, rtype.plural, sub, namespace, name)
+        return rtype, namespace, name, sub
+
+    async def _resource_request(
+        self, raw: aiohttp.web.BaseRequest, data: Any, group: str, version: str, rest: list[str]
+    ) -> aiohttp.web.StreamResponse:
+        rtype, namespace, name, sub = self._locate(raw, group, version, rest)
         query = raw.query
         method = raw.method.upper()
         if "protobuf" in raw.headers.get("Content-Type", ""):  # fidelity gap: JSON bodies only
@@ -129,7 +136,21 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             if name:
                 fields = ",".join(f for f in (fields, f"metadata.name={name}") if f)
             return await self._watch(raw, rtype, namespace, query.get("labelSelector"), fields, accept)
-        if method == "GET" and name is None:
+        if name is None:
+            return self._collection_request(method, rtype, namespace, data, query, accept)
+        return await self._object_request(raw, data, rtype, namespace, name, sub)
+
+    def _collection_request(  # noqa: PLR0917
+        self,
+        method: str,
+        rtype: ResourceType,
+        namespace: str | None,
+        data: Any,
+        query: Mapping[str, str],
+        accept: str,
+    ) -> aiohttp.web.StreamResponse:
+        """GET (list or Table), POST (create) and DELETE (deletecollection) on a collection."""
+        if method == "GET":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
@@ -143,13 +164,13 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     "items": items,
                 }
             )
-        if method == "POST" and name is None:
+        if method == "POST":
             if not isinstance(data, dict):
                 raise errors.bad_request("the request body must be a JSON object")
             if query.get("dryRun"):
                 return _json(data, 201)
             return _json(self.store.create(rtype, namespace, data), 201)
-        if name is None and method == "DELETE":
+        if method == "DELETE":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
@@ -162,13 +183,25 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     "items": deleted,
                 }
             )
-        if name is None:
-            raise errors.ApiError(405, "MethodNotAllowed", f"{method} is not supported on collections")
+        raise errors.ApiError(405, "MethodNotAllowed", f"{method} is not supported on collections")
+
+    async def _object_request(  # noqa: PLR0917
+        self,
+        raw: aiohttp.web.BaseRequest,
+        data: Any,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+    ) -> aiohttp.web.StreamResponse:
+        """GET (object, Table or pod log), PUT, PATCH and DELETE on one object or its subresource."""
+        query = raw.query
+        method = raw.method.upper()
         if method == "GET" and sub == "log":
             return self._log(namespace or "default", name, query.get("container"))
         if method == "GET":
             obj = self.store.get(rtype, namespace, name)
-            if wants_table(accept):
+            if wants_table(raw.headers.get("Accept", "")):
                 return _json(
                     table(
                         rtype,
