@@ -38,9 +38,14 @@ class Env:
         mode: str = "host",
         slow_ms: float = 60.0,
         extra_env: dict[str, str] | None = None,
+        storage_base: str | None = None,
     ) -> None:
+        """`storage_base`: the sidecars' STEPSCOPE_STORAGE_BASE (comma-separated) instead of the demo's."""
         job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env, storage_endpoint=self.cluster.s3_endpoint)
         job["metadata"]["name"] = name
+        if storage_base is not None:
+            sidecar = next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "stepscope-sidecar")
+            next(e for e in sidecar["env"] if e["name"] == "STEPSCOPE_STORAGE_BASE")["value"] = storage_base
         self.cluster.api.apply(job)
 
     def ready_pods(self, job: str, count: int = 4, timeout: float = 150.0) -> list[dict[str, Any]]:
@@ -49,7 +54,15 @@ class Env:
     def stop_training(self, name: str) -> None:
         self.cluster.api.delete("batch/v1", "jobs", "default", name)
 
-    def apply_session(self, name: str, job: str, delete_artifacts: bool = False, **capture: Any) -> None:
+    def apply_session(
+        self,
+        name: str,
+        job: str,
+        delete_artifacts: bool = False,
+        storage: dict[str, Any] | None = None,
+        **capture: Any,
+    ) -> None:
+        """`storage`: spec.storage instead of the local S3 bucket through its explicit endpoint."""
         session = {
             "apiVersion": API,
             "kind": "ProfileSession",
@@ -64,7 +77,8 @@ class Env:
                     "stepTimeoutSeconds": 10,
                     **capture,
                 },
-                "storage": {
+                "storage": storage
+                or {
                     "uri": f"s3://{BUCKET}/sessions",
                     "endpoint": self.cluster.s3_endpoint,
                     "addressingStyle": "path",
