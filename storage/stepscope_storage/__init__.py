@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from stepscope_contract.storage import Scheme, StorageLocation
+from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
 from stepscope_storage.endpoints import EndpointSettings
 from stepscope_storage.store import (
@@ -37,16 +38,18 @@ from stepscope_storage.store import (
 Backend = Callable[[StorageLocation, EndpointSettings, Credentials | None, TransferSettings], Store]
 
 
-def _local(location: StorageLocation, settings: EndpointSettings, credentials: Credentials | None,
-           transfer: TransferSettings) -> Store:  # fmt: skip
+def _local(
+    location: StorageLocation, settings: EndpointSettings, credentials: Credentials | None, transfer: TransferSettings
+) -> Store:
     from stepscope_storage.local import LocalStore
 
     return LocalStore()
 
 
-def _s3(location: StorageLocation, settings: EndpointSettings, credentials: Credentials | None,
-        transfer: TransferSettings) -> Store:  # fmt: skip
-    from stepscope_storage.s3 import S3Store
+def _s3(
+    location: StorageLocation, settings: EndpointSettings, credentials: Credentials | None, transfer: TransferSettings
+) -> Store:
+    from stepscope_storage.s3 import S3Store  # boto3 is imported only here, when an object store is opened
 
     return S3Store(location, settings, credentials, transfer)
 
@@ -63,8 +66,6 @@ def open_store(
     """The store that holds `location`. `settings`: a StorageSpec, a StorageDestination or a Connection (endpoint,
     region, addressing style); `credentials`: None lets the provider chain decide (the environment's keys, a pod's
     identity); see Credentials.from_env."""
-    from stepscope_storage.connection import Connection
-
     backend = BACKENDS.get(location.scheme)
     if backend is None:
         raise StorageError(f"no storage backend for {location.scheme.value}://")
@@ -74,6 +75,7 @@ def open_store(
 __all__ = [
     "BACKENDS",
     "ChecksumMismatch",
+    "Connection",
     "Credentials",
     "DeadlineExceeded",
     "EndpointSettings",

@@ -1,5 +1,6 @@
 """The hook's stdlib copy of the capture options (stepscope_hook._options) against their one declaration
-(stepscope_contract CaptureSpec): same names, defaults and bounds; and how the hook reads a request with them."""
+(stepscope_contract: CaptureSpec, which the wire's CaptureOptions and request.json's HookRequest extend): same names,
+defaults and bounds; and how the hook reads a request with them."""
 
 from __future__ import annotations
 
@@ -13,7 +14,8 @@ from stepscope_contract.wire import HookRequest
 from stepscope_hook._options import CAPTURE_OPTIONS, read_options, step_timeout
 
 pytestmark = pytest.mark.unit
-FIELDS = {info.alias or name: info for name, info in CaptureSpec.model_fields.items()}
+FIELDS = {info.alias or name: info for name, info in HookRequest.model_fields.items()}
+assert set(CaptureSpec.model_fields) <= set(HookRequest.model_fields)
 
 
 def _bound(name: str, kind: type) -> int | None:
