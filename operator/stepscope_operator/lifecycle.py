@@ -30,6 +30,7 @@ from stepscope_contract.session import (
 )
 from stepscope_contract.session_folder import session_folder
 from stepscope_contract.status_wire import read_status, status_patch
+from stepscope_contract.storage import TRACE_SUFFIX
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
 from stepscope_operator import prometheus_metrics
 from stepscope_operator import status as st
@@ -294,7 +295,9 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     assert reply.status is not None
     capture = reply.status
     state = st.target_state(capture.state)
-    uri = capture.artifacts[0].uri.rsplit("/", 1)[0] if capture.artifacts else old.artifact_uri
+    traces = [a.uri for a in capture.artifacts if a.uri.endswith(TRACE_SUFFIX)]  # the pod's (first) rank's trace
+    uploaded = traces or [a.uri for a in capture.artifacts]
+    uri = uploaded[0] if uploaded else old.artifact_uri
     t.memo.states[pod] = _changed(old, state, capture.message, t.now, artifact_uri=uri)
     t.memo.verified.add(pod)
     t.memo.get_failures.pop(pod, None)

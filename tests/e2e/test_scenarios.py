@@ -130,6 +130,8 @@ def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> No
         assert status["phase"] == "Succeeded", status  # captured and analysed
         folder = status["artifactsUri"]
         assert folder.startswith(f"{base}/default/oss-") and status["reportURL"] == f"{folder}/report/report.html"
+        traces = sorted(t["artifactUri"] for t in status["targets"])
+        assert traces == [f"{folder}/traces/rank{r}.pt.trace.json.gz" for r in range(4)], traces
         assert e2e.cluster.s3 is not None
         s3 = e2e.cluster.s3.client()
         prefix = folder.removeprefix(f"oss://{BUCKET}/") + "/"
