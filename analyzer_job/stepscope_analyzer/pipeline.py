@@ -1,7 +1,8 @@
 """From storage to a Report: find the ranks, summarise each (a bad rank never stops the others), diagnose.
 
 Two layouts are understood:
-- a session folder (stepscope_contract.storage): ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, stacks.txt};
+- a session folder (stepscope_contract.storage): ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, stacks.txt,
+  flight_recorder.json.gz};
 - a plain folder of Kineto traces (*.json, *.json.gz directly inside it) or one trace file; the rank comes from
   the trace's distributedInfo, else from a 'rank<N>' in the file name; a rank claimed twice is moved to the
   next free number with a note in the errors.
@@ -19,12 +20,14 @@ from pydantic import ValidationError
 
 from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose
+from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.parse import parse_trace
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import StorageError, Store
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
 from stepscope_contract.storage import (
+    FLIGHT_RECORDER_FILE,
     MANIFEST_FILE,
     STACKS_FILE,
     TRACE_FILE,
@@ -50,6 +53,7 @@ class RankInput:
     trace_key: str | None = None
     manifest_key: str | None = None
     stacks_key: str | None = None
+    flight_recorder_key: str | None = None
 
 
 @dataclass
@@ -77,6 +81,8 @@ def discover(store: Store, location: StorageLocation) -> Layout:
             entry.manifest_key = key
         elif key == base.key(STACKS_FILE):
             entry.stacks_key = key
+        elif key == base.key(FLIGHT_RECORDER_FILE):
+            entry.flight_recorder_key = key
     if by_rank:
         return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)])
     root = location.prefix.rstrip("/")
@@ -216,6 +222,12 @@ def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
     return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in range(max(sizes)) if r not in present]
 
 
+def flight_recorder_dumps(store: Store, layout: Layout) -> tuple[dict[int, Dump], list[RankError]]:
+    """Every rank's Flight Recorder dump (bounded, parsed), and an error per rejected file."""
+    keys = [(i.rank, i.flight_recorder_key) for i in layout.inputs if i.rank is not None and i.flight_recorder_key]
+    return load_dumps(store, [(rank, key) for rank, key in keys if rank is not None and key])
+
+
 def reduce_outcomes(
     outcomes: list[RankOutcome],
     *,
@@ -223,9 +235,12 @@ def reduce_outcomes(
     session: SessionInfo | None = None,
     started: float | None = None,
     include_missing: bool = False,
+    flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
 ) -> Report:
     summaries = [o.summary for o in outcomes]
     errors = [e for o in outcomes for e in o.errors]
+    dumps, dump_errors = flight_recorder or ({}, [])
+    errors += dump_errors
     if include_missing:
         absent = missing_ranks(outcomes)
         summaries += absent
@@ -235,6 +250,6 @@ def reduce_outcomes(
         message = f"the traces come from jobs of different world sizes ({', '.join(map(str, sizes))}); ranks of "
         errors.append(RankError(rank=None, source="", message=message + "different jobs are not comparable"))
     hangs = [o.hang for o in outcomes if o.hang is not None]
-    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config)
+    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config, flight_recorder=dumps)
     elapsed = time.perf_counter() - started if started is not None else 0.0
     return build_report(summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed)
