@@ -256,7 +256,7 @@ def find_hangs(
                 last_step=e.last_step,
                 seconds_since_last_step=e.seconds_since_last_step,
                 stacks=shown_stacks(parsed[r], e.stacks),
-                waiting_collective=(fr.op if fr else pos.collective) if r not in culprits else None,
+                waiting_collective=fr.op if fr and r not in culprits else pos.collective,
                 culprit=r in culprits,
                 location=(fr.call_site if fr and r not in culprits else None) or pos.location,
             )

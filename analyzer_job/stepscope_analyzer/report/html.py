@@ -8,6 +8,7 @@ from functools import cache
 import jinja2
 
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
+from stepscope_analyzer.report.hang_view import hang_view
 from stepscope_contract.report import Cause, RankStatus, Report
 
 MAX_TABLE_NAME = 160
@@ -65,6 +66,7 @@ def render_html(report: Report) -> str:
             breakdown=breakdown_chart(ok, highlight),
             timeline=step_timeline(ok, highlight),
             bottlenecks=bottleneck_chart(d.bottlenecks),
+            hang=hang_view(d),
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
         )
     )
