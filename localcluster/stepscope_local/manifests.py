@@ -30,7 +30,7 @@ def training_job(
     master_port: int, slow_rank: int, slow_mode: str, slow_ms: float, extra_env: dict[str, str] | None = None
 ) -> dict[str, Any]:
     """examples/demo/train-job.yaml with this run's rendezvous port and planted slow rank (-1: none; slow_mode
-    host, compute or hang), plus `extra_env` on the trainer (e.g. HANG_AFTER_STEPS)."""
+    host, compute, hang or desync), plus `extra_env` on the trainer (e.g. HANG_AFTER_STEPS)."""
     job = copy.deepcopy(load_all(DEMO_DIR / "train-job.yaml")[0])
     overrides = {
         "MASTER_PORT": str(master_port),
@@ -48,10 +48,12 @@ def training_job(
     return dict(job)
 
 
-def session_yaml(s3_endpoint: str) -> str:
-    """examples/profilesession.yaml pointed at the local S3 endpoint."""
+def session_yaml(s3_endpoint: str, capture: dict[str, Any] | None = None) -> str:
+    """examples/profilesession.yaml pointed at the local S3 endpoint, with `capture` overrides (e.g. a short
+    stepTimeoutSeconds for a job that already stands still)."""
     doc = load_all(SESSION_PATH)[0]
     doc["spec"]["storage"]["endpoint"] = s3_endpoint
+    doc["spec"]["capture"].update(capture or {})
     return yaml.safe_dump(doc, sort_keys=False)
 
 

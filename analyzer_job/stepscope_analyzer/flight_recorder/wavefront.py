@@ -214,14 +214,17 @@ def _wavefront(group: Group, dumped: set[int], exited: set[int]) -> GroupWavefro
         if r in exited and r not in missing:
             state = "exited"
         rows.append(WavefrontRank(rank=r, state=state, last_entered=last, last_completed_seq=max(done, default=None)))
-    # what the waiting ranks are in: the call most of them made
-    sigs = Counter(Signature.of(group.calls[r][front]) for r in waiting)
+    # the first collective the missing ranks never entered holds the others (a later one may be in flight too,
+    # e.g. DDP's next gradient bucket); the call most waiting ranks made there is what they wait in
+    blocked = min((entered[r] + 1 for r in missing if r in entered), default=front)
+    seq = blocked if all(blocked in group.calls[r] for r in waiting) else front
+    sigs = Counter(Signature.of(group.calls[r][seq]) for r in waiting)
     common = sigs.most_common(1)[0][0]
-    example = next(group.calls[r][front] for r in waiting if Signature.of(group.calls[r][front]) == common)
+    example = next(group.calls[r][seq] for r in waiting if Signature.of(group.calls[r][seq]) == common)
     return GroupWavefront(
         process_group=_pg(group),
         members=list(group.members),
-        seq=front,
+        seq=seq,
         collective=_call_model(group, example),
         waiting_ranks=waiting,
         missing_ranks=missing,

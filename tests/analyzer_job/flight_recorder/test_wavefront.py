@@ -123,3 +123,15 @@ def test_a_group_in_which_every_member_waits_has_no_culprit_but_a_note() -> None
     findings = analyse(parsed(docs))
     assert findings.culprits == [] and findings.wavefronts == []
     assert any("every member of default_pg is inside all_reduce seq 2" in n for n in findings.notes)
+
+
+def test_with_two_buckets_in_flight_the_wavefront_is_the_first_one_the_missing_rank_never_entered() -> None:
+    docs = {
+        r: dump(r, [entry(s, sizes=[[64]]) for s in range(1, 45)] + [entry(45, sizes=[[32]], completed=False)]
+                + [entry(46, sizes=[[64]], completed=False)])
+        for r in (0, 1, 3)
+    }  # fmt: skip
+    docs[2] = dump(2, [entry(s, sizes=[[64]]) for s in range(1, 45)])
+    [front] = analyse(parsed(docs)).wavefronts
+    assert front.seq == 45 and front.collective is not None and front.collective.input_sizes == [[32]]
+    assert front.missing_ranks == [2] and front.waiting_ranks == [0, 1, 3]
