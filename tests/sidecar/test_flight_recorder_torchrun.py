@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,8 +94,15 @@ def _start_job(workdir: Path, hook_path: Path, sidecars: list[Sidecar], fault: s
 def _analyze(workdir: Path, endpoint: str, session: str) -> dict[str, Any]:
     out = workdir / f"report-{session}"
     result = subprocess.run(
-        [str(VENV_BIN / "stepscope"), "analyze", f"s3://{BUCKET}/{PREFIX}/{session}", "--endpoint", endpoint]
-        + ["-o", str(out)],
+        [
+            str(VENV_BIN / "stepscope"),
+            "analyze",
+            f"s3://{BUCKET}/{PREFIX}/{session}",
+            "--endpoint",
+            endpoint,
+            "-o",
+            str(out),
+        ],
         env=base_env(),
         capture_output=True,
         text=True,
