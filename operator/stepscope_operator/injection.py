@@ -52,7 +52,7 @@ CONTAINERS_ANNOTATION = "stepscope.dev/containers"
 # Where a PYTHONPATH given through valueFrom is moved, so that `$(...)` can prepend the hook folder to it.
 ORIGINAL_PYTHONPATH_ENV = "STEPSCOPE_ORIGINAL_PYTHONPATH"
 
-# PyTorch's Flight Recorder: entries of its ring buffer of recent collectives (about 1 KiB each with the Python
+# PyTorch's Flight Recorder: entries of its ring buffer of recent collectives (1-2 KiB each with the Python
 # stack that issued it; bench/hook_overhead.py measures time and memory). 0: leave the variables unset.
 DEFAULT_FR_BUFFER_SIZE = 2000
 FR_BUFFER_ENVS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
