@@ -43,7 +43,7 @@ def diagnose(
             node_of[rank] = node
 
     world = max([r.world_size or 0 for r in ranks] + [0]) or None
-    hang = find_hangs(evidence, flight_recorder, world)
+    hang = find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok})
     hangs, hang_ranks = hang.hangs, hang.slow_ranks
     hung = {h.rank for h in hangs} | {s.rank for s in hang_ranks}
     slow = hang_ranks + find_slow_ranks([r for r in ok if r.rank not in hung], cfg)

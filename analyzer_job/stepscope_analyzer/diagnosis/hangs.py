@@ -109,6 +109,7 @@ class _Ctx:
     evidence: dict[int, HangEvidence]
     positions: dict[int, Position]
     findings: FlightRecorderFindings | None
+    healthy: frozenset[int] = frozenset()  # ranks whose capture completed: they kept stepping
 
 
 def _where(ctx: _Ctx, rank: int) -> str:
@@ -155,9 +156,11 @@ def _in_text(front: GroupWavefront, entered: list[int]) -> str:
     return f"{rank_list(entered)} wait in {what}{tail}"
 
 
-def _waits_without_dump(ctx: _Ctx, rank: int) -> bool:
-    """A rank whose dump is missing (rejected, or FR off) but whose stacks show it waiting in a collective: it is
-    one of the waiting, not the one they wait for."""
+def _not_a_culprit(ctx: _Ctx, rank: int) -> bool:
+    """A rank that kept stepping (its capture completed), or whose dump is missing (rejected, or FR off) while its
+    stacks show it waiting in a collective: one of the waiting, not the one they wait for."""
+    if rank in ctx.healthy:
+        return True
     pos = ctx.positions.get(rank)
     dumped = ctx.findings is not None and rank in ctx.findings.ranks
     return not dumped and pos is not None and pos.collective is not None
@@ -167,7 +170,7 @@ def _from_flight_recorder(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
     findings = ctx.findings
     if findings is None or not findings.culprits:
         return None
-    if findings.mismatches:
+    if findings.mismatches and not all(r in ctx.healthy for m in findings.mismatches for r in m.ranks):
         first = findings.mismatches[0]
         slow = [_culprit(ctx, r, 0.95, f"{first.message}; {_where(ctx, r)}") for r in first.ranks]
         for m in findings.mismatches[1:]:
@@ -178,7 +181,7 @@ def _from_flight_recorder(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
     for w in findings.wavefronts:
         entered = [r for r in w.members if r not in w.missing_ranks]
         for r in w.missing_ranks:
-            if r in {s.rank for s in slow} or _waits_without_dump(ctx, r):
+            if r in {s.rank for s in slow} or _not_a_culprit(ctx, r):
                 continue
             known = r in ctx.evidence or r in findings.ranks
             detail = f"{_in_text(w, entered)}; rank {r} never reached it: {_where(ctx, r)}"
@@ -232,17 +235,21 @@ def _from_stacks(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
 
 
 def find_hangs(
-    evidence: list[HangEvidence], dumps: dict[int, Dump] | None = None, world_size: int | None = None
+    evidence: list[HangEvidence],
+    dumps: dict[int, Dump] | None = None,
+    world_size: int | None = None,
+    healthy: set[int] | None = None,
 ) -> HangFindings:
     """Hang entries for every hung rank, the culprits as slow ranks with cause `hang`, the Flight Recorder
-    findings when dumps exist, and the verdict line when the job is hung or desynchronised."""
+    findings when dumps exist, and the verdict line when the job is hung or desynchronised. `healthy`: ranks whose
+    capture completed (they kept stepping), never culprits."""
     hung = {e.rank: e for e in sorted(evidence, key=lambda e: e.rank) if e.hung}
     parsed = {r: parse_stacks(e.stacks) for r, e in hung.items()}
     findings = analyse(dumps, world_size) if dumps else None
-    ctx = _Ctx(hung, {r: position(p) for r, p in parsed.items()}, findings)
-    if not hung and not (findings and findings.culprits):
-        return HangFindings(flight_recorder=findings)
+    ctx = _Ctx(hung, {r: position(p) for r, p in parsed.items()}, findings, frozenset(healthy or ()))
     decided = _from_flight_recorder(ctx) or _from_stacks(ctx)
+    if not hung and decided is None:
+        return HangFindings(flight_recorder=findings)
     slow, verdict = decided if decided else ([], None)
     culprits = {s.rank for s in slow}
     waits = _waits_from_flight_recorder(findings)

@@ -15,7 +15,7 @@ from fr_dumps import FIXTURES, fixture_dumps, site
 from stepscope_analyzer.diagnosis import HangEvidence, diagnose
 from stepscope_analyzer.diagnosis.hangs import find_hangs
 from stepscope_analyzer.diagnosis.thread_stacks import parse_stacks, position
-from stepscope_contract.report import Cause
+from stepscope_contract.report import Cause, RankStatus
 
 pytestmark = pytest.mark.unit
 
@@ -151,3 +151,16 @@ def test_a_dead_rank_is_named_although_it_left_nothing() -> None:
     assert [s.rank for s in d.slow_ranks] == [2]
     assert "rank 2 never reached it: it left neither stacks nor a Flight Recorder dump" in d.verdict
     assert site("backward") in d.verdict
+
+
+def test_a_rank_that_exited_normally_during_a_capture_blames_no_rank_that_kept_stepping() -> None:
+    from fr_dumps import dump, entry, parsed
+
+    from stepscope_analyzer.diagnosis.synthetic import JobShape, synthetic_job
+
+    ranks = synthetic_job(JobShape(world_size=4))
+    ranks[3] = ranks[3].model_copy(update={"status": RankStatus.ERROR, "error": "the training process exited"})
+    dumps = parsed({3: dump(3, [entry(s) for s in range(1, 20)], reason="exit")})
+    d = diagnose(ranks, flight_recorder=dumps)
+    assert d.slow_ranks == [] and d.hangs == []
+    assert not d.verdict.startswith("Hang")
