@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from stepscope_analyzer.diagnosis import DiagnosisConfig
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.storage_io import StorageError, StorageOptions, location_of, open_store
 from stepscope_contract.session import AddressingStyle
@@ -57,7 +57,10 @@ def analyze_main(argv: list[str]) -> int:
     _progress(f"found {len(layout.inputs)} rank(s) ({kind})")
     outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_progress)
     config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
-    report = reduce_outcomes(outcomes, config=config, started=started, include_missing=layout.session)
+    dumps = flight_recorder_dumps(store, layout)
+    report = reduce_outcomes(
+        outcomes, config=config, started=started, include_missing=layout.session, flight_recorder=dumps
+    )
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
     try:

@@ -27,6 +27,7 @@ from stepscope_analyzer.pipeline import (
     RankInput,
     RankOutcome,
     discover,
+    flight_recorder_dumps,
     reduce_outcomes,
     summarize_all,
     summarize_input,
@@ -187,7 +188,10 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     meta = session.metadata
     info = SessionInfo(namespace=meta.namespace, name=meta.name, uid=meta.uid, capture_id=session.status.capture_id)
     config = DiagnosisConfig.from_spec(session.spec.analysis)
-    report = reduce_outcomes(outcomes, config=config, session=info, started=started, include_missing=True)
+    dumps = flight_recorder_dumps(store, layout)
+    report = reduce_outcomes(
+        outcomes, config=config, session=info, started=started, include_missing=True, flight_recorder=dumps
+    )
     where = report_location(location)
     report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")

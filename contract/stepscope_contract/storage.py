@@ -2,7 +2,7 @@
 
 Layout (design.md):
     <prefix>/<namespace>/<session>-<uid8>/ranks/<rank>/{trace.pt.trace.json.gz, gpu_metrics.jsonl.gz,
-                                                         stacks.txt, manifest.json}
+                                                         stacks.txt, flight_recorder.json.gz, manifest.json}
     <prefix>/<namespace>/<session>-<uid8>/report/{report.html, report.json}
     <prefix>/<namespace>/<session>-<uid8>/summaries/rank-<rank>.json   (analyzer map step output)
 """
@@ -20,10 +20,13 @@ from urllib.parse import quote
 TRACE_FILE: Final = "trace.pt.trace.json.gz"
 GPU_METRICS_FILE: Final = "gpu_metrics.jsonl.gz"
 STACKS_FILE: Final = "stacks.txt"
+# PyTorch's Flight Recorder dump of a rank (its recent collectives with their call stacks), written by the hook when
+# it declares a hang, when the training process exits during a capture, or on demand; JSON, gzip-compressed.
+FLIGHT_RECORDER_FILE: Final = "flight_recorder.json.gz"
 MANIFEST_FILE: Final = "manifest.json"
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
-RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, MANIFEST_FILE)
+RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE)
 
 MAX_SEGMENT = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")

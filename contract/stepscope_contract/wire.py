@@ -3,7 +3,9 @@
 
 HTTP API of the sidecar (all but /healthz need `Authorization: Bearer <token>`):
     POST /v1/captures                  CaptureRequest -> 202 CaptureStatus (200 if that id exists already;
-                                       409 Conflict if another capture id is active)
+                                       409 Conflict if another capture id is active); with
+                                       options.dumpOnly: no profiling, every rank's stacks and Flight Recorder
+                                       dump taken now by the hook's watchdog thread (works while training is stuck)
     GET  /v1/captures/{captureId}      -> CaptureStatus (404 if unknown)
     POST /v1/captures/{captureId}/abort -> CaptureStatus
     GET  /v1/status                    -> AgentStatus
@@ -13,7 +15,8 @@ HTTP API of the sidecar (all but /healthz need `Authorization: Bearer <token>`):
 Hook files under $STEPSCOPE_HOOK_DIR (written atomically: temp file + rename):
     request.json                       HookRequest, written by the sidecar
     state/rank-<rank>.json             HookState, written by each training process's hook
-    captures/<captureId>/rank-<rank>/  trace.pt.trace.json.gz, stacks.txt, meta.json (RankMeta)
+    captures/<captureId>/rank-<rank>/  trace.pt.trace.json.gz, stacks.txt, flight_recorder.json.gz, meta.json
+                                       (RankMeta)
 """
 
 from __future__ import annotations
@@ -61,6 +64,10 @@ class CaptureOptions(CamelModel):
     gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
     timeout_seconds: Annotated[int, Field(ge=1, le=86_400)] = 600
     step_timeout_seconds: Annotated[int, Field(ge=1, le=3_600)] = 120
+    dump_only: bool = Field(
+        default=False,
+        description="take every rank's Python stacks and Flight Recorder dump now, without profiling (stall triggers)",
+    )
 
     @classmethod
     def from_spec(cls, spec: CaptureSpec) -> CaptureOptions:
@@ -139,6 +146,7 @@ class HookRequest(CamelModel):
     with_stack: bool = False
     profile_memory: bool = False
     step_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
+    dump_only: bool = Field(default=False, description="write stacks and the Flight Recorder dump now; no profiling")
     abort: bool = False
     requested_at: float = Field(description="unix time the request was written")
 
@@ -146,7 +154,7 @@ class HookRequest(CamelModel):
     def from_options(cls, capture_id: str, options: CaptureOptions, requested_at: float) -> HookRequest:
         """What the sidecar hands the hooks for a capture request's options."""
         fields = options.model_dump(
-            include={"steps", "skip_steps", "activities", "record_shapes", "with_stack", "profile_memory"}
+            include={"steps", "skip_steps", "activities", "record_shapes", "with_stack", "profile_memory", "dump_only"}
         )
         return cls(
             capture_id=capture_id,
@@ -162,6 +170,7 @@ class HookPhase(StrEnum):
     CAPTURING = "capturing"
     WRITTEN = "written"
     HUNG = "hung"
+    DUMPED = "dumped"  # a dumpOnly request answered: stacks and Flight Recorder dump written
     FAILED = "failed"
     ABORTED = "aborted"
     DISABLED = "disabled"  # the hook hit an internal error and switched itself off
@@ -206,3 +215,9 @@ class RankMeta(CamelModel):
     hung: bool = False
     seconds_since_last_step: float | None = None
     error: str | None = None
+    dump_reason: str | None = Field(
+        default=None, description="why stacks and the Flight Recorder dump were written: hang, exit or on-demand"
+    )
+    flight_recorder: str | None = Field(
+        default=None, description="'written' (flight_recorder.json.gz beside the stacks) or why there is no dump"
+    )

@@ -100,6 +100,27 @@ def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float, job: str 
     raise RuntimeError(f"the training pods were not Ready within {timeout:.0f} s; see {cluster.logs_dir}")
 
 
+FAULT_LOG = {"hang": "hangs at step", "desync": "desyncs at step"}
+
+
+def planted(mode: str, rank: int, slow_ms: float, after: int) -> str:
+    if mode == "hang":
+        return f"rank {rank} stops for good in its data loading after {after} steps"
+    if mode == "desync":
+        return f"rank {rank} broadcasts where the others all_reduce, after {after} steps"
+    return f"rank {rank} planted slow ({mode}, {slow_ms:g} ms/step)"
+
+
+def wait_fault(cluster: LocalCluster, pods: list[dict[str, Any]], mode: str, timeout: float) -> None:
+    """Wait until the planted hang or desync has happened (its rank says so in its log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(FAULT_LOG[mode] in cluster.pod_log("default", p["metadata"]["name"], "trainer") for p in pods):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the planted {mode} did not happen within {timeout:.0f} s; see {cluster.logs_dir}")
+
+
 def relay(stream: IO[str], prefix: str) -> None:
     for line in stream:
         print(f"{prefix}{line.rstrip()}", flush=True)
@@ -238,15 +259,20 @@ def run(args: argparse.Namespace) -> int:
         operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
+            stands_still = args.slow_mode in FAULT_LOG and args.slow_rank >= 0
+            extra = {"HANG_AFTER_STEPS": str(args.fault_after)} if stands_still else None
             cluster.api.apply(
                 training_job(
-                    free_port(), args.slow_rank, args.slow_mode, args.slow_ms, storage_endpoint=cluster.s3_endpoint
+                    free_port(),
+                    args.slow_rank,
+                    args.slow_mode,
+                    args.slow_ms,
+                    extra,
+                    storage_endpoint=cluster.s3_endpoint,
                 )
             )
-            say(
-                f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
-                f"{args.slow_ms:g} ms/step)"
-            )
+            fault = planted(args.slow_mode, args.slow_rank, args.slow_ms, args.fault_after)
+            say(f"training Job ddp-train: 4 ranks, {fault if args.slow_rank >= 0 else 'no rank planted slow'}")
             pods = sorted(wait_ready_pods(cluster, 4, args.ready_timeout), key=lambda p: p["metadata"]["name"])
             say(
                 "pods Ready: "
@@ -255,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             time.sleep(args.warmup)
+            if stands_still:
+                wait_fault(cluster, pods, args.slow_mode, args.ready_timeout)
+                say(f"the job stands still: {fault}")
             if args.operator_health_timeout > 0 and not wait_operator_healthy(
                 operator, health_port, args.operator_health_timeout
             ):
@@ -262,7 +291,9 @@ def run(args: argparse.Namespace) -> int:
             if operator.poll() is not None:
                 raise RuntimeError(f"the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
             session_file = workdir / "profilesession.yaml"
-            session_file.write_text(session_yaml(cluster.s3_endpoint))
+            # a job that already stands still: the hooks declare the hang after a short step timeout
+            capture = {"stepTimeoutSeconds": args.hang_timeout} if stands_still else None
+            session_file.write_text(session_yaml(cluster.s3_endpoint, capture))
             applied = cluster.kubectl("apply", "--validate=false", "-f", str(session_file))
             say(f"kubectl apply -f examples/profilesession.yaml: {(applied.stdout or applied.stderr).strip()}")
             if applied.returncode != 0:
@@ -294,8 +325,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="stepscope demo", description=__doc__)
     parser.add_argument("--workdir", type=Path, default=Path(".demo"))
     parser.add_argument("--slow-rank", type=int, default=2)
-    parser.add_argument("--slow-mode", choices=["host", "compute", "hang"], default="host")
+    parser.add_argument("--slow-mode", choices=["host", "compute", "hang", "desync"], default="host")
     parser.add_argument("--slow-ms", type=float, default=60.0)
+    parser.add_argument(
+        "--fault-after", type=int, default=20, help="hang/desync: steps before the slow rank stops or desyncs"
+    )
+    parser.add_argument("--hang-timeout", type=int, default=5, help="hang/desync: the session's stepTimeoutSeconds")
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")

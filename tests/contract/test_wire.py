@@ -29,9 +29,12 @@ def test_options_from_spec_and_hook_request_carry_every_field() -> None:
         "withStack": True,
         "profileMemory": True,
         "stepTimeoutSeconds": 9.0,
+        "dumpOnly": False,
         "abort": False,
         "requestedAt": 5.0,
     }
+    dump = HookRequest.from_options("cap-2", options.model_copy(update={"dump_only": True}), requested_at=6.0)
+    assert dump.dump_only is True
 
 
 def test_terminal_capture_states() -> None:

@@ -64,7 +64,18 @@ def test_hung_rank_is_diagnosed_with_its_stack(e2e: Env) -> None:
     hangs = {h["rank"]: h for h in report["diagnosis"]["hangs"]}
     assert 1 in hangs, report["diagnosis"]
     assert "wait_forever" in hangs[1]["stacks"] or "load_batch" in hangs[1]["stacks"], hangs[1]["stacks"][:2000]
-    assert 1 in status["summary"]["hungRanks"] or status["summary"].get("slowestRank") == 1, status["summary"]
+    # the culprit alone: rank 1, stuck before the collective the others wait in (from the Flight Recorder)
+    d = report["diagnosis"]
+    assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(1, "hang")], d["verdict"]
+    assert hangs[1]["culprit"] and "wait_forever" in (hangs[1]["location"] or "")
+    assert all(hangs[r]["waiting_collective"] == "all_reduce" for r in (0, 2, 3) if r in hangs), hangs
+    [front] = d["flight_recorder"]["wavefronts"]
+    assert front["missing_ranks"] == [1] and front["collective"]["call_site"].startswith("train_ddp.py:")
+    assert status["summary"]["slowestRank"] == 1 and status["summary"]["cause"] == "hang", status["summary"]
+    assert "stepscope-watchdog" not in "".join(h["stacks"] for h in hangs.values())
+    # one message per target, not the same text twice
+    for target in status["targets"]:
+        assert target["message"].count("no step boundary") <= 1, target
     e2e.stop_training("ddp-hang")
 
 

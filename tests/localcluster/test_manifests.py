@@ -13,6 +13,8 @@ pytestmark = pytest.mark.unit
 def test_session_points_at_the_local_endpoint() -> None:
     doc = yaml.safe_load(session_yaml("http://127.0.0.1:1234"))
     assert doc["spec"]["storage"]["endpoint"] == "http://127.0.0.1:1234" and doc["metadata"]["name"] == "demo"
+    short = yaml.safe_load(session_yaml("http://127.0.0.1:1234", {"stepTimeoutSeconds": 5}))
+    assert short["spec"]["capture"]["stepTimeoutSeconds"] == 5 and short["spec"]["capture"]["steps"] == 5
 
 
 def test_training_job_overrides() -> None:
@@ -20,6 +22,8 @@ def test_training_job_overrides() -> None:
     env = {e["name"]: e.get("value") for e in job["spec"]["template"]["spec"]["containers"][0]["env"]}
     assert (env["MASTER_PORT"], env["SLOW_RANK"], env["SLOW_MODE"], env["SLOW_MS"]) == ("4321", "1", "compute", "12.5")
     assert env["PYTHONPATH"] == "/stepscope/hook" and env["STEPSCOPE_HOOK_DIR"] == "/stepscope/run"
+    # the Flight Recorder on, as injection turns it on
+    assert env["TORCH_FR_BUFFER_SIZE"] == env["TORCH_NCCL_TRACE_BUFFER_SIZE"] == "2000"
     assert job["spec"]["completionMode"] == "Indexed" and job["spec"]["completions"] == 4
 
 
