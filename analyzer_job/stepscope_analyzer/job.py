@@ -94,7 +94,7 @@ def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], P
 
 
 def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
-    spec = session.spec.storage
+    spec = session.accepted_spec().storage  # with the operator's storage defaults (endpoint, Secret) filled in
     base = parse_storage_uri(spec.uri)
     meta = session.metadata
     location = session_location(base, meta.namespace, meta.name, meta.uid)

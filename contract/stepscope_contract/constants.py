@@ -19,6 +19,8 @@ SIDECAR_PORT_ANNOTATION: Final = "stepscope.dev/sidecar-port"
 INJECTED_ANNOTATION: Final = "stepscope.dev/injected"  # set by the webhook, makes injection idempotent
 SESSION_LABEL: Final = "stepscope.dev/session"  # on objects the operator creates for a session
 FINALIZER: Final = "stepscope.dev/finalizer"
+# The spec the operator accepted, with the install's storage defaults filled in (JSON); what every later step uses.
+ACCEPTED_SPEC_ANNOTATION: Final = "stepscope.dev/accepted-spec"
 
 DEFAULT_SIDECAR_PORT: Final = 8471
 SIDECAR_CONTAINER_NAME: Final = "stepscope-sidecar"

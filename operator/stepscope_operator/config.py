@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from stepscope_operator.storage_defaults import StorageDefaults
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -24,6 +26,7 @@ class OperatorConfig:
     tick_seconds: float = 1.0
     shard_threshold: int = 64  # ranks above which the analysis is sharded into an Indexed Job
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    storage: StorageDefaults = field(default_factory=StorageDefaults)  # STEPSCOPE_STORAGE_*: sessions' defaults
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -55,4 +58,5 @@ class OperatorConfig:
             tick_seconds=float(e.get("STEPSCOPE_TICK_SECONDS", cls.tick_seconds)),
             shard_threshold=int(e.get("STEPSCOPE_SHARD_THRESHOLD", cls.shard_threshold)),
             extra_env=extra,
+            storage=StorageDefaults.from_env(e),
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
 import os
 import sys
 
@@ -29,8 +28,9 @@ def main(argv: list[str] | None = None) -> int:
     importlib.import_module("stepscope_operator.handlers")
     if importlib.util.find_spec("stepscope_operator.webhook") is not None:
         importlib.import_module("stepscope_operator.webhook")
-    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.FULL if args.verbose else kopf.LogFormat.PLAIN)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    from stepscope_operator import logs
+
+    logs.configure(args.verbose)
     kopf.run(
         standalone=True,
         clusterwide=not config.watch_namespaces,

@@ -26,6 +26,8 @@ class OperatorProcess:
     api: EmulatorServer
     workdir: Path
     proc: subprocess.Popen[bytes] | None = None
+    extra_env: dict[str, str] | None = None
+    verbose: bool = True
 
     def start(self) -> None:
         token = self.workdir / "token"
@@ -41,10 +43,11 @@ class OperatorProcess:
             "STEPSCOPE_SIGNAL_TIMEOUT_SECONDS": "2",
             "STEPSCOPE_METRICS_PORT": str(free_port()),
             "STEPSCOPE_HEALTH_PORT": str(health),
+            **(self.extra_env or {}),
         }
         log = (self.workdir / "operator.log").open("ab")
         self.proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "stepscope"), "operator", "--verbose"],
+            [str(Path(sys.executable).parent / "stepscope"), "operator", *(["--verbose"] if self.verbose else [])],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -114,13 +117,13 @@ def session(name: str, targets: dict[str, Any], **capture: Any) -> dict[str, Any
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "targets": targets,
-            "capture": {"steps": 3, "timeoutSeconds": 30, **capture},
+            "capture": {"steps": 3, "timeoutSeconds": 180, **capture},
             "storage": {"uri": "s3://bucket/prefix", "credentialsSecret": {"name": "s3-creds"}},
         },
     }
 
 
-def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict[str, Any]:
+def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     obj: dict[str, Any] | None = None
     while time.monotonic() < deadline:

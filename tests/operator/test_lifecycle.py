@@ -88,19 +88,19 @@ def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: Ope
 
 
 def test_invalid_spec_fails_naming_the_field(api: EmulatorServer, operator: OperatorProcess) -> None:
-    body = session("invalid", {"selector": {"matchLabels": {"app": "x"}}})
-    body["spec"]["storage"] = {"uri": "file:///data/traces", "credentialsSecret": {"name": "s3"}}
-    api.apply(body)
+    # A backwards range passes the CRD's rules (a regular expression cannot order numbers); the operator names it.
+    api.apply(session("invalid", {"selector": {"matchLabels": {"app": "x"}}, "ranks": "0-3,7-5"}))
     status = wait_for(api, "invalid", ("Failed",))["status"]
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
     assert accepted["status"] == "False" and accepted["reason"] == "InvalidSpec"
-    assert "spec" in accepted["message"] and "credentialsSecret" in accepted["message"], accepted
+    assert "spec.targets.ranks" in accepted["message"] and "7-5" in accepted["message"], accepted
 
 
 def test_no_matching_pods_says_what_was_searched(api: EmulatorServer, operator: OperatorProcess) -> None:
-    api.apply(session("nopods", {"selector": {"matchLabels": {"app": "nothing-here"}}}))
+    api.apply(session("nopods", {"selector": {"matchLabels": {"app": "nothing-here"}}, "waitSeconds": 2}))
     status = wait_for(api, "nopods", ("Failed",))["status"]
     assert "app=nothing-here" in status["message"] and "namespace default" in status["message"], status
+    assert "waited 2s" in status["message"], status
 
 
 def test_job_reference_and_one_sidecar_down(api: EmulatorServer, operator: OperatorProcess) -> None:

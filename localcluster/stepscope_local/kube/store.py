@@ -195,15 +195,19 @@ class Store:
                 data[key] = base64.b64encode(str(value).encode()).decode()
         if rtype.schema:
             pruned = prune(rtype.schema, obj)
-            obj.clear()
-            obj.update(pruned)
+            if pruned is not obj:  # a schema that preserves unknown fields keeps the very same object
+                obj.clear()
+                obj.update(pruned)
             apply_defaults(rtype.schema, obj)
             problems = validation_errors(rtype.schema, obj, old)
             if problems:
                 name = obj.get("metadata", {}).get("name", "")
                 raise errors.invalid(rtype.qualified, name, problems)
 
-    def create(self, rtype: ResourceType, namespace: str | None, body: Obj, *, keep_status: bool = False) -> Obj:
+    def create(
+        self, rtype: ResourceType, namespace: str | None, body: Obj, *, keep_status: bool = False, dry_run: bool = False
+    ) -> Obj:
+        """Create an object; with `dry_run`, everything but storing it (validation, defaults, name generation)."""
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -263,6 +267,8 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
+            if dry_run:
+                return copy.deepcopy(obj)
             meta["resourceVersion"] = str(self._next_rv())
             bucket[key] = obj
             if rtype.key == CRD_TYPE.key:
