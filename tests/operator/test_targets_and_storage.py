@@ -82,7 +82,7 @@ def test_storage_defaults_fill_only_what_is_missing() -> None:
     assert bare.credentials_secret is not None and bare.credentials_secret.name == "install-keys"
     own = StorageSpec.model_validate(
         {
-            "uri": "s3://b/p",
+            "uri": "s3://bucket/p",
             "endpoint": "https://mine",
             "addressingStyle": "virtual",
             "credentialsSecret": {"name": "m"},
