@@ -60,13 +60,19 @@ def _log(message: str) -> None:
 
 
 def job_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stepscope analyzer-job", description="analyse a ProfileSession's traces")
-    p.add_argument("--namespace", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--mode", choices=["all", "map", "reduce"], default="all")
+    p = argparse.ArgumentParser(
+        prog="stepscope analyzer-job",
+        description="analyse a ProfileSession's traces",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--namespace", required=True, help="the session's namespace")
+    p.add_argument("--name", required=True, help="the session's name")
+    p.add_argument(
+        "--mode", choices=["all", "map", "reduce"], default="all", help="all: one Job; map: per-rank shards; reduce"
+    )
     p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
-    p.add_argument("--index", type=int, default=None, help="map shard index (default: $JOB_COMPLETION_INDEX or 0)")
-    p.add_argument("--top-n", type=int, default=50)
+    p.add_argument("--index", type=int, default=None, help="map shard index (unset: $JOB_COMPLETION_INDEX or 0)")
+    p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
     return p
 
 

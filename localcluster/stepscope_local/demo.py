@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -19,7 +18,8 @@ from pathlib import Path
 from typing import IO, Any
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, session_yaml, training_job
+from stepscope_local.install import TRAINING_NAMESPACE, install, start_operator
+from stepscope_local.manifests import SESSION_PATH, s3_location, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
 
@@ -30,38 +30,6 @@ BIN = Path(sys.executable).parent
 
 def say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
-
-
-def start_operator(
-    cluster: LocalCluster, workdir: Path, command: list[str], health_port: int | None = None
-) -> subprocess.Popen[bytes]:
-    token = workdir / "operator" / "token"
-    token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text("demo-sidecar-token")
-    env = {
-        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",
-        "KUBECONFIG": str(cluster.kubeconfig_path),
-        "STEPSCOPE_WATCH_NAMESPACES": "default",
-        "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
-        "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
-        "STEPSCOPE_METRICS_PORT": str(free_port()),
-        "STEPSCOPE_HEALTH_PORT": str(health_port or free_port()),
-        # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
-        "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
-        "STEPSCOPE_TICK_SECONDS": "0.5",
-    }
-    log = (workdir / "operator.log").open("ab")
-    return subprocess.Popen(
-        command,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
 
 
 def wait_operator_healthy(operator: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
@@ -203,13 +171,12 @@ def run(args: argparse.Namespace) -> int:
         (workdir / stale).unlink(missing_ok=True)
     started = time.monotonic()
     say(f"starting the local cluster (workdir {workdir})")
-    with LocalCluster(workdir=workdir / "cluster", buckets=("stepscope-demo",)) as cluster:
+    with LocalCluster(workdir=workdir / "cluster") as cluster:
         say(f"API {cluster.api.url}  kubeconfig {cluster.kubeconfig_path}  S3 {cluster.s3_endpoint}")
-        for doc in load_all(DEMO_DIR / "secrets.yaml"):
-            cluster.api.apply(doc)
-        cluster.api.apply(script_configmap())
+        install(cluster)  # storage settings, Secrets, the training script, buckets: what `local-cluster` sets up
         health_port = free_port()
-        operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
+        command = json.loads(args.operator_command)
+        operator = start_operator(cluster, workdir, command, health_port, namespaces=TRAINING_NAMESPACE)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
             cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
@@ -231,9 +198,7 @@ def run(args: argparse.Namespace) -> int:
                 say("the operator is not answering on /healthz yet; applying the session anyway")
             if operator.poll() is not None:
                 raise RuntimeError(f"the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
-            session_file = workdir / "profilesession.yaml"
-            session_file.write_text(session_yaml(cluster.s3_endpoint))
-            applied = cluster.kubectl("apply", "--validate=false", "-f", str(session_file))
+            applied = cluster.kubectl("apply", "-f", str(SESSION_PATH))  # as is: the endpoint is the install's
             say(f"kubectl apply -f examples/profilesession.yaml: {(applied.stdout or applied.stderr).strip()}")
             if applied.returncode != 0:
                 return 1
@@ -257,13 +222,20 @@ def run(args: argparse.Namespace) -> int:
             say("stopping everything")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stepscope demo", description=__doc__)
-    parser.add_argument("--workdir", type=Path, default=Path(".demo"))
-    parser.add_argument("--slow-rank", type=int, default=2)
-    parser.add_argument("--slow-mode", choices=["host", "compute", "hang"], default="host")
-    parser.add_argument("--slow-ms", type=float, default=60.0)
-    parser.add_argument("--ready-timeout", type=float, default=120.0)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepscope demo", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--workdir", type=Path, default=Path(".demo"), help="cluster, logs and the report land here")
+    parser.add_argument("--slow-rank", type=int, default=2, help="the rank planted slow; -1: none (balanced)")
+    parser.add_argument(
+        "--slow-mode",
+        choices=["host", "compute", "hang"],
+        default="host",
+        help="host: a stall before each step; compute: extra matmuls; hang: the rank stops in its data loading",
+    )
+    parser.add_argument("--slow-ms", type=float, default=60.0, help="how much slower the planted rank is per step")
+    parser.add_argument("--ready-timeout", type=float, default=120.0, help="seconds to wait for the training pods")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
     parser.add_argument(
@@ -272,9 +244,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--operator-command",
         default=json.dumps([str(BIN / "stepscope"), "operator"]),
-        help="JSON list: the operator process to run (default: this install's stepscope operator)",
+        help="JSON list: the operator process to run",
     )
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

@@ -48,13 +48,6 @@ def training_job(
     return dict(job)
 
 
-def session_yaml(s3_endpoint: str) -> str:
-    """examples/profilesession.yaml pointed at the local S3 endpoint."""
-    doc = load_all(SESSION_PATH)[0]
-    doc["spec"]["storage"]["endpoint"] = s3_endpoint
-    return yaml.safe_dump(doc, sort_keys=False)
-
-
 def s3_location(url: str) -> tuple[str, str]:
     """`s3://bucket/key` -> (bucket, key)."""
     if not url.startswith("s3://"):

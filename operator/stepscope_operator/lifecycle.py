@@ -231,7 +231,9 @@ def _wait_for_targets(t: Tick, spec: ProfileSessionSpec, resolution: Resolution)
         why = resolution.reason
     message = f"waiting for targets until {st.iso(until)} (targets.waitSeconds {spec.targets.wait_seconds}): {why}"
     t.cond(ConditionType.TARGETS_RESOLVED, False, "WaitingForTargets", message)
-    t.move(Phase.RESOLVING, message)
+    if t.status.get("message") != message:
+        t.event("WaitingForTargets", message)
+    t.set(phase=Phase.RESOLVING.value, message=message)
     return True
 
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from stepscope_local.manifests import s3_location, script_configmap, session_yaml, training_job
+from stepscope_local.manifests import SESSION_PATH, s3_location, script_configmap, training_job
 
 pytestmark = pytest.mark.unit
 
 
-def test_session_points_at_the_local_endpoint() -> None:
-    doc = yaml.safe_load(session_yaml("http://127.0.0.1:1234"))
-    assert doc["spec"]["storage"]["endpoint"] == "http://127.0.0.1:1234" and doc["metadata"]["name"] == "demo"
+def test_the_demo_session_hard_codes_no_endpoint() -> None:
+    doc = yaml.safe_load(SESSION_PATH.read_text())  # the install's storage settings give the endpoint
+    assert "endpoint" not in doc["spec"]["storage"] and doc["metadata"]["name"] == "demo"
 
 
 def test_training_job_overrides() -> None:

@@ -33,7 +33,7 @@ def test_pods_that_come_later_are_waited_for(api: EmulatorServer, operator: Oper
         done = wait_for(api, "early", ("Analyzing", "Failed"))["status"]
         assert done["phase"] == "Analyzing" and done["progress"] == "2/2", done
         events = {e.get("reason") for e in api.list("v1", "events", "default")}
-        assert "Resolving" in events, events
+        assert "WaitingForTargets" in events, events
 
 
 def test_nothing_matching_fails_after_the_wait(api: EmulatorServer, operator: OperatorProcess) -> None:
