@@ -66,13 +66,23 @@ def _pid_file(workdir: Path) -> Path:
     return workdir / "local-cluster.pid"
 
 
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    return True
+
+
 def _running_pid(workdir: Path) -> int | None:
     try:
         pid = int(_pid_file(workdir).read_text().strip())
-        os.kill(pid, 0)
     except (OSError, ValueError):
         return None
-    return pid
+    return pid if _alive(pid) else None
 
 
 def _comments(cluster: LocalCluster, operator: str, env_file: Path) -> list[str]:
@@ -168,11 +178,11 @@ def run_stop(args: argparse.Namespace) -> int:
         print(f"stepscope local-cluster: none runs in {workdir}", file=sys.stderr)
         return 1
     os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and _running_pid(workdir) is not None:
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.3)
-    if _running_pid(workdir) is not None:
-        print(f"stepscope local-cluster: pid {pid} did not stop within 60 s", file=sys.stderr)
+    if _alive(pid):
+        print(f"stepscope local-cluster: pid {pid} did not stop within 120 s", file=sys.stderr)
         return 1
     print(f"# local cluster in {workdir} stopped")
     return 0
