@@ -324,7 +324,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--install-namespace", default="stepscope", help="namespace of the operator and its storage settings"
     )
-    parser.add_argument("--storage-uri", default=None, help="where to write the probe object (unset: the storage settings' URI)")
+    parser.add_argument(
+        "--storage-uri", default=None, help="where to write the probe object (unset: the storage settings' URI)"
+    )
     parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the operator's answer")
     parser.add_argument(
         "--skip", action="append", default=[], choices=sorted(CHECKS), help="leave this check out (repeatable)"

@@ -14,8 +14,6 @@ from dataclasses import dataclass
 
 from stepscope_contract.session import AddressingStyle, SecretRef, StorageSpec
 
-ENV_PREFIX = "STEPSCOPE_STORAGE_"
-
 
 @dataclass(frozen=True)
 class StorageDefaults:
@@ -30,19 +28,19 @@ class StorageDefaults:
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> StorageDefaults:
         def get(name: str, default: str = "") -> str:
-            return env.get(ENV_PREFIX + name, "").strip() or default
+            return env.get(name, "").strip() or default
 
-        style = get("ADDRESSING_STYLE").lower()
+        style = get("STEPSCOPE_STORAGE_ADDRESSING_STYLE").lower()
         if style and style not in {s.value for s in AddressingStyle}:
-            raise ValueError(f"{ENV_PREFIX}ADDRESSING_STYLE must be auto, path or virtual, not {style!r}")
+            raise ValueError(f"STEPSCOPE_STORAGE_ADDRESSING_STYLE must be auto, path or virtual, not {style!r}")
         return cls(
-            uri=get("URI"),
-            endpoint=get("ENDPOINT"),
-            region=get("REGION"),
-            addressing_style=style,
-            credentials_secret=get("CREDENTIALS_SECRET"),
-            access_key_id_key=get("CREDENTIALS_ACCESS_KEY_ID_KEY", cls.access_key_id_key),
-            secret_access_key_key=get("CREDENTIALS_SECRET_ACCESS_KEY_KEY", cls.secret_access_key_key),
+            uri=get("STEPSCOPE_STORAGE_URI"),
+            endpoint=get("STEPSCOPE_STORAGE_ENDPOINT"),
+            region=get("STEPSCOPE_STORAGE_REGION"),
+            addressing_style="" if style == AddressingStyle.AUTO.value else style,
+            credentials_secret=get("STEPSCOPE_STORAGE_CREDENTIALS_SECRET"),
+            access_key_id_key=get("STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY", cls.access_key_id_key),
+            secret_access_key_key=get("STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY", cls.secret_access_key_key),
         )
 
     def apply(self, storage: StorageSpec) -> StorageSpec:

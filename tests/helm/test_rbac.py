@@ -24,6 +24,8 @@ OPERATOR_RULES: set[Rule] = {
     *{("batch", "jobs", v) for v in ("create", "get", "list", "watch")},
     ("", "events", "create"),
     ("", "events", "patch"),
+    ("trainer.kubeflow.org", "trainjobs", "get"),
+    ("jobset.x-k8s.io", "jobsets", "get"),
 }
 CRD_RULES: set[Rule] = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("get", "list", "watch")}
 ANALYZER_RULES: set[Rule] = {

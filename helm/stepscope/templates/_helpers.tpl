@@ -97,6 +97,13 @@ app.kubernetes.io/part-of: stepscope
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create", "patch"]
+# jobRef targets: a TrainJob (Kubeflow Trainer v2) and the JobSet that runs it, read for the ranks of their pods.
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: ["trainjobs"]
+  verbs: ["get"]
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: ["jobsets"]
+  verbs: ["get"]
 {{- end }}
 
 {{- define "stepscope.analyzerRules" -}}
@@ -107,4 +114,16 @@ app.kubernetes.io/part-of: stepscope
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/status"]
   verbs: ["patch"]
+{{- end }}
+
+{{/* The install's storage settings, as the operator reads them (STEPSCOPE_STORAGE_*); also the data of the
+ConfigMap <fullname>-storage that `stepscope check` reads. */}}
+{{- define "stepscope.storageSettings" -}}
+STEPSCOPE_STORAGE_URI: {{ ternary (printf "s3://%s/%s" .Values.storage.bucket .Values.storage.prefix | trimSuffix "/") "" (ne .Values.storage.bucket "") | quote }}
+STEPSCOPE_STORAGE_ENDPOINT: {{ .Values.storage.endpoint | quote }}
+STEPSCOPE_STORAGE_REGION: {{ .Values.storage.region | quote }}
+STEPSCOPE_STORAGE_ADDRESSING_STYLE: {{ .Values.storage.addressingStyle | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_SECRET: {{ .Values.storage.credentialsSecret.name | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY: {{ .Values.storage.credentialsSecret.accessKeyIdKey | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY: {{ .Values.storage.credentialsSecret.secretAccessKeyKey | quote }}
 {{- end }}
