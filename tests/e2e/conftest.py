@@ -44,7 +44,7 @@ class Env:
         job["metadata"]["name"] = name
         self.cluster.api.apply(job)
 
-    def ready_pods(self, job: str, count: int = 4, timeout: float = 150.0) -> list[dict[str, Any]]:
+    def ready_pods(self, job: str, count: int = 4, timeout: float = 300.0) -> list[dict[str, Any]]:
         return sorted(wait_ready_pods(self.cluster, count, timeout, job), key=lambda p: p["metadata"]["name"])
 
     def stop_training(self, name: str) -> None:
@@ -87,7 +87,7 @@ class Env:
         assert obj is not None, f"session {name} is gone"
         return obj
 
-    def wait_phase(self, name: str, phases: tuple[str, ...] = TERMINAL, timeout: float = 180.0) -> dict[str, Any]:
+    def wait_phase(self, name: str, phases: tuple[str, ...] = TERMINAL, timeout: float = 300.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         obj: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -116,7 +116,7 @@ def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
         command = [str(REPO / ".venv" / "bin" / "stepscope"), "operator"]
         operator = start_operator(cluster, workdir, command, port, namespaces="default")
         try:
-            assert wait_operator_healthy(operator, port, 120), (workdir / "operator.log").read_text()[-3000:]
+            assert wait_operator_healthy(operator, port, 240), (workdir / "operator.log").read_text()[-3000:]
             yield Env(cluster, workdir)
         finally:
             kill_group(operator, 5)

@@ -17,10 +17,10 @@ from cryptography.x509.oid import ExtendedKeyUsageOID
 from helm_chart import CHART, CI_VALUES, RELEASE_NAMESPACE, REPO, by_kind, one, render, run_helm
 
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.storage_defaults import StorageDefaults
 from stepscope_operator.injection import InjectionConfig
+from stepscope_operator.storage_defaults import StorageDefaults
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
 # Kinds of other projects' CRDs (cert-manager, Prometheus Operator): no schema in kubernetes-validate.
@@ -102,7 +102,7 @@ def test_rendered_objects_validate_through_the_cli(tmp_path: Path) -> None:
         [str(REPO / ".venv" / "bin" / "kubernetes-validate"), "--strict", "-k", "1.32.0", str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from helm_chart import CI_VALUES, RELEASE_NAMESPACE, by_kind, render
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 VALUE_SETS = {"default": (), "ci": (CI_VALUES,)}
 ROLE_KINDS = ("Role", "ClusterRole")

@@ -53,7 +53,7 @@ class OperatorProcess:
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log()[-3000:]
             try:

@@ -93,7 +93,7 @@ class Sidecar:
         if token is not None:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=60) as resp:
                 raw = resp.read()
                 status = resp.status
         except urllib.error.HTTPError as err:

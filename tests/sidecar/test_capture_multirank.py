@@ -12,7 +12,7 @@ from sidecar_harness import HERE, Procs, base_env, capture_body, start_sidecar, 
 
 from stepscope_contract.manifest import RankManifest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(90)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def test_a_pod_with_two_ranks_uploads_both(procs: Procs, workdir: Path, hook_path: Path, token_file: Path) -> None:

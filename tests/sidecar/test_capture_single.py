@@ -31,7 +31,7 @@ from sidecar_harness import (
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.wire import HookState, RankMeta
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 @pytest.fixture(scope="module")

@@ -28,7 +28,7 @@ from sidecar_harness import (
     wait_for,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 WORLD = 4
 SESSION_PREFIX = "profiles/team-a/resnet-01234567"

@@ -17,7 +17,7 @@ from stepscope_local.kube import EmulatorServer
 
 from ..conftest import CRD_PATH, session_body
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 GROUP, VERSION, PLURAL = "stepscope.dev", "v1alpha1", "profilesessions"
 
 

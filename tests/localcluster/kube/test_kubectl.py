@@ -138,7 +138,7 @@ def test_kubectl_get_watch_prints_rows_as_the_status_changes(api: EmulatorServer
             assert watcher.stdout.readline().split()[:3] == ["demo", phase, progress]
     finally:
         watcher.terminate()
-        watcher.wait(10)
+        watcher.wait(60)
 
 
 def test_kubectl_explain_reads_the_openapi_documents(api: EmulatorServer, tmp_path: Path) -> None:
