@@ -82,6 +82,8 @@ class LabelSelector(CamelModel):
 
 
 class JobRef(CamelModel):
+    """A job in the session's namespace whose pods are the targets."""
+
     kind: JobKind = Field(description="PyTorchJob (Kubeflow), TrainJob (Kubeflow Trainer v2), JobSet or batch Job")
     name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 
@@ -125,6 +127,8 @@ class TargetSpec(CamelModel):
 
 
 class GpuMetricsSpec(CamelModel):
+    """NVML sampling (utilisation, clocks, power, memory) on pods with a GPU during the recorded window."""
+
     enabled: bool = True
     interval_ms: Annotated[int, Field(ge=10, le=10_000)] = Field(
         default=100, description="NVML sampling period; 100 ms is 10 Hz"
@@ -132,6 +136,8 @@ class GpuMetricsSpec(CamelModel):
 
 
 class CaptureSpec(CamelModel):
+    """What torch.profiler records on every target: how many steps, after how many, and what."""
+
     steps: Annotated[int, Field(ge=1, le=1000)] = Field(default=5, description="training steps to record")
     skip_steps: Annotated[int, Field(ge=0, le=100_000)] = Field(
         default=1, description="steps to let pass after the request before recording (warm-up)"
@@ -140,10 +146,10 @@ class CaptureSpec(CamelModel):
         default_factory=lambda: [Activity.CPU, Activity.CUDA],
         description="torch.profiler activities; cuda is skipped on pods without a GPU",
     )
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
+    record_shapes: bool = Field(default=False, description="record operator input shapes (larger traces)")
+    with_stack: bool = Field(default=False, description="record Python stacks of operators (much larger traces)")
+    profile_memory: bool = Field(default=False, description="record tensor allocations and frees")
+    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec, description="NVML sampling on GPU pods")
     timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
         default=600, description="deadline for the whole capture, from the start request to the last upload"
     )
@@ -173,6 +179,8 @@ STORAGE_URI_PATTERN = (
 
 
 class StorageSpec(CamelModel):
+    """Where traces and the report go; what is left out comes from the operator's storage settings."""
+
     uri: Annotated[str, Field(max_length=1024, pattern=STORAGE_URI_PATTERN)] = Field(
         description="s3://bucket/prefix, oss://bucket/prefix or file:///path"
     )
@@ -180,8 +188,12 @@ class StorageSpec(CamelModel):
         default=None,
         description="S3-compatible endpoint (MinIO, OSS); absent: the operator's storage settings, else AWS",
     )
-    region: Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9-]+$")] | None = None
-    addressing_style: AddressingStyle = AddressingStyle.AUTO
+    region: Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9-]+$")] | None = Field(
+        default=None, description="object store region (for oss://, the endpoint is derived from it)"
+    )
+    addressing_style: AddressingStyle = Field(
+        default=AddressingStyle.AUTO, description="path (MinIO), virtual (OSS) or auto"
+    )
     credentials_secret: SecretRef | None = Field(
         default=None,
         description="Secret with the access keys; absent: the operator's storage settings, else the pod's identity",
@@ -201,12 +213,16 @@ class StorageSpec(CamelModel):
 
 
 class AnalysisResources(CamelModel):
+    """Requests and limits of the analyzer Job's container."""
+
     cpu: Annotated[str, Field(max_length=32, pattern=QUANTITY)] = "1"
     memory: Annotated[str, Field(max_length=32, pattern=QUANTITY)] = "2Gi"
 
 
 class AnalysisSpec(CamelModel):
-    enabled: bool = True
+    """The analyzer Job that reads every rank's trace and writes the verdict and the report."""
+
+    enabled: bool = Field(default=True, description="run the analyzer Job once the traces are captured")
     outlier_threshold: Annotated[float, Field(ge=1.0, le=20.0)] = Field(
         default=3.5, description="robust z-score (median/MAD) above which a rank is an outlier"
     )
@@ -220,10 +236,14 @@ class AnalysisSpec(CamelModel):
 
 
 class ProfileSessionSpec(CamelModel):
-    targets: TargetSpec
-    capture: CaptureSpec = Field(default_factory=CaptureSpec)
-    storage: StorageSpec
-    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    """A profiling campaign; targets, capture, storage and analysis cannot change once the session exists."""
+
+    targets: TargetSpec = Field(description="which training pods to profile: exactly one of selector or jobRef")
+    capture: CaptureSpec = Field(default_factory=CaptureSpec, description="what to record on each of them")
+    storage: StorageSpec = Field(
+        description="where traces and the report go; what it leaves out comes from the operator's storage settings"
+    )
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec, description="the cross-rank analysis")
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=604_800)] = Field(
         default=3600, description="the analyzer Job is removed this long after it finishes"
     )
