@@ -14,8 +14,10 @@ import copy
 import functools
 import hashlib
 import json
+import threading
+from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from typing import Any, TypeVar
 
 from stepscope_local.kube.resources import ResourceType
 
@@ -34,6 +36,9 @@ _WRITE_PARAMS = [
     {"name": "dryRun", "in": "query", "description": "All: validate without persisting", "schema": {"type": "string"}},
     {"name": "fieldManager", "in": "query", "schema": {"type": "string", "uniqueItems": True}},
 ]
+_T = TypeVar("_T")
+_CACHE: dict[tuple[str, str], tuple[tuple[Any, ...], list[ResourceType], Any]] = {}
+_CACHE_LOCK = threading.Lock()
 _INT_OR_STRING = "io.k8s.apimachinery.pkg.util.intstr.IntOrString"
 _QUANTITY = "io.k8s.apimachinery.pkg.api.resource.Quantity"
 
@@ -82,6 +87,20 @@ def builtin_definitions() -> dict[str, dict[str, Any]]:
             for prop in ("apiVersion", "kind"):
                 (schema.get("properties") or {}).get(prop, {}).pop("enum", None)
     return defs
+
+
+def _cached(name: str, arg: str, types: list[ResourceType], build: Callable[[], _T]) -> _T:
+    """A document is rebuilt only when the served types change (a CRD is added, changed or removed)."""
+    fingerprint = tuple((t.key, id(t), id(t.schema)) for t in types)
+    with _CACHE_LOCK:
+        hit = _CACHE.get((name, arg))
+        if hit is not None and hit[0] == fingerprint:
+            value: _T = hit[2]
+            return value
+    value = build()
+    with _CACHE_LOCK:
+        _CACHE[(name, arg)] = (fingerprint, types, value)  # the types stay referenced: their ids stay theirs
+    return value
 
 
 def _gvk(rtype: ResourceType) -> dict[str, str]:
@@ -188,6 +207,10 @@ def group_version_path(rtype: ResourceType) -> str:
 
 def v3_document(types: list[ResourceType], gv_path: str) -> dict[str, Any] | None:
     """The OpenAPI v3 document of one group-version, or None when nothing is served there."""
+    return _cached("v3", gv_path, types, lambda: _v3_document(types, gv_path))
+
+
+def _v3_document(types: list[ResourceType], gv_path: str) -> dict[str, Any] | None:
     chosen = [t for t in types if group_version_path(t) == gv_path]
     if not chosen:
         return None
@@ -210,6 +233,10 @@ def document_hash(document: dict[str, Any]) -> str:
 
 def v3_index(types: list[ResourceType]) -> dict[str, Any]:
     """`/openapi/v3`: every group-version with the URL (and content hash) of its document."""
+    return _cached("v3-index", "", types, lambda: _v3_index(types))
+
+
+def _v3_index(types: list[ResourceType]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     for gv_path in sorted({group_version_path(t) for t in types}):
         document = v3_document(types, gv_path)
@@ -220,6 +247,10 @@ def v3_index(types: list[ResourceType]) -> dict[str, Any]:
 
 def v2_document(types: list[ResourceType]) -> dict[str, Any]:
     """`/openapi/v2` (Swagger 2.0, JSON): every kind's schema under `definitions`, with the same paths."""
+    return _cached("v2", "", types, lambda: _v2_document(types))
+
+
+def _v2_document(types: list[ResourceType]) -> dict[str, Any]:
     paths: dict[str, Any] = {}
     schemas: dict[str, Any] = {STATUS: builtin_definitions()[STATUS]}
     for rtype in sorted(types, key=lambda t: (t.group, t.version, t.plural)):
