@@ -1,9 +1,12 @@
-"""The README's shell blocks run as written. Every ```bash block carries a `<!-- docs-test: KIND -->` marker:
-`local-cluster` blocks run line by line in one shell against `stepscope local-cluster` (the training manifest gets a
-free rendezvous port, the cluster a temporary workdir), `helm` blocks render their `helm install` line with `helm
-template` against the chart's values schema and run their other lines against the local cluster, the `ci` block
-runs against a session of the local training, and `no` says why a block cannot run here. The README's sample
-ProfileSession passes the CRD's schema and CEL rules."""
+"""The README's shell blocks run as written, so the first contact it shows is tested: the operator gives the minimal
+session a phase, `kubectl explain` and `get events` work, a cross-field mistake gets its CEL message, `stepscope
+check` passes, the demo training is profiled and `--stop` ends it all.
+
+Every ```bash block carries a marker `<!-- docs-test: KIND -->`. `local-cluster` blocks run line by line in one shell
+against `stepscope local-cluster` (the training manifest gets a free rendezvous port, the cluster a temporary
+workdir); `helm` blocks render their `helm install` line with `helm template` against the chart's values schema and
+run their other lines against the local cluster; the `ci` block runs against a session of the local training; `no`
+says why a block cannot run here. The README's sample ProfileSession passes the CRD's schema and CEL rules."""
 
 from __future__ import annotations
 
@@ -151,5 +154,8 @@ def test_the_readme_runs_on_the_local_cluster(tmp_path: Path) -> None:
     assert all("all checks passed" in r.out for r in checks) and len(checks) == 2, report
     got = [r for r in ran if r.line.startswith("kubectl get profilesessions")][-1]
     assert re.search(r"^demo\s+Succeeded\s+4/4", got.out, re.M), report
+    assert re.search(r"^trainer-minimal\s+(Resolving|Failed)\s", got.out, re.M), report  # a phase from the operator
+    explained = next(r for r in ran if r.line.startswith("kubectl explain"))
+    assert "KIND:       ProfileSession" in explained.out and "training steps to record" in explained.out, report
     assert "condition met" in by_line[ci[1]].out, report
-    assert not (workdir / "env.sh").exists()
+    assert not (workdir / "env.sh").exists() and not (workdir / "local-cluster.pid").exists()
