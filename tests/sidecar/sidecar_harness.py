@@ -125,7 +125,7 @@ def start_moto(procs: Procs, workdir: Path, port: int | None = None, name: str =
         except OSError:
             return False
 
-    wait_for(up, 30, "moto_server")
+    wait_for(up, 180, "moto_server")
     return url
 
 
@@ -151,7 +151,7 @@ def start_sidecar(procs: Procs, workdir: Path, token_file: Path, name: str, *ext
     args = [sys.executable, "-m", "stepscope_cli.main", "sidecar", "--host", "127.0.0.1", "--port", "0"]
     args += ["--hook-dir", str(hook_dir), "--token-file", str(token_file), "--port-file", str(port_file), *extra]
     proc = procs.start(args, env, log)
-    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, f"sidecar {name} to listen")
+    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 180, f"sidecar {name} to listen")
     return Sidecar(url=f"http://127.0.0.1:{port}", hook_dir=hook_dir, proc=proc, log=log)
 
 
