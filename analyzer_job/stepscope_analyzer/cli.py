@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
-from stepscope_analyzer.report import html_bytes, model_json_bytes
+from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.storage_io import StorageError, StorageOptions, location_of, open_store
 from stepscope_contract.session import AddressingStyle
 from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, StorageUriError
@@ -60,6 +60,7 @@ def analyze_main(argv: list[str]) -> int:
     config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
     report = reduce_outcomes(outcomes, config=config, started=started, include_missing=layout.session)
     out = Path(args.output)
+    report = with_trace_links(report, location_of(str(out.resolve())))
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / REPORT_JSON).write_bytes(model_json_bytes(report))

@@ -21,6 +21,14 @@ class StorageError(RuntimeError):
     """Storage could not be read or written; the message names the key and why."""
 
 
+class TooLargeError(StorageError):
+    """An object larger than the reader allows; nothing beyond the allowance was read."""
+
+    def __init__(self, key: str, size: int) -> None:
+        super().__init__(f"{key} holds {size} bytes")
+        self.size = size
+
+
 @dataclass(frozen=True)
 class StorageOptions:
     endpoint: str | None = None
@@ -33,13 +41,17 @@ class Store(Protocol):
 
     def list_keys(self, location: StorageLocation) -> list[str]: ...
 
-    def read(self, key: str) -> bytes: ...
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
+        """The object's bytes; with `most`, TooLargeError when it is larger (or its first `most` bytes: truncate)."""
+        ...
 
     def exists(self, key: str) -> bool: ...
 
     def write(self, key: str, data: bytes, content_type: str) -> str: ...
 
     def uri(self, key: str) -> str: ...
+
+    def delete_prefix(self, location: StorageLocation) -> int: ...
 
 
 class LocalStore:
@@ -51,9 +63,16 @@ class LocalStore:
             raise StorageError(f"{root} is not a folder or a file")
         return sorted(str(p) for p in root.rglob("*") if p.is_file())
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
         try:
-            return Path(key).read_bytes()
+            path = Path(key)
+            if most is None:
+                return path.read_bytes()
+            size = path.stat().st_size
+            if size > most and not truncate:
+                raise TooLargeError(key, size)
+            with path.open("rb") as fh:
+                return fh.read(most)
         except OSError as exc:
             raise StorageError(f"cannot read {key}: {exc.strerror or exc}") from exc
 
@@ -70,6 +89,23 @@ class LocalStore:
 
     def uri(self, key: str) -> str:
         return f"file://{key}"
+
+    def delete_prefix(self, location: StorageLocation) -> int:
+        """Remove the folder `location` and everything in it (symbolic links are removed, never followed)."""
+        root = Path(location.prefix)
+        if root.is_symlink() or not root.is_dir():
+            return 0
+        count = 0
+        for folder, dirs, files in os.walk(root, topdown=False, followlinks=False):
+            for name in files + [d for d in dirs if (Path(folder) / d).is_symlink()]:
+                (Path(folder) / name).unlink()
+                count += 1
+            for name in dirs:
+                path = Path(folder) / name
+                if not path.is_symlink():
+                    path.rmdir()
+        root.rmdir()
+        return count
 
 
 class ObjectStore:
@@ -113,10 +149,18 @@ class ObjectStore:
             raise self._fail("cannot list", prefix, exc) from exc
         return sorted(keys)
 
-    def read(self, key: str) -> bytes:
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
         try:
-            body = self._client.get_object(Bucket=self._bucket, Key=key)["Body"]
-            return bytes(body.read())
+            extra = {"Range": f"bytes=0-{most - 1}"} if most is not None and truncate and most > 0 else {}
+            response = self._client.get_object(Bucket=self._bucket, Key=key, **extra)
+            size = int(response.get("ContentLength", 0) or 0)
+            if most is not None and size > most and not truncate:
+                response["Body"].close()
+                raise TooLargeError(key, size)
+            body = response["Body"]
+            return bytes(body.read() if most is None else body.read(most))
+        except TooLargeError:
+            raise
         except Exception as exc:
             raise self._fail("cannot read", key, exc) from exc
 
@@ -136,6 +180,35 @@ class ObjectStore:
 
     def uri(self, key: str) -> str:
         return f"{self._scheme.value}://{self._bucket}/{key}"
+
+    def delete_prefix(self, location: StorageLocation) -> int:
+        """Delete every object under `location/` (never the bucket's other keys: the prefix ends with '/')."""
+        prefix = location.prefix.strip("/")
+        if not prefix:
+            raise StorageError("refusing to delete a whole bucket")
+        removed = 0
+        try:
+            pages = self._client.get_paginator("list_objects_v2").paginate(Bucket=self._bucket, Prefix=prefix + "/")
+            for page in pages:
+                keys = [{"Key": obj["Key"]} for obj in page.get("Contents", [])]
+                if keys:
+                    self._client.delete_objects(Bucket=self._bucket, Delete={"Objects": keys, "Quiet": True})
+                    removed += len(keys)
+        except Exception as exc:
+            raise self._fail("cannot delete under", prefix + "/", exc) from exc
+        return removed
+
+
+def read_bounded(store: Store, key: str, limit: str, truncate: bool = False) -> bytes:
+    """`store.read` within the analyzer's limit named `limit` (limits.Limits): beyond it, a LimitExceededError that
+    names the limit (or, with `truncate`, only the first bytes up to it)."""
+    from stepscope_analyzer import limits
+
+    table = limits.current()
+    try:
+        return store.read(key, most=int(getattr(table, limit)), truncate=truncate)
+    except TooLargeError as exc:
+        raise table.exceeded(limit, str(exc)) from exc
 
 
 def location_of(source: str) -> StorageLocation:
@@ -160,6 +233,8 @@ __all__ = [
     "StorageOptions",
     "StorageUriError",
     "Store",
+    "TooLargeError",
     "location_of",
     "open_store",
+    "read_bounded",
 ]

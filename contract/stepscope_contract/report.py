@@ -8,6 +8,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepscope_contract.session import CaptureSpec
+
 REPORT_SCHEMA_VERSION = 1
 
 
@@ -48,6 +50,9 @@ class SlowRank(ReportModel):
     )
     node: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
+    comparison: list[NameComparison] = Field(
+        default_factory=list, description="kernels/ops/functions that differ most from the median of the others"
+    )
 
 
 class SlowNode(ReportModel):
@@ -100,6 +105,115 @@ class StepPhases(ReportModel):
     optimizer: float = 0.0
     communication_wait: float = Field(default=0.0, description="blocked on a collective, not overlapped work")
     other: float = 0.0
+
+
+class MetricStats(ReportModel):
+    """Mean, least and largest value of one GPU metric over the captured window."""
+
+    mean: float
+    min: float
+    max: float
+
+
+class ThrottleShare(ReportModel):
+    reason: str = Field(description="key of stepscope_contract.gpu_metrics.THROTTLE_REASONS, e.g. hw_thermal_slowdown")
+    label: str = Field(description="the reason in words, e.g. 'thermal slowdown (hardware)'")
+    slowdown: bool = Field(description="heat, power or a hardware signal holds the clocks down (not idle/settings)")
+    share: Annotated[float, Field(ge=0.0, le=1.0)] = Field(description="share of the window's samples with it set")
+
+
+class GpuSeries(ReportModel):
+    """The samples over the window, thinned to at most GPU_SERIES_POINTS points (for the report's plots)."""
+
+    t_s: list[float] = Field(default_factory=list, description="seconds since the window's start")
+    sm_clock_mhz: list[float | None] = Field(default_factory=list)
+    power_w: list[float | None] = Field(default_factory=list)
+    temperature_c: list[float | None] = Field(default_factory=list)
+
+
+GPU_SERIES_POINTS = 120
+
+
+class GpuMetrics(ReportModel):
+    """NVML samples of the rank's GPU over the captured window (the sidecar's gpu_metrics.jsonl.gz, whose line
+    format is documented in stepscope_contract.gpu_metrics). A metric the device does not report is None."""
+
+    gpu: int | None = Field(default=None, description="NVML index of the sampled device")
+    name: str | None = None
+    samples: int = Field(default=0, description="samples inside the window")
+    window_s: float = Field(default=0.0, description="seconds between the first and last sample used")
+    sm_clock_mhz: MetricStats | None = None
+    sm_clock_max_mhz: float | None = Field(default=None, description="the SM clock the device can reach")
+    mem_clock_mhz: MetricStats | None = None
+    power_w: MetricStats | None = None
+    power_limit_w: float | None = None
+    temperature_c: MetricStats | None = None
+    utilization_pct: MetricStats | None = Field(default=None, description="NVML GPU utilisation, %")
+    memory_utilization_pct: MetricStats | None = None
+    memory_used_bytes: MetricStats | None = None
+    memory_total_bytes: int | None = None
+    throttle: list[ThrottleShare] = Field(
+        default_factory=list, description="throttle reasons seen, most frequent first"
+    )
+    series: GpuSeries = Field(default_factory=GpuSeries)
+
+
+class RankEnvironment(ReportModel):
+    """Where and with what a rank ran: the trace's metadata, the rank's manifest and the hook's meta.json."""
+
+    hostname: str | None = None
+    torch_version: str | None = None
+    python_version: str | None = None
+    backend: str | None = Field(default=None, description="torch.distributed backend: nccl, gloo, ...")
+    nccl_version: str | None = None
+    cuda_runtime_version: str | None = None
+    cuda_driver_version: str | None = None
+    device_name: str | None = Field(default=None, description="the GPU's name; None on CPU-only ranks")
+    window_start: datetime | None = Field(default=None, description="first recorded step's start (trace clock)")
+    window_end: datetime | None = Field(default=None, description="last recorded step's end (trace clock)")
+    capture_started_at: datetime | None = Field(default=None, description="the sidecar's capture start")
+    capture_finished_at: datetime | None = None
+    gpu_metrics_status: str | None = Field(default=None, description="the manifest's 'captured' or why not")
+
+
+class NameComparison(ReportModel):
+    """One kernel (GPU) or op/function (CPU) of a slow rank beside the median of the other ranks, per step."""
+
+    name: str
+    category: str = Field(description="kernel | memory | cpu_op | python | user_annotation | runtime")
+    time_us: float = Field(description="time per step on the slow rank")
+    baseline_time_us: float = Field(description="median time per step of the other ranks")
+    count: float = Field(description="calls per step on the slow rank")
+    baseline_count: float = Field(description="median calls per step of the other ranks")
+    ratio: float | None = Field(default=None, description="time_us / baseline_time_us; None when 0 on the others")
+    summary: str = Field(default="", description="the difference in words: '1.35x longer, same count'")
+
+
+class CaptureInfo(ReportModel):
+    """What the session asked to record (its spec.capture), when known."""
+
+    steps: int | None = None
+    skip_steps: int | None = None
+    activities: list[str] = Field(default_factory=list)
+    record_shapes: bool | None = None
+    with_stack: bool | None = None
+    profile_memory: bool | None = None
+    gpu_metrics_interval_ms: int | None = Field(default=None, description="None when GPU metrics were not asked")
+    step_timeout_seconds: int | None = None
+
+    @classmethod
+    def from_spec(cls, spec: CaptureSpec) -> CaptureInfo:
+        """What a session's spec.capture asked for."""
+        return cls(
+            steps=spec.steps,
+            skip_steps=spec.skip_steps,
+            activities=[a.value for a in spec.activities],
+            record_shapes=spec.record_shapes,
+            with_stack=spec.with_stack,
+            profile_memory=spec.profile_memory,
+            gpu_metrics_interval_ms=spec.gpu_metrics.interval_ms if spec.gpu_metrics.enabled else None,
+            step_timeout_seconds=spec.step_timeout_seconds,
+        )
 
 
 class Bottleneck(ReportModel):
@@ -169,6 +283,11 @@ class RankReport(ReportModel):
     collectives: list[Collective] = Field(default_factory=list)
     phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
     step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
+    gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
+    environment: RankEnvironment | None = None
+    trace_link: str | None = Field(
+        default=None, description="the trace relative to report.html (works in a downloaded session folder)"
+    )
 
 
 class Diagnosis(ReportModel):
@@ -212,3 +331,9 @@ class Report(ReportModel):
     ranks: list[RankReport] = Field(default_factory=list)
     diagnosis: Diagnosis
     errors: list[RankError] = Field(default_factory=list)
+    capture: CaptureInfo | None = Field(default=None, description="the session's capture spec, when known")
+    missing_ranks: str = Field(
+        default="",
+        description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
+        "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )

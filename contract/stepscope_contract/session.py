@@ -9,7 +9,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.ranks import RANK_SET_PATTERN, parse_rank_set
 
 MAX_TARGET_STATUSES = 256
@@ -392,8 +391,3 @@ class ProfileSession(BaseModel):
     metadata: ObjectMeta
     spec: ProfileSessionSpec
     status: ProfileSessionStatus = Field(default_factory=ProfileSessionStatus)
-
-    def accepted_spec(self) -> ProfileSessionSpec:
-        """The spec the operator accepted (storage defaults of the install filled in), else the spec as written."""
-        text = self.metadata.annotations.get(ACCEPTED_SPEC_ANNOTATION)
-        return ProfileSessionSpec.model_validate_json(text) if text else self.spec

@@ -10,10 +10,12 @@ Layout (design.md):
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
+from urllib.parse import quote
 
 TRACE_FILE: Final = "trace.pt.trace.json.gz"
 GPU_METRICS_FILE: Final = "gpu_metrics.jsonl.gz"
@@ -138,3 +140,20 @@ def rank_from_key(session: StorageLocation, key: str) -> int | None:
         return None
     head = key[len(prefix) :].split("/", 1)[0]
     return int(head) if head.isdigit() else None
+
+
+def relative_link(from_dir: StorageLocation, target_uri: str) -> str | None:
+    """`target_uri` as a relative URL from the folder `from_dir` (a report's folder), or None when the two are not
+    in the same bucket (or file system). Links built from the layout functions above, e.g. a rank's trace seen from
+    report_location(session), keep working when the session folder is downloaded, whatever the layout."""
+    try:
+        target = parse_storage_uri(target_uri)
+    except StorageUriError:
+        return None
+    if (target.scheme, target.bucket) != (from_dir.scheme, from_dir.bucket):
+        return None
+    rel = posixpath.relpath("/" + target.prefix.strip("/"), "/" + from_dir.prefix.strip("/"))
+    if rel == ".":
+        return None
+    link = quote(rel, safe="/")
+    return link if link.startswith("../") else "./" + link

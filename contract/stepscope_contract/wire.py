@@ -197,6 +197,7 @@ class RankMeta(CamelModel):
     hostname: str | None = None
     pid: int
     torch_version: str | None = None
+    cuda_version: str | None = Field(default=None, description="the CUDA torch was built with (torch.version.cuda)")
     python_version: str | None = None
     device: str = Field(default="cpu", description="'cuda' when CUDA activity was recorded")
     steps_requested: int

@@ -14,6 +14,7 @@ from typing import Any
 import yaml
 
 from stepscope_local.kube import EmulatorServer
+from stepscope_local.kube.identity import service_account_user
 from stepscope_local.runner import Runner
 from stepscope_local.runner.pods import RunnerConfig
 from stepscope_local.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
@@ -65,6 +66,7 @@ class LocalCluster:
                 logs_dir=self.logs_dir,
                 work_dir=self.workdir / "pods",
                 nodes=self._nodes,
+                service_account_kubeconfig=self.service_account_kubeconfig,
             )
             self.runner = Runner(self.api.store, config).start()
             self.api.log_reader = self.runner.log_reader
@@ -104,6 +106,10 @@ class LocalCluster:
         if self.s3 is None:
             raise RuntimeError("this cluster runs without S3")
         return self.s3.endpoint
+
+    def service_account_kubeconfig(self, namespace: str, account: str) -> Path:
+        """The kubeconfig of a ServiceAccount: requests with it are recorded as that identity (api.audit)."""
+        return self.api.kubeconfig_for(service_account_user(namespace, account))
 
     def s3_stop(self) -> None:
         """Simulate an S3 outage (moto's stored objects are lost; buckets come back on s3_start)."""

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.install import TRAINING_NAMESPACE, install, start_operator
+from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, TRAINING_NAMESPACE, install, start_operator
 from stepscope_local.manifests import SESSION_PATH, s3_location, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
@@ -26,6 +26,7 @@ from stepscope_local.s3 import free_port
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 BIN = Path(sys.executable).parent
+__all__ = ["OPERATOR_ACCOUNT", "OPERATOR_NAMESPACE", "main"]  # the operator's identity, as tests read it
 
 
 def say(text: str) -> None:
@@ -163,6 +164,31 @@ def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -
     return target
 
 
+def fetch_session_folder(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
+    """The whole session folder the report lies in (<session>/report/report.html) into out_dir/session, so the
+    report's links to every rank's trace work there; the path of that copy of report.html."""
+    url = status.get("reportURL")
+    if not url or cluster.s3 is None:
+        return None
+    bucket, key = s3_location(url)
+    parts = key.split("/")
+    if len(parts) < 3:
+        return None
+    prefix = "/".join(parts[:-2]) + "/"
+    client = cluster.s3.client()
+    dest = out_dir / "session"
+    shutil.rmtree(dest, ignore_errors=True)
+    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        for obj in page.get("Contents", []):
+            rel = obj["Key"][len(prefix) :]
+            if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
+                continue
+            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(bucket, obj["Key"], str(dest / rel))
+    copy = dest / parts[-2] / parts[-1]
+    return copy if copy.is_file() else None
+
+
 def run(args: argparse.Namespace) -> int:
     workdir: Path = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
@@ -179,7 +205,11 @@ def run(args: argparse.Namespace) -> int:
         operator = start_operator(cluster, workdir, command, health_port, namespaces=TRAINING_NAMESPACE)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
-            cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
+            cluster.api.apply(
+                training_job(
+                    free_port(), args.slow_rank, args.slow_mode, args.slow_ms, storage_endpoint=cluster.s3_endpoint
+                )
+            )
             say(
                 f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
                 f"{args.slow_ms:g} ms/step)"
@@ -213,6 +243,9 @@ def run(args: argparse.Namespace) -> int:
             report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
             if report is not None:
                 say(f"report: {report}")
+                linked = fetch_session_folder(cluster, status, workdir)
+                if linked is not None:
+                    say(f"session folder, where the report links to each rank's trace: {linked}")
             if phase not in ("Succeeded",):
                 explain_failure(status, workdir)
             say(f"done in {time.monotonic() - started:.0f} s")

@@ -2,10 +2,13 @@
 they are: the operator's storage settings, the Secrets the examples name, the demo training's script, the buckets,
 and the operator process itself.
 
-The layout mirrors a Helm install: namespace `stepscope` holds the install's storage settings (ConfigMap
-`stepscope-storage`, the keys the operator reads as `STEPSCOPE_STORAGE_*`, which `stepscope check` reads too); the
-training namespace (`default`) holds the credentials Secret `stepscope-s3` and the sidecar token Secret. Sessions
-then need only `storage.uri`: the operator fills the endpoint, addressing style and Secret in.
+The layout mirrors a Helm install in `stepscope-system`: that namespace holds the install's storage settings
+(ConfigMap `stepscope-storage`, the keys the operator reads as `STEPSCOPE_STORAGE_*`, which `stepscope check` reads
+too) and the operator runs as its ServiceAccount `stepscope-operator` (the emulator records its requests). The
+training namespace (`default`) holds the credentials Secret `stepscope-s3`, the sidecar token derived for it, and a
+copy of the storage settings for pods that carry the sidecar in their manifest (the sidecar reads the same
+`STEPSCOPE_STORAGE_BASE`/`STEPSCOPE_STORAGE_ENDPOINT` as its only destinations, examples/demo/train-job.yaml).
+Sessions then need only `storage.uri`: the operator fills the endpoint, addressing style and Secret in.
 """
 
 from __future__ import annotations
@@ -21,21 +24,23 @@ from stepscope_local.cluster import LocalCluster
 from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap
 from stepscope_local.s3 import free_port
 
-INSTALL_NAMESPACE = "stepscope"
+OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator"  # as the Helm chart installs it
+INSTALL_NAMESPACE = OPERATOR_NAMESPACE
+MASTER_TOKEN = "demo-master-token"  # noqa: S105 - the local operator's master; secrets.yaml holds the one derived
 TRAINING_NAMESPACE = "default"
 STORAGE_CONFIGMAP = "stepscope-storage"
 STORAGE_LABELS = {"app.kubernetes.io/part-of": "stepscope", "app.kubernetes.io/component": "storage-settings"}
 CREDENTIALS_SECRET = "stepscope-s3"  # noqa: S105 - a Secret's name (examples/demo/secrets.yaml)
 TOKEN_SECRET = "stepscope-sidecar-token"  # noqa: S105 - a Secret's name (examples/demo/secrets.yaml)
 BUCKETS = ("stepscope-demo", "stepscope-traces")  # the buckets the examples name
-DEFAULT_URI = "s3://stepscope-demo/sessions"
+STORAGE_BASE = "s3://stepscope-demo/sessions"
 BIN = Path(sys.executable).parent
 
 
 def storage_settings(cluster: LocalCluster) -> dict[str, str]:
     """The install's storage settings for this cluster's S3, as the operator reads them (`STEPSCOPE_STORAGE_*`)."""
     return {
-        "STEPSCOPE_STORAGE_URI": DEFAULT_URI,
+        "STEPSCOPE_STORAGE_BASE": STORAGE_BASE,
         "STEPSCOPE_STORAGE_ENDPOINT": cluster.s3_endpoint,
         "STEPSCOPE_STORAGE_REGION": cluster.s3_region,
         "STEPSCOPE_STORAGE_ADDRESSING_STYLE": "path",
@@ -46,15 +51,16 @@ def storage_settings(cluster: LocalCluster) -> dict[str, str]:
 def install(cluster: LocalCluster) -> None:
     """Namespaces, storage settings, Secrets, the demo training's script and the examples' buckets."""
     cluster.api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": INSTALL_NAMESPACE}})
-    cluster.api.apply(
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": STORAGE_CONFIGMAP, "namespace": INSTALL_NAMESPACE, "labels": STORAGE_LABELS},
-            "data": storage_settings(cluster),
-        }
-    )
-    for doc in load_all(DEMO_DIR / "secrets.yaml"):  # the S3 keys (moto takes any) and the sidecar token
+    for namespace, labels in ((INSTALL_NAMESPACE, STORAGE_LABELS), (TRAINING_NAMESPACE, {})):
+        cluster.api.apply(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": STORAGE_CONFIGMAP, "namespace": namespace, "labels": labels},
+                "data": storage_settings(cluster),
+            }
+        )
+    for doc in load_all(DEMO_DIR / "secrets.yaml"):  # the S3 keys (moto takes any), the namespace's sidecar token
         cluster.api.apply(doc)
     cluster.api.apply(script_configmap(TRAINING_NAMESPACE))
     assert cluster.s3 is not None
@@ -74,31 +80,23 @@ def shell_lines(cluster: LocalCluster) -> list[str]:
     return [f"export {name}={shlex.quote(value)}" for name, value in values.items()]
 
 
-def sidecar_token() -> str:
-    """The sidecar bearer token of examples/demo/secrets.yaml (the operator's copy must match the pods')."""
-    for doc in load_all(DEMO_DIR / "secrets.yaml"):
-        if doc["metadata"]["name"] == TOKEN_SECRET:
-            return str(doc["stringData"]["token"])
-    raise RuntimeError(f"examples/demo/secrets.yaml has no Secret {TOKEN_SECRET}")
-
-
 def operator_env(cluster: LocalCluster, workdir: Path, health_port: int, namespaces: str = "") -> dict[str, str]:
     token = workdir / "operator" / "token"
     token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text(sidecar_token())
+    token.write_text(MASTER_TOKEN)  # examples/demo/secrets.yaml holds the token derived for "default"
     return {
         "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
         "HOME": os.environ.get("HOME", "/tmp"),
         "LANG": "C.UTF-8",
         "PYTHONUNBUFFERED": "1",
-        "KUBECONFIG": str(cluster.kubeconfig_path),
+        # the operator's own identity, as the chart's ServiceAccount (the emulator records who made which request)
+        "KUBECONFIG": str(cluster.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)),
         "STEPSCOPE_WATCH_NAMESPACES": namespaces,
+        "STEPSCOPE_LOCAL_MODE": "true",
         "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
         "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
         "STEPSCOPE_METRICS_PORT": str(free_port()),
         "STEPSCOPE_HEALTH_PORT": str(health_port),
-        # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
-        "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
         "STEPSCOPE_TICK_SECONDS": "0.5",
         **storage_settings(cluster),
     }

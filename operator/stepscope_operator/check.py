@@ -13,7 +13,8 @@ status 1 naming every check that failed.
 
 Permissions it needs (docs/interfaces.md): get customresourcedefinitions; create/get/delete profilesessions and
 create pods (dry-run) in the namespace; list mutatingwebhookconfigurations; list configmaps in the install namespace;
-get the credentials Secret.
+get the credentials Secret (and, to find the storage settings without --install-namespace, list configmaps
+cluster-wide; without that permission it looks in `stepscope`).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from stepscope_contract.storage import Scheme, StorageUriError, parse_storage_ur
 from stepscope_operator.check_report import CheckResult, exit_code, fail, ok, render, skip
 from stepscope_operator.storage_defaults import StorageDefaults
 
+DEFAULT_INSTALL_NAMESPACE = "stepscope"
 SETTINGS_SELECTOR = "app.kubernetes.io/part-of=stepscope,app.kubernetes.io/component=storage-settings"
 PROBE_LABEL = "stepscope.dev/check"
 
@@ -86,7 +88,7 @@ class Cluster:
 class Context:
     cluster: Cluster
     namespace: str
-    install_namespace: str
+    install_namespace: str | None  # None: find the storage settings by their labels
     timeout: float
     storage_uri: str | None
     probe_id: str = field(default_factory=lambda: secrets.token_hex(3))
@@ -225,14 +227,22 @@ def check_webhook(ctx: Context) -> CheckResult:
 
 # ---- storage --------------------------------------------------------------------------------------------------------
 def _settings(ctx: Context) -> tuple[StorageDefaults, str]:
-    code, listed = ctx.cluster.call(
-        "GET", f"/api/v1/namespaces/{ctx.install_namespace}/configmaps", query={"labelSelector": SETTINGS_SELECTOR}
-    )
-    items = (listed or {}).get("items") or [] if code == 200 else []
+    """The install's storage settings ConfigMap: in --install-namespace, else found by its labels (cluster-wide list,
+    which may be forbidden: then the chart's usual namespace `stepscope`)."""
+    query = {"labelSelector": SETTINGS_SELECTOR}
+    items: list[dict[str, Any]] = []
+    if ctx.install_namespace is None:
+        code, listed = ctx.cluster.call("GET", "/api/v1/configmaps", query=query)
+        items = (listed or {}).get("items") or [] if code == 200 else []
+    namespace = ctx.install_namespace or DEFAULT_INSTALL_NAMESPACE
     if not items:
-        return StorageDefaults(), f"no storage settings ConfigMap in namespace {ctx.install_namespace}"
+        code, listed = ctx.cluster.call("GET", f"/api/v1/namespaces/{namespace}/configmaps", query=query)
+        items = (listed or {}).get("items") or [] if code == 200 else []
+    if not items:
+        return StorageDefaults(), f"no storage settings ConfigMap in namespace {namespace}"
     meta = items[0].get("metadata") or {}
-    return StorageDefaults.from_env(items[0].get("data") or {}), f"ConfigMap {ctx.install_namespace}/{meta.get('name')}"
+    where = f"ConfigMap {meta.get('namespace', namespace)}/{meta.get('name')}"
+    return StorageDefaults.from_env(items[0].get("data") or {}), where
 
 
 def _credentials(ctx: Context, settings: StorageDefaults) -> tuple[dict[str, str], str]:
@@ -284,9 +294,9 @@ def _round_trip(settings: StorageDefaults, uri: str, credentials: dict[str, str]
 
 def check_storage(ctx: Context) -> CheckResult:
     settings, source = _settings(ctx)
-    uri = ctx.storage_uri or settings.uri
+    uri = ctx.storage_uri or settings.base
     if not uri:
-        return fail("storage", f"{source} names no storage URI (Helm value storage.bucket); pass --storage-uri")
+        return fail("storage", f"{source} names no storage base (Helm value storage.bucket); pass --storage-uri")
     try:
         location = parse_storage_uri(uri)
     except StorageUriError as exc:
@@ -322,7 +332,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--namespace", "-n", default=None, help="training namespace to check in (unset: the kubeconfig context's)"
     )
     parser.add_argument(
-        "--install-namespace", default="stepscope", help="namespace of the operator and its storage settings"
+        "--install-namespace",
+        default=None,
+        help="namespace of the install's storage settings (unset: found by their labels, else stepscope)",
     )
     parser.add_argument(
         "--storage-uri", default=None, help="where to write the probe object (unset: the storage settings' URI)"

@@ -5,7 +5,8 @@ What an injected pod gets (docs/interfaces.md, "Sidecar" and "Training container
   shared emptyDir `stepscope-hook`;
 - the native sidecar `stepscope-sidecar` (an init container with `restartPolicy: Always`, after the hook's
   installer) listening on the pod IP, sharing the emptyDir `stepscope-run` with the
-  training container(s), with the token Secret mounted and storage credentials only through `secretKeyRef`;
+  training container(s), with the token Secret mounted, storage credentials only through `secretKeyRef` and the
+  only destinations it uploads to (`STEPSCOPE_STORAGE_BASE`, `STEPSCOPE_STORAGE_ENDPOINT`);
 - on each training container: `PYTHONPATH` (the hook folder prepended to any value already set),
   `STEPSCOPE_HOOK_DIR`, `STEPSCOPE_POD_NAME` / `STEPSCOPE_NODE_NAME` and the two volume mounts;
 - the annotation `stepscope.dev/injected: "true"`, which makes injection idempotent.
@@ -26,6 +27,8 @@ from stepscope_contract.constants import (
     ENV_NODE_NAME,
     ENV_POD_NAME,
     ENV_POD_NAMESPACE,
+    ENV_STORAGE_BASE,
+    ENV_STORAGE_ENDPOINT,
     INJECT_LABEL,
     INJECTED_ANNOTATION,
     SIDECAR_CONTAINER_NAME,
@@ -67,6 +70,10 @@ class InjectionConfig:
     credentials_secret: str | None = None  # Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
     access_key_id_key: str = "AWS_ACCESS_KEY_ID"
     secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a key name
+    # Where injected sidecars may upload: sessions must use this storage URI (comma-separated for several) and
+    # endpoint; anything else gets 400 from the sidecar (docs/security.md).
+    storage_base: str = ""
+    storage_endpoint: str = ""
     run_as_user: int = 65532
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: copy.deepcopy(_DEFAULT_RESOURCES))
 
@@ -90,6 +97,8 @@ class InjectionConfig:
             secret_access_key_key=e.get(
                 "STEPSCOPE_SIDECAR_CREDENTIALS_SECRET_ACCESS_KEY_KEY", cls.secret_access_key_key
             ),
+            storage_base=e.get("STEPSCOPE_SIDECAR_STORAGE_BASE", cls.storage_base),
+            storage_endpoint=e.get("STEPSCOPE_SIDECAR_STORAGE_ENDPOINT", cls.storage_endpoint),
             run_as_user=int(e.get("STEPSCOPE_SIDECAR_RUN_AS_USER", cls.run_as_user)),
             resources=resources,
         )
@@ -147,6 +156,8 @@ def sidecar_container(config: InjectionConfig) -> dict[str, Any]:
         _field_env(ENV_POD_NAMESPACE, "metadata.namespace"),
         _field_env(ENV_NODE_NAME, "spec.nodeName"),
         {"name": "TMPDIR", "value": RUN_PATH},  # the root filesystem is read-only
+        {"name": ENV_STORAGE_BASE, "value": config.storage_base},
+        {"name": ENV_STORAGE_ENDPOINT, "value": config.storage_endpoint},
     ]
     if config.credentials_secret:
         for name, key in (

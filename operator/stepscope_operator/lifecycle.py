@@ -21,7 +21,7 @@ from stepscope_contract.session import (
     TargetState,
     TargetStatus,
 )
-from stepscope_contract.storage import parse_storage_uri, session_location
+from stepscope_contract.session_folder import session_folder
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
 from stepscope_operator import status as st
 from stepscope_operator.config import OperatorConfig
@@ -153,7 +153,7 @@ def _accept(t: Tick) -> bool:
         t.set(observedGeneration=t.generation)
         t.fail("InvalidSpec", message)
         return False
-    location = session_location(parse_storage_uri(spec.storage.uri), t.namespace, t.name, t.uid)
+    location = session_folder(spec, t.namespace, t.name, t.uid)
     t.out.annotations[ACCEPTED_SPEC_ANNOTATION] = json.dumps(spec.wire(), separators=(",", ":"), sort_keys=True)
     t.meta.setdefault("annotations", {})[ACCEPTED_SPEC_ANNOTATION] = t.out.annotations[ACCEPTED_SPEC_ANNOTATION]
     t.cond(ConditionType.ACCEPTED, True, "SpecValid", "the spec is valid")
@@ -317,7 +317,8 @@ def _request(t: Tick, spec: ProfileSessionSpec, target: Target) -> CaptureReques
         rank=target.rank,
         options=CaptureOptions.from_spec(spec.capture),
         destination=StorageDestination(
-            session_uri=t.status["artifactsUri"],
+            # recomputed, never taken from status.artifactsUri (which the analyzer's ServiceAccount can patch)
+            session_uri=session_folder(spec, t.namespace, t.name, t.uid).uri,
             endpoint=spec.storage.endpoint,
             region=spec.storage.region,
             addressing_style=spec.storage.addressing_style,

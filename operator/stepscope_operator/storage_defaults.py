@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from stepscope_contract.constants import ENV_STORAGE_BASE, ENV_STORAGE_ENDPOINT
 from stepscope_contract.session import AddressingStyle, SecretRef, StorageSpec
 
 
 @dataclass(frozen=True)
 class StorageDefaults:
-    uri: str = ""  # where sessions of this install usually store (used by `stepscope check` and examples)
+    base: str = ""  # where sessions of this install store (the sidecars' allowed base; `stepscope check` probes it)
     endpoint: str = ""
     region: str = ""
     addressing_style: str = ""
@@ -34,8 +35,8 @@ class StorageDefaults:
         if style and style not in {s.value for s in AddressingStyle}:
             raise ValueError(f"STEPSCOPE_STORAGE_ADDRESSING_STYLE must be auto, path or virtual, not {style!r}")
         return cls(
-            uri=get("STEPSCOPE_STORAGE_URI"),
-            endpoint=get("STEPSCOPE_STORAGE_ENDPOINT"),
+            base=get(ENV_STORAGE_BASE).split(",")[0].strip(),  # the sidecars read a list; the first is the main one
+            endpoint=get(ENV_STORAGE_ENDPOINT).split(",")[0].strip(),
             region=get("STEPSCOPE_STORAGE_REGION"),
             addressing_style="" if style == AddressingStyle.AUTO.value else style,
             credentials_secret=get("STEPSCOPE_STORAGE_CREDENTIALS_SECRET"),

@@ -44,6 +44,7 @@ class Target:
     rank: int | None
     ip: str
     port: int
+    namespace: str = "default"  # the sidecar accepts only its namespace's token (stepscope_contract.tokens)
 
     @property
     def base_url(self) -> str:
@@ -227,6 +228,7 @@ def resolve_targets(
                 rank=pod_rank(pod, spec.container, has_master, layout),
                 ip=str((pod.get("status") or {}).get("podIP")),
                 port=sidecar_port(pod),
+                namespace=str(meta.get("namespace") or "default"),
             )
         )
     subset = spec.rank_set()

@@ -345,6 +345,7 @@ class Hook:
         meta.update(
             {
                 "torchVersion": str(getattr(torch_mod, "__version__", "")) or None,
+                "cudaVersion": getattr(getattr(torch_mod, "version", None), "cuda", None),
                 "pythonVersion": platform.python_version(),
                 "device": device,
                 "stepsRequested": active.steps,

@@ -9,12 +9,21 @@ from pathlib import Path
 
 from aiohttp import web
 
-from stepscope_contract.constants import DEFAULT_SIDECAR_PORT, ENV_NODE_NAME, ENV_POD_NAME
+from stepscope_contract.constants import (
+    DEFAULT_SIDECAR_PORT,
+    ENV_NODE_NAME,
+    ENV_POD_NAME,
+    ENV_POD_NAMESPACE,
+    ENV_STORAGE_BASE,
+    ENV_STORAGE_ENDPOINT,
+)
+from stepscope_contract.storage import StorageUriError
 from stepscope_sidecar import nvml
 from stepscope_sidecar.agent import Agent
 from stepscope_sidecar.app import build_app
 from stepscope_sidecar.auth import TokenError, load_token
 from stepscope_sidecar.capture import AgentConfig
+from stepscope_sidecar.destinations import DestinationPolicy
 from stepscope_sidecar.metrics import Metrics
 from stepscope_sidecar.retry import Backoff
 from stepscope_sidecar.stores import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
@@ -33,6 +42,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hook-dir", required=True, help="volume shared with the training container")
     p.add_argument("--token-file", required=True, help="file holding the bearer token (mounted Secret)")
     p.add_argument("--port-file", help="write the bound port here once listening (unset: nowhere)")
+    p.add_argument(
+        "--storage-base",
+        default=os.environ.get(ENV_STORAGE_BASE, ""),
+        help=f"comma-separated storage bases sessions must use (default ${ENV_STORAGE_BASE}); none: no capture",
+    )
+    p.add_argument(
+        "--storage-endpoint",
+        default=os.environ.get(ENV_STORAGE_ENDPOINT, ""),
+        help=f"comma-separated S3-compatible endpoints uploads may use (default ${ENV_STORAGE_ENDPOINT})",
+    )
     p.add_argument(
         "--multipart-threshold",
         type=int,
@@ -58,10 +77,10 @@ def _write_port(path: str, port: int) -> None:
     os.replace(tmp, path)
 
 
-async def _serve(args: argparse.Namespace, agent: Agent, token: str) -> None:
+async def _serve(args: argparse.Namespace, agent: Agent, token: str, destinations: DestinationPolicy) -> None:
     import asyncio
 
-    runner = web.AppRunner(build_app(agent, token), handle_signals=True)
+    runner = web.AppRunner(build_app(agent, token, destinations), handle_signals=True)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)
     await site.start()
@@ -88,6 +107,16 @@ def main(argv: list[str]) -> int:
     except TokenError as exc:
         log.error("%s", exc)
         return 2
+    try:
+        destinations = DestinationPolicy.from_settings(
+            args.storage_base, args.storage_endpoint, os.environ.get(ENV_POD_NAMESPACE)
+        )
+    except StorageUriError as exc:
+        log.error("--storage-base: %s", exc)
+        return 2
+    if not destinations.bases or not destinations.namespace:
+        log.warning("no storage base or namespace configured: every capture request will be refused")
+    log.info("uploads allowed to: %s", destinations.describe())
     config = AgentConfig(
         hook_dir=Path(args.hook_dir),
         pod=os.environ.get(ENV_POD_NAME) or None,
@@ -107,7 +136,7 @@ def main(argv: list[str]) -> int:
             if task is not None:
                 loop.add_signal_handler(sig, task.cancel)
         try:
-            await _serve(args, agent, token)
+            await _serve(args, agent, token, destinations)
         except asyncio.CancelledError:
             await agent.shutdown()
 

@@ -3,6 +3,8 @@ all-in-one, and map (2 shards) then reduce; the session's status gets the summar
 
 from __future__ import annotations
 
+import gzip
+import json
 import os
 import subprocess
 import sys
@@ -15,10 +17,15 @@ import boto3
 import pytest
 import yaml
 
+from stepscope_analyzer.analyses.summary import summarize_trace
 from stepscope_contract.report import Report
 from stepscope_contract.session import ProfileSessionStatus
-from stepscope_contract.storage import parse_storage_uri, rank_location, session_location, summary_key
+from stepscope_contract.storage import GPU_METRICS_FILE, parse_storage_uri, rank_location, session_location, summary_key
 from stepscope_local.kube import EmulatorServer
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from gpu_scenario import nvml_samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -99,6 +106,9 @@ def test_all_mode_writes_report_and_patches_status(
     report = Report.model_validate_json(body)
     assert report.session.name == "train-1" and report.session.uid == obj["metadata"]["uid"]
     assert [r.status.value for r in report.ranks] == ["ok", "ok", "error"]
+    assert [r.trace_link for r in report.ranks] == [f"../ranks/{r}/trace.pt.trace.json.gz" for r in range(3)]
+    assert report.capture is not None and (report.capture.steps, report.capture.skip_steps) == (5, 1)
+    assert report.capture.activities == ["cpu", "cuda"] and report.capture.gpu_metrics_interval_ms == 100
     html = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.html")
     assert html["ContentType"].startswith("text/html")
     assert s3.get_object(Bucket=BUCKET, Key=summary_key(loc, 2))["Body"].read()  # summaries are kept
@@ -108,6 +118,11 @@ def test_map_shards_then_reduce(kube: EmulatorServer, moto_endpoint: str, gloo_t
     obj = _session(kube, "train-2", moto_endpoint)
     traces = {r: gloo_traces[1 if r == 3 else 0] for r in range(4)}  # rank 3 is the sleeper
     s3, loc = _upload(moto_endpoint, obj, traces)
+    env = summarize_trace(gloo_traces[1]).environment
+    assert env is not None and env.window_start is not None and env.window_end is not None
+    window = (env.window_start.timestamp(), env.window_end.timestamp())
+    samples = "".join(json.dumps(x) + "\n" for x in nvml_samples(window, gpu=0, throttled=True, seed=1))
+    s3.put_object(Bucket=BUCKET, Key=rank_location(loc, 3).key(GPU_METRICS_FILE), Body=gzip.compress(samples.encode()))
     for index in range(2):
         result = _job(kube, "--name", "train-2", "--mode", "map", "--shards", "2",
                       extra_env={"JOB_COMPLETION_INDEX": str(index)})  # fmt: skip
@@ -121,6 +136,12 @@ def test_map_shards_then_reduce(kube: EmulatorServer, moto_endpoint: str, gloo_t
     status = _status(kube, "train-2")
     assert status.summary is not None and status.summary.slowest_rank == 3 and status.summary.cause == "host"
     assert status.report_url and status.report_url.endswith("/report/report.html")
+    report = Report.model_validate_json(
+        s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.json")["Body"].read()
+    )
+    sampled = {r.rank: r.gpu_metrics for r in report.ranks if r.gpu_metrics is not None}
+    assert list(sampled) == [3]  # read in the map step, carried by the summary to the reduce
+    assert sampled[3] is not None and sampled[3].sm_clock_mhz is not None and sampled[3].sm_clock_mhz.max <= 705
 
 
 def test_failure_sets_report_ready_false(kube: EmulatorServer, moto_endpoint: str) -> None:

@@ -7,6 +7,7 @@ from stepscope_contract.storage import (
     parse_storage_uri,
     rank_from_key,
     rank_location,
+    relative_link,
     report_location,
     sanitize_segment,
     session_location,
@@ -65,3 +66,21 @@ def test_distinct_names_stay_distinct_and_bounded() -> None:
 def test_negative_rank_rejected() -> None:
     with pytest.raises(ValueError, match="rank"):
         rank_location(parse_storage_uri("s3://b/p"), -1)
+
+
+def test_relative_links_follow_the_layout() -> None:
+    session = session_location(parse_storage_uri("s3://bucket/prefix"), "ml", "run-1", "1234abcd")
+    trace = f"s3://bucket/{rank_location(session, 3).key('trace.pt.trace.json.gz')}"
+    assert relative_link(report_location(session), trace) == "../ranks/3/trace.pt.trace.json.gz"
+    assert relative_link(report_location(session), "s3://other-bucket/x/trace.json") is None
+    assert relative_link(report_location(session), "oss://bucket/prefix/x.json") is None
+    assert relative_link(report_location(session), "not a uri") is None
+    out = parse_storage_uri("file:///tmp/out")
+    assert relative_link(out, "file:///data/traces/rank0.json.gz") == "../../data/traces/rank0.json.gz"
+    assert relative_link(out, "file:///tmp/out/rank0.json") == "./rank0.json"
+
+
+def test_relative_links_cannot_carry_a_scheme_or_markup() -> None:
+    out = parse_storage_uri("file:///tmp/out")
+    link = relative_link(out, 'file:///tmp/out/javascript:alert(1)"><b>.json')
+    assert link is not None and link.startswith("./") and ":" not in link and '"' not in link and "<" not in link

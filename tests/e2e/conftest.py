@@ -40,7 +40,7 @@ class Env:
         slow_ms: float = 60.0,
         extra_env: dict[str, str] | None = None,
     ) -> None:
-        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env)
+        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env, storage_endpoint=self.cluster.s3_endpoint)
         job["metadata"]["name"] = name
         self.cluster.api.apply(job)
 
@@ -50,7 +50,7 @@ class Env:
     def stop_training(self, name: str) -> None:
         self.cluster.api.delete("batch/v1", "jobs", "default", name)
 
-    def apply_session(self, name: str, job: str, **capture: Any) -> None:
+    def apply_session(self, name: str, job: str, delete_artifacts: bool = False, **capture: Any) -> None:
         session = {
             "apiVersion": API,
             "kind": "ProfileSession",
@@ -70,6 +70,7 @@ class Env:
                     "endpoint": self.cluster.s3_endpoint,
                     "addressingStyle": "path",
                     "credentialsSecret": {"name": "stepscope-s3"},
+                    "deleteOnSessionDelete": delete_artifacts,
                 },
                 # 4 ranks share 2 CPU cores here: scheduling noise moves per-rank times by ~10%, so only
                 # differences above 20% of a step are findings (a planted slow rank adds 60 ms to ~60 ms steps).

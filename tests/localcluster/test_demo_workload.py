@@ -14,13 +14,14 @@ from typing import Any
 
 import pytest
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, CaptureState, SessionRef, StorageDestination
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap, training_job
 from stepscope_local.s3 import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
-TOKEN = "demo-sidecar-token"
+TOKEN = namespace_token("demo-master-token", "default")  # what examples/demo/secrets.yaml holds
 
 
 def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -42,7 +43,9 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         for doc in load_all(DEMO_DIR / "secrets.yaml"):
             cluster.api.apply(doc)
         cluster.api.apply(script_configmap())
-        cluster.api.apply(training_job(free_port(), slow_rank=2, slow_mode="host", slow_ms=40))
+        cluster.api.apply(
+            training_job(free_port(), slow_rank=2, slow_mode="host", slow_ms=40, storage_endpoint=cluster.s3_endpoint)
+        )
         deadline = time.monotonic() + 240
         pods: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
@@ -59,7 +62,7 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         for pod in pods:
             request = CaptureRequest(
                 capture_id="cap-1",
-                session=SessionRef(namespace="default", name="demo"),
+                session=SessionRef(namespace="default", name="demo", uid="0000abcd-1111"),
                 options=options,
                 destination=StorageDestination(
                     session_uri=session_uri, endpoint=cluster.s3_endpoint, addressing_style="path"

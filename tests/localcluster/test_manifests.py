@@ -28,3 +28,27 @@ def test_script_configmap_and_s3_location() -> None:
     assert s3_location("s3://b/a/b/report.html") == ("b", "a/b/report.html")
     with pytest.raises(ValueError, match="s3://"):
         s3_location("http://x")
+
+
+def test_the_demo_sidecar_uploads_only_to_the_install_base_through_the_install_endpoint() -> None:
+    from stepscope_local.install import STORAGE_BASE, STORAGE_CONFIGMAP
+
+    plain = training_job(4321, 1, "compute", 12.5)
+    sidecar = next(c for c in plain["spec"]["template"]["spec"]["containers"] if c["name"] == "stepscope-sidecar")
+    env = {e["name"]: e for e in sidecar["env"]}
+    for name in ("STEPSCOPE_STORAGE_BASE", "STEPSCOPE_STORAGE_ENDPOINT"):  # the install's settings, no fixed port
+        assert env[name]["valueFrom"]["configMapKeyRef"] == {"name": STORAGE_CONFIGMAP, "key": name}
+    assert yaml.safe_load(SESSION_PATH.read_text())["spec"]["storage"]["uri"] == STORAGE_BASE
+    job = training_job(4321, 1, "compute", 12.5, storage_endpoint="http://127.0.0.1:5555")
+    sidecar = next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "stepscope-sidecar")
+    endpoint = next(e for e in sidecar["env"] if e["name"] == "STEPSCOPE_STORAGE_ENDPOINT")
+    assert endpoint == {"name": "STEPSCOPE_STORAGE_ENDPOINT", "value": "http://127.0.0.1:5555"}
+
+
+def test_the_demo_token_secret_holds_the_token_derived_for_its_namespace() -> None:
+    from stepscope_contract.tokens import namespace_token
+    from stepscope_local.manifests import DEMO_DIR, load_all
+
+    secret = next(d for d in load_all(DEMO_DIR / "secrets.yaml") if d["metadata"]["name"] == "stepscope-sidecar-token")
+    namespace = secret["metadata"]["namespace"]
+    assert secret["stringData"]["token"] == namespace_token("demo-master-token", namespace)

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.s3 import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API = "stepscope.dev/v1alpha1"
-TOKEN = "operator-test-token"
+TOKEN = "operator-test-token"  # the operator's master token
+SIDECAR_TOKEN = namespace_token(TOKEN, "default")  # what the sidecars of namespace default accept
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 
 

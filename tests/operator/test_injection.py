@@ -278,9 +278,14 @@ def test_config_from_env() -> None:
             "STEPSCOPE_SIDECAR_CREDENTIALS_SECRET": "keys",
             "STEPSCOPE_SIDECAR_RUN_AS_USER": "1000",
             "STEPSCOPE_SIDECAR_RESOURCES": '{"limits": {"memory": "1Gi"}}',
+            "STEPSCOPE_SIDECAR_STORAGE_BASE": "s3://b/p",
+            "STEPSCOPE_SIDECAR_STORAGE_ENDPOINT": "https://minio:9000",
         }
     )
     sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["initContainers"][1]
+    env = _env(sidecar)
+    assert env["STEPSCOPE_STORAGE_BASE"]["value"] == "s3://b/p"
+    assert env["STEPSCOPE_STORAGE_ENDPOINT"]["value"] == "https://minio:9000"
     assert sidecar["image"] == "registry.example/stepscope/sidecar:1.2.3"
     assert sidecar["imagePullPolicy"] == "Always"
     assert sidecar["args"][3] == "9000" and sidecar["ports"][0]["containerPort"] == 9000
@@ -332,5 +337,9 @@ def test_manual_injection_doc_matches_what_the_webhook_injects() -> None:
         kubernetes_validate.validate(job, version, strict=True)
     template = job["spec"]["template"]
     user = _strip_injection(template)
-    config = InjectionConfig(credentials_secret="stepscope-s3")
+    config = InjectionConfig(
+        credentials_secret="stepscope-s3",
+        storage_base="s3://ml-team-profiles/stepscope",
+        storage_endpoint="https://minio.storage:9000",
+    )
     assert apply_json_patch(user, mutate(user, config, {INJECT_LABEL: "true"})) == template

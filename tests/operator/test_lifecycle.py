@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_harness import API, TOKEN, OperatorProcess, add_pod, finish_analysis, session, wait_for
+from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, finish_analysis, session, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -45,7 +45,7 @@ def _kubectl(api: EmulatorServer, tmp: Path, *args: str) -> subprocess.Completed
 
 
 def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: OperatorProcess, tmp_path: Path) -> None:
-    with SidecarFleet(TOKEN, 3, upload_after=0.5) as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=0.5) as fleet:
         _pods(api, fleet, {"app": "trainer"})
         api.apply(session("happy", {"selector": {"matchLabels": {"app": "trainer"}}}))
         obj = wait_for(api, "happy", ("Analyzing", "Failed"))
@@ -104,7 +104,7 @@ def test_no_matching_pods_says_what_was_searched(api: EmulatorServer, operator: 
 
 
 def test_job_reference_and_one_sidecar_down(api: EmulatorServer, operator: OperatorProcess) -> None:
-    with SidecarFleet(TOKEN, 3, upload_after=0.5, base="127.0.10.") as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=0.5, base="127.0.10.") as fleet:
         _pods(api, fleet, {"app": "other"}, job="ddp")
         fleet.kill(1)
         api.apply(session("jobref", {"jobRef": {"kind": "Job", "name": "ddp"}}))
@@ -123,7 +123,7 @@ def test_restart_during_capture_sends_no_duplicate_starts(api: EmulatorServer, t
     op = OperatorProcess(api, tmp_path)
     op.start()
     try:
-        with SidecarFleet(TOKEN, 3, upload_after=6.0, base="127.0.11.") as fleet:
+        with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=6.0, base="127.0.11.") as fleet:
             _pods(api, fleet, {"app": "restart"})
             api.apply(session("restart", {"selector": {"matchLabels": {"app": "restart"}}}))
             wait_for(api, "restart", ("Capturing",))
@@ -142,7 +142,7 @@ def test_restart_during_capture_sends_no_duplicate_starts(api: EmulatorServer, t
 
 
 def test_delete_during_capture_aborts_and_releases(api: EmulatorServer, operator: OperatorProcess) -> None:
-    with SidecarFleet(TOKEN, 2, upload_after=30.0, base="127.0.12.") as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 2, upload_after=30.0, base="127.0.12.") as fleet:
         _pods(api, fleet, {"app": "deleted"})
         api.apply(session("deleteme", {"selector": {"matchLabels": {"app": "deleted"}}}))
         obj = wait_for(api, "deleteme", ("Capturing",))

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 import pytest
-from operator_harness import API, TOKEN, OperatorProcess, add_pod, session, wait_for
+from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, session, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -34,7 +34,7 @@ def test_edits_are_refused_or_named(api: EmulatorServer, tmp_path: Path) -> None
     op = OperatorProcess(api, tmp_path, verbose=False)
     op.start()
     try:
-        with SidecarFleet(TOKEN, 1, upload_after=60.0, base="127.0.16.") as fleet:
+        with SidecarFleet(SIDECAR_TOKEN, 1, upload_after=60.0, base="127.0.16.") as fleet:
             (sidecar,) = fleet.sidecars
             add_pod(api, "edit-0", sidecar.host, sidecar.port, {"app": "edit"}, env=[{"name": "RANK", "value": "0"}])
             api.apply(session("edits", {"selector": {"matchLabels": {"app": "edit"}}}))

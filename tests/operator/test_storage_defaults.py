@@ -9,7 +9,7 @@ import signal
 from pathlib import Path
 
 import pytest
-from operator_harness import API, TOKEN, OperatorProcess, add_pod, wait_for
+from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -27,7 +27,7 @@ def test_a_session_with_only_a_uri_uses_the_install_settings(api: EmulatorServer
     op = OperatorProcess(api, tmp_path, extra_env=SETTINGS)
     op.start()
     try:
-        with SidecarFleet(TOKEN, 1, upload_after=0.5, base="127.0.15.") as fleet:
+        with SidecarFleet(SIDECAR_TOKEN, 1, upload_after=0.5, base="127.0.15.") as fleet:
             (sidecar,) = fleet.sidecars
             add_pod(api, "solo", sidecar.host, sidecar.port, {"app": "solo"}, env=[{"name": "RANK", "value": "0"}])
             api.apply(

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 from kinds import JOBSET_CRD, TRAINJOB_CRD, jobset_pod_labels, trainjob, trainjob_jobset
-from operator_harness import TOKEN, OperatorProcess, add_pod, session, wait_for
+from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, session, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -22,7 +22,7 @@ def test_trainjob_targets_are_its_trainer_pods_ranked_by_index(api: EmulatorServ
     resolved = next(c for c in waiting["conditions"] if c["type"] == "TargetsResolved")
     assert resolved["reason"] == "WaitingForTargets" and "TrainJob llama does not exist" in resolved["message"]
 
-    with SidecarFleet(TOKEN, 4, upload_after=0.5, base="127.0.13.") as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 4, upload_after=0.5, base="127.0.13.") as fleet:
         init, *trainers = fleet.sidecars
         add_pod(api, "llama-init", init.host, init.port, jobset_pod_labels("llama", "dataset-initializer", 0, 0))
         for index, sidecar in reversed(list(enumerate(trainers))):  # created in another order than their ranks

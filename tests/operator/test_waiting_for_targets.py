@@ -5,7 +5,7 @@ selector that never matches fails once the wait is over, saying what was searche
 from __future__ import annotations
 
 import pytest
-from operator_harness import TOKEN, OperatorProcess, add_pod, session, wait_for
+from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, session, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -23,7 +23,7 @@ def test_pods_that_come_later_are_waited_for(api: EmulatorServer, operator: Oper
     waiting = _condition(status, "TargetsResolved")
     assert waiting["status"] == "False" and waiting["reason"] == "WaitingForTargets", waiting
     assert "no pod matches" in waiting["message"] and "app=late" in waiting["message"], waiting
-    with SidecarFleet(TOKEN, 2, upload_after=0.5, base="127.0.14.") as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 2, upload_after=0.5, base="127.0.14.") as fleet:
         first, second = fleet.sidecars
         add_pod(api, "late-0", first.host, first.port, {"app": "late"}, env=[{"name": "RANK", "value": "0"}])
         add_pod(api, "late-1", second.host, second.port, {"app": "late"}, ready=False)

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
 TOKEN = "test-token-0123456789"
 BUCKET = "stepscope-test"
+NAMESPACE = "team-a"  # the namespace of the sidecars and of capture_body's session
+SESSION_DIR = "resnet-01234567"  # capture_body's session folder: <base>/team-a/resnet-01234567
 
 
 def free_port() -> int:
@@ -141,13 +143,29 @@ def s3_client(endpoint: str) -> Any:
     )
 
 
-def start_sidecar(procs: Procs, workdir: Path, token_file: Path, name: str, *extra: str) -> Sidecar:
+def start_sidecar(
+    procs: Procs,
+    workdir: Path,
+    token_file: Path,
+    name: str,
+    *extra: str,
+    bases: str = "",
+    endpoints: str = "",
+    namespace: str = NAMESPACE,
+) -> Sidecar:
+    """A sidecar process of `namespace` that uploads only under `bases` (comma-separated) through `endpoints`."""
     hook_dir = workdir / f"run-{name}"
     hook_dir.mkdir(parents=True, exist_ok=True)
     port_file = workdir / f"{name}.port"
     port_file.unlink(missing_ok=True)
     log = workdir / f"sidecar-{name}.log"
-    env = base_env() | {"STEPSCOPE_POD_NAME": f"pod-{name}", "STEPSCOPE_NODE_NAME": f"node-{name}"}
+    env = base_env() | {
+        "STEPSCOPE_POD_NAME": f"pod-{name}",
+        "STEPSCOPE_NODE_NAME": f"node-{name}",
+        "STEPSCOPE_POD_NAMESPACE": namespace,
+        "STEPSCOPE_STORAGE_BASE": bases,
+        "STEPSCOPE_STORAGE_ENDPOINT": endpoints,
+    }
     args = [sys.executable, "-m", "stepscope_cli.main", "sidecar", "--host", "127.0.0.1", "--port", "0"]
     args += ["--hook-dir", str(hook_dir), "--token-file", str(token_file), "--port-file", str(port_file), *extra]
     proc = procs.start(args, env, log)
@@ -163,7 +181,7 @@ def capture_body(capture_id: str, session_uri: str, endpoint: str | None = None,
         dest["endpoint"] = endpoint
     return {
         "captureId": capture_id,
-        "session": {"namespace": "team-a", "name": "resnet", "uid": "0123456789abcdef"},
+        "session": {"namespace": NAMESPACE, "name": "resnet", "uid": "0123456789abcdef"},
         "options": opts,
         "destination": dest,
     }

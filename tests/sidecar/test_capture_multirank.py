@@ -18,7 +18,8 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 def test_a_pod_with_two_ranks_uploads_both(procs: Procs, workdir: Path, hook_path: Path, token_file: Path) -> None:
     control = workdir / "control-multi"
     control.mkdir()
-    sc = start_sidecar(procs, workdir, token_file, "multi")
+    store = workdir / "store-multi"
+    sc = start_sidecar(procs, workdir, token_file, "multi", bases=f"file://{store}")
     env = base_env() | {
         "PYTHONPATH": str(hook_path),
         "STEPSCOPE_HOOK_DIR": str(sc.hook_dir),
@@ -28,7 +29,6 @@ def test_a_pod_with_two_ranks_uploads_both(procs: Procs, workdir: Path, hook_pat
     procs.start([*args, str(HERE / "train_explicit.py")], env, workdir / "train-multi.log")
     try:
         wait_for(lambda: sc.call("GET", "/v1/status")[1].get("hookRanks") == [0, 1], 240, "both hooks")
-        store = workdir / "store-multi"
         body = capture_body("two-ranks", f"file://{store}/team-a/resnet-01234567", steps=2, skipSteps=0)
         assert sc.call("POST", "/v1/captures", body)[0] == 202
         final = sc.wait_terminal("two-ranks", 240)

@@ -34,16 +34,24 @@ from stepscope_contract.wire import HookState, RankMeta
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
+PORTS: dict[str, int] = {}  # the S3 relay's port and a port where nothing listens, chosen with the sidecar
+
+
 @pytest.fixture(scope="module")
 def solo(procs: Procs, workdir: Path, hook_path: Path, token_file: Path) -> Iterator[tuple[Sidecar, Path]]:
     control = workdir / "control-solo"
     control.mkdir()
+    PORTS.update(relay=free_port(), dead=free_port())
+    bases = [f"file://{workdir}/{d}" for d in ("store", "store2", "store3")]
+    bases += [f"s3://{BUCKET}/outage", f"s3://{BUCKET}/gone"]
     sc = start_sidecar(
         procs,
         workdir,
         token_file,
         "solo",
         *("--retry-base", "0.2", "--retry-cap", "1", "--retry-attempts", "40", "--multipart-threshold", "1024"),
+        bases=",".join(bases),
+        endpoints=",".join(f"http://127.0.0.1:{p}" for p in PORTS.values()),
     )
     env = base_env() | {
         "PYTHONPATH": str(hook_path),
@@ -115,14 +123,14 @@ def test_a_broken_profiler_request_fails_the_capture_not_the_training(
     wait_for(lambda: steps_done(control) > before + 5, 120, "training to keep stepping")
     (sc.hook_dir / "request.json").unlink()
     # the hook is still enabled: the next capture works
-    body = capture_body("after-bad", f"file://{workdir}/store2", steps=2, skipSteps=0)
+    body = capture_body("after-bad", f"file://{workdir}/store2/team-a/resnet-01234567", steps=2, skipSteps=0)
     assert sc.call("POST", "/v1/captures", body)[0] == 202
     assert sc.wait_terminal("after-bad", 240)["state"] == "uploaded"
 
 
 def test_abort_stops_a_pending_capture(solo: tuple[Sidecar, Path], workdir: Path) -> None:
     sc, _ = solo
-    body = capture_body("to-abort", f"file://{workdir}/store3", steps=2, skipSteps=100000)
+    body = capture_body("to-abort", f"file://{workdir}/store3/team-a/resnet-01234567", steps=2, skipSteps=100000)
     assert sc.call("POST", "/v1/captures", body)[0] == 202
     wait_for(lambda: read_state(sc).capture_id == "to-abort", 120, "the hook to arm")
     code, status = sc.call("POST", "/v1/captures/to-abort/abort")
@@ -134,7 +142,7 @@ def test_abort_stops_a_pending_capture(solo: tuple[Sidecar, Path], workdir: Path
 def test_s3_unavailable_then_back_uploads_after_retries(solo: tuple[Sidecar, Path], s3: tuple[str, Any]) -> None:
     sc, _ = solo
     endpoint, client = s3
-    relay_port = free_port()  # nothing listens there yet: connection refused
+    relay_port = PORTS["relay"]  # nothing listens there yet: connection refused
     prefix = "outage/team-a/resnet-01234567"
     body = capture_body("outage-1", f"s3://{BUCKET}/{prefix}", f"http://127.0.0.1:{relay_port}", steps=2)
     assert sc.call("POST", "/v1/captures", body)[0] == 202
@@ -168,8 +176,9 @@ def test_s3_unavailable_then_back_uploads_after_retries(solo: tuple[Sidecar, Pat
 
 def test_s3_gone_for_good_fails_with_the_reason_and_keeps_the_trace(solo: tuple[Sidecar, Path]) -> None:
     sc, _ = solo
-    dead = free_port()
-    body = capture_body("outage-2", f"s3://{BUCKET}/gone", f"http://127.0.0.1:{dead}", steps=2, timeoutSeconds=3)
+    dead = PORTS["dead"]
+    uri = f"s3://{BUCKET}/gone/team-a/resnet-01234567"
+    body = capture_body("outage-2", uri, f"http://127.0.0.1:{dead}", steps=2, timeoutSeconds=3)
     assert sc.call("POST", "/v1/captures", body)[0] == 202
     final = sc.wait_terminal("outage-2", 240)
     assert final["state"] == "failed", final

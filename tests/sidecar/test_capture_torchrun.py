@@ -41,7 +41,10 @@ def cluster(
 ) -> Iterator[tuple[list[Sidecar], Path]]:
     control = workdir / "control"
     control.mkdir()
-    sidecars = [start_sidecar(procs, workdir, token_file, f"n{i}") for i in range(WORLD)]
+    base, endpoint = f"s3://{BUCKET}/profiles", s3[0]
+    sidecars = [
+        start_sidecar(procs, workdir, token_file, f"n{i}", bases=base, endpoints=endpoint) for i in range(WORLD)
+    ]
     master_port = free_port()
     for i, sc in enumerate(sidecars):
         env = base_env() | {

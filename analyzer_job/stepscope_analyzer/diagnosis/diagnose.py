@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from stepscope_analyzer.diagnosis.aggregate import communication_summary, top_bottlenecks
+from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, find_hangs
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
@@ -45,7 +47,7 @@ def diagnose(
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
-    return Diagnosis(
+    diagnosis = Diagnosis(
         verdict=verdict_line(slow, hangs, slow_nodes, len(ok), errored),
         slow_ranks=slow,
         slow_nodes=slow_nodes,
@@ -54,3 +56,4 @@ def diagnose(
         communication=communication_summary(ok, cfg.max_collectives),
         next_steps=next_steps(slow, bottlenecks, errored),
     )
+    return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)

@@ -1,13 +1,19 @@
-"""Columnar storage of a trace's complete events: numpy arrays plus interned name and category tables."""
+"""Columnar storage of a trace's complete events: numpy arrays plus interned name and category tables.
+
+The builder enforces the analyzer's limits on what it accumulates (events, distinct names and their characters,
+steps, durations): beyond one, the trace is a LimitExceededError naming it; names longer than `max_name_chars` are
+cut (with a hash, so distinct names stay distinct)."""
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.schema import COLLECTIVE_FIELDS, META_TYPE, TraceEvent
 
@@ -103,6 +109,14 @@ def _stream_of(value: Any) -> int:
         return -1
 
 
+def clip_name(name: str, most: int) -> str:
+    """`name` cut to `most` characters, ending with a hash of the whole so that distinct names stay distinct."""
+    if len(name) <= most:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{name[: max(0, most - 14)]}…#{digest}"
+
+
 def _int_arg(value: Any) -> int:
     if type(value) is int:
         return value
@@ -133,6 +147,8 @@ class ColumnBuilder:
         self._thread_names: dict[tuple[int, int], str] = {}
         self.seen = 0
         self._rows = 0  # rows already flushed into arrays
+        self._limits = limits.current()
+        self._name_chars = 0
         self._parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _PART_KEYS}
 
     def add(self, events: list[Any]) -> None:
@@ -157,7 +173,7 @@ class ColumnBuilder:
                 name = str(name)
             nid = names.get(name)
             if nid is None:
-                nid = names[name] = len(names)
+                nid = self._intern(name)
             if type(cat) is not str:
                 cat = str(cat)
             cid = cats.get(cat)
@@ -206,7 +222,7 @@ class ColumnBuilder:
                 name = str(name)
             nid = names.get(name)
             if nid is None:
-                nid = names[name] = len(names)
+                nid = self._intern(name)
             if type(cat) is not str:
                 cat = str(cat)
             cid = cats.get(cat)
@@ -237,13 +253,29 @@ class ColumnBuilder:
                     key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
                 }
 
+    def _intern(self, name: str) -> int:
+        """A new name's id, within the limits on distinct names and their characters."""
+        names, table = self._names, self._limits
+        if len(names) >= table.max_distinct_names:
+            raise table.exceeded("max_distinct_names", f"the trace has more than {len(names)} distinct event names")
+        self._name_chars += len(name)
+        if self._name_chars > table.max_name_chars_total:
+            raise table.exceeded("max_name_chars_total", f"its distinct event names exceed {self._name_chars} chars")
+        nid = names[name] = len(names)
+        return nid
+
     def add_chunk(self, events: list[Any]) -> None:
         """Add one chunk of events and convert it to arrays at once (keeps Python objects to one chunk)."""
+        table = self._limits
+        if self.seen + len(events) > table.max_events * 4:  # every kind of event, also those not kept
+            raise table.exceeded("max_events", f"the trace has more than {self.seen + len(events)} events")
         if events and isinstance(events[0], TraceEvent):
             self.add_typed(events)
         else:
             self.add(events)
         self.flush()
+        if self._rows > table.max_events:
+            raise table.exceeded("max_events", f"the trace has more than {self._rows} complete events")
 
     def flush(self) -> None:
         """Move the accumulated rows from Python lists into numpy arrays (validated)."""
@@ -296,10 +328,13 @@ class ColumnBuilder:
         bad = np.flatnonzero(dur_raw < 0)
         if bad.size:
             raise TraceError(f"complete event #{int(bad[0])} has a negative 'dur' ({dur_raw[bad[0]]})")
+        name_id = cat("name_id", np.int32)
+        self._check_durations_and_steps(dur_raw, name_id)
+        most = self._limits.max_name_chars
         return TraceColumns(
-            names=list(self._names),
-            cats=list(self._cats),
-            name_id=cat("name_id", np.int32),
+            names=[clip_name(n, most) for n in self._names],
+            cats=[clip_name(c, most) for c in self._cats],
+            name_id=name_id,
             cat_id=cat("cat_id", np.int32),
             ts=ts,
             dur=dur,
@@ -313,6 +348,16 @@ class ColumnBuilder:
             thread_names=self._thread_names,
             labels={v: k for k, v in self._labels.items()},
         )
+
+    def _check_durations_and_steps(self, dur: npt.NDArray[np.float64], name_id: I32) -> None:
+        table = self._limits
+        longest = float(np.max(dur)) if dur.size else 0.0
+        if longest > table.max_event_duration_us:
+            raise table.exceeded("max_event_duration_us", f"an event lasts {longest:g} us")
+        step_ids = [i for i, n in enumerate(self._names) if n.startswith("ProfilerStep#")]
+        steps = int(np.count_nonzero(np.isin(name_id, np.asarray(step_ids, dtype=np.int32)))) if step_ids else 0
+        if steps > table.max_steps:
+            raise table.exceeded("max_steps", f"the trace has {steps} ProfilerStep# events")
 
 
 _PART_KEYS = ("ts", "dur", "name_id", "cat_id", "pid", "tid", "stream", "correlation", "external_id")

@@ -14,6 +14,7 @@ import aiohttp.web
 import kmock
 
 from stepscope_local.kube import errors, field_validation, openapi
+from stepscope_local.kube.identity import AuditLog
 from stepscope_local.kube.resources import ALL_VERBS, ResourceType
 from stepscope_local.kube.selectors import parse_field_selector, parse_label_selector
 from stepscope_local.kube.store import Obj, Store
@@ -45,6 +46,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         super().__init__()
         self.store = store
         self.log_reader = log_reader
+        self.audit: AuditLog | None = None  # who made which request (identity.py); set by EmulatorServer
         self._watch_queues: set[asyncio.Queue[tuple[str, Obj, int] | None]] = set()
 
     def close_watches(self) -> None:
@@ -122,6 +124,9 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and sub not in rtype.subresources:
             raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
+        if self.audit is not None:
+            auth = raw.headers.get("Authorization")
+            self.audit.record(auth, raw.method, raw.query, group, rtype.plural, sub, namespace, name)
         query = raw.query
         method = raw.method.upper()
         if "protobuf" in raw.headers.get("Content-Type", ""):  # fidelity gap: JSON bodies only

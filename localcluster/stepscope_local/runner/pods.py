@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +46,8 @@ class RunnerConfig:
     nodes: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")
     grace_seconds: float = 3.0
     pod_network: str | None = None  # loopback network of pod IPs; None: a random 127.N.0.0/16
+    # (namespace, serviceAccountName) -> the kubeconfig of that identity; None: kubeconfig_path for every pod
+    service_account_kubeconfig: Callable[[str, str], Path] | None = None
 
 
 @dataclass
@@ -199,6 +202,13 @@ class PodWorker:
             mounts[mount["mountPath"]] = host
         return mounts
 
+    def _kubeconfig(self, pod: dict[str, Any]) -> Path:
+        """The kubeconfig of the pod's ServiceAccount (its own token), as the in-cluster config would be."""
+        if self.config.service_account_kubeconfig is None:
+            return self.config.kubeconfig_path
+        account = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+        return self.config.service_account_kubeconfig(self.namespace, account)
+
     # ---- processes ------------------------------------------------------------------------------------------------
     def _launch(self, container: dict[str, Any], pod: dict[str, Any], volumes: dict[str, Path]) -> _Proc:
         name = container["name"]
@@ -211,7 +221,7 @@ class PodWorker:
                 "LANG": "C.UTF-8",
                 "HOSTNAME": self.name,
                 "PYTHONUNBUFFERED": "1",
-                "KUBECONFIG": str(self.config.kubeconfig_path),  # stands in for the in-cluster service account
+                "KUBECONFIG": str(self._kubeconfig(pod)),  # stands in for the in-cluster service account
             }
             env = container_env(
                 container, pod, lambda ns, n: self._read("secrets", n), lambda ns, n: self._read("configmaps", n), base

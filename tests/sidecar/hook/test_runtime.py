@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
+import torch
 
 from stepscope_contract.wire import HookPhase, HookRequest, HookState, RankMeta
 from stepscope_hook._runtime import Hook
@@ -48,6 +49,7 @@ def test_capture_writes_contract_shaped_state_meta_and_exactly_n_steps(hook: Hoo
     assert phases == ["armed", "armed", "capturing", "capturing", "capturing", "written", "written", "written"]
     meta = RankMeta.model_validate_json((tmp_path / "captures/cap-a/rank-0/meta.json").read_bytes())
     assert meta.steps_captured == 3 and len(meta.step_durations_ms) == 3 and meta.device == "cpu"
+    assert meta.torch_version == torch.__version__ and meta.cuda_version == torch.version.cuda  # None on CPU builds
     trace = json.loads(gzip.decompress((tmp_path / "captures/cap-a/rank-0/trace.pt.trace.json.gz").read_bytes()))
     names = [e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
     assert sorted(names) == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"]
