@@ -17,7 +17,8 @@ import pytest
 from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, CaptureState, SessionRef, StorageDestination
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap, training_job
+from stepscope_local.install import install
+from stepscope_local.manifests import training_job
 from stepscope_local.s3 import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
@@ -40,9 +41,7 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: Path) -> None:
     with LocalCluster(workdir=tmp_path / "cluster", buckets=("stepscope-demo",)) as cluster:
-        for doc in load_all(DEMO_DIR / "secrets.yaml"):
-            cluster.api.apply(doc)
-        cluster.api.apply(script_configmap())
+        install(cluster)  # Secrets, storage settings (the sidecars' allowed destinations), the training script
         cluster.api.apply(
             training_job(free_port(), slow_rank=2, slow_mode="host", slow_ms=40, storage_endpoint=cluster.s3_endpoint)
         )
