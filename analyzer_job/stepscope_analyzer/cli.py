@@ -24,11 +24,12 @@ def analyze_parser() -> argparse.ArgumentParser:
         prog="stepscope analyze",
         description="Analyse Kineto traces of a distributed PyTorch job: a stepscope session folder "
         "(ranks/<rank>/...) or a folder of *.pt.trace.json[.gz] files, local or in object storage.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("source", help="folder, file, file:///path, s3://bucket/prefix or oss://bucket/prefix")
-    p.add_argument("-o", "--output", default="stepscope-report", help="output folder (default ./stepscope-report)")
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
-    p.add_argument("--region", default=None, help="object store region")
+    p.add_argument("-o", "--output", default="stepscope-report", help="output folder")
+    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
+    p.add_argument("--region", default=None, help="object store region (unset: the environment's)")
     p.add_argument(
         "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
     )

@@ -57,16 +57,16 @@ def training_job(
         sidecar = next(c for c in containers if c["name"] == "stepscope-sidecar")
         for item in sidecar.get("env") or []:
             if item["name"] == "STEPSCOPE_STORAGE_ENDPOINT":
+                item.pop("valueFrom", None)
                 item["value"] = storage_endpoint
     return dict(job)
 
 
-def session_yaml(s3_endpoint: str, capture: dict[str, Any] | None = None) -> str:
-    """examples/profilesession.yaml pointed at the local S3 endpoint, with `capture` overrides (e.g. a short
-    stepTimeoutSeconds for a job that already stands still)."""
+def session_yaml(capture: dict[str, Any] | None = None) -> str:
+    """examples/profilesession.yaml with `capture` overrides (e.g. a short stepTimeoutSeconds for a job that already
+    stands still); like the example, it names no endpoint: the install's storage settings give it."""
     doc = load_all(SESSION_PATH)[0]
-    doc["spec"]["storage"]["endpoint"] = s3_endpoint
-    doc["spec"]["capture"].update(capture or {})
+    doc["spec"].setdefault("capture", {}).update(capture or {})
     return yaml.safe_dump(doc, sort_keys=False)
 
 
