@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 from stepscope_analyzer.diagnosis import DiagnosisConfig
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.storage_io import StorageError, location_of, open_store
 from stepscope_contract.session import AddressingStyle
@@ -27,11 +27,12 @@ def analyze_parser() -> argparse.ArgumentParser:
         description="Analyse Kineto traces of a distributed PyTorch job: a stepscope session folder "
         "(traces/rank<R>.pt.trace.json.gz, or the first layout's ranks/<rank>/...) or a folder of "
         "*.pt.trace.json[.gz] files, local or in object storage.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("source", help="folder, file, file:///path, s3://bucket/prefix or oss://bucket/prefix")
-    p.add_argument("-o", "--output", default="stepscope-report", help="output folder (default ./stepscope-report)")
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
-    p.add_argument("--region", default=None, help="object store region")
+    p.add_argument("-o", "--output", default="stepscope-report", help="output folder")
+    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
+    p.add_argument("--region", default=None, help="object store region (unset: the environment's)")
     p.add_argument(
         "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
     )
@@ -60,7 +61,10 @@ def analyze_main(argv: list[str]) -> int:
     _progress(f"found {len(layout.inputs)} rank(s) ({kind})")
     outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_progress)
     config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
-    report = reduce_outcomes(outcomes, config=config, started=started, include_missing=layout.session)
+    dumps = flight_recorder_dumps(store, layout)
+    report = reduce_outcomes(
+        outcomes, config=config, started=started, include_missing=layout.session, flight_recorder=dumps
+    )
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
     try:

@@ -27,6 +27,7 @@ from stepscope_analyzer.pipeline import (
     RankInput,
     RankOutcome,
     discover,
+    flight_recorder_dumps,
     reduce_outcomes,
     summarize_all,
     summarize_input,
@@ -38,6 +39,7 @@ from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
 from stepscope_contract.session import ProfileSession
+from stepscope_contract.session_folder import accepted_spec
 from stepscope_contract.storage import (
     REPORT_HTML,
     REPORT_JSON,
@@ -62,14 +64,23 @@ def _log(message: str) -> None:
 
 
 def job_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stepscope analyzer-job", description="analyse a ProfileSession's traces")
-    p.add_argument("--namespace", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--mode", choices=["all", "map", "reduce", "delete"], default="all")
+    p = argparse.ArgumentParser(
+        prog="stepscope analyzer-job",
+        description="analyse a ProfileSession's traces",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--namespace", required=True, help="the session's namespace")
+    p.add_argument("--name", required=True, help="the session's name")
+    p.add_argument(
+        "--mode",
+        choices=["all", "map", "reduce", "delete"],
+        default="all",
+        help="all: one Job; map: per-rank shards; reduce; delete: the session's artifacts",
+    )
     p.add_argument("--uid", default="", help="delete mode: the uid of the session being deleted")
     p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
-    p.add_argument("--index", type=int, default=None, help="map shard index (default: $JOB_COMPLETION_INDEX or 0)")
-    p.add_argument("--top-n", type=int, default=50)
+    p.add_argument("--index", type=int, default=None, help="map shard index (unset: $JOB_COMPLETION_INDEX or 0)")
+    p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
     return p
 
 
@@ -102,7 +113,8 @@ def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], P
 
 
 def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
-    spec = session.spec.storage
+    # the accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it
+    spec = (accepted_spec({"annotations": session.metadata.annotations}) or session.spec).storage
     base = parse_storage_uri(spec.uri)
     meta = session.metadata
     location = session_location(base, meta.namespace, meta.name, meta.uid)
@@ -188,7 +200,10 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     meta = session.metadata
     info = SessionInfo(namespace=meta.namespace, name=meta.name, uid=meta.uid, capture_id=session.status.capture_id)
     config = DiagnosisConfig.from_spec(session.spec.analysis)
-    report = reduce_outcomes(outcomes, config=config, session=info, started=started, include_missing=True)
+    dumps = flight_recorder_dumps(store, layout)
+    report = reduce_outcomes(
+        outcomes, config=config, session=info, started=started, include_missing=True, flight_recorder=dumps
+    )
     where = report_location(location)
     report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")

@@ -2,7 +2,8 @@
 
 Two layouts are understood:
 - a session folder (stepscope_contract.storage): traces/rank<R>.pt.trace.json.gz with traces/rank<R>/{manifest.json,
-  stacks.txt, gpu_metrics.jsonl.gz}, or the first layout's ranks/<rank>/{trace.pt.trace.json.gz, ...};
+  stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz}, or the first layout's
+  ranks/<rank>/{trace.pt.trace.json.gz, ...};
 - a plain folder of Kineto traces (*.json, *.json.gz directly inside it) or one trace file; the rank comes from
   the trace's distributedInfo, else from a 'rank<N>' in the file name; a rank claimed twice is moved to the
   next free number with a note in the errors.
@@ -21,6 +22,7 @@ from pydantic import ValidationError
 from stepscope_analyzer import limits, missing
 from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose
+from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.parse import parse_trace
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.report import build_report
@@ -28,6 +30,7 @@ from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
 from stepscope_contract.storage import (
+    FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,
     MANIFEST_FILE,
     STACKS_FILE,
@@ -54,6 +57,7 @@ class RankInput:
     manifest_key: str | None = None
     stacks_key: str | None = None
     gpu_metrics_key: str | None = None
+    flight_recorder_key: str | None = None
 
 
 @dataclass
@@ -84,6 +88,8 @@ def discover(store: Store, location: StorageLocation) -> Layout:
             entry.stacks_key = key
         elif artifact == GPU_METRICS_FILE:
             entry.gpu_metrics_key = key
+        elif artifact == FLIGHT_RECORDER_FILE:
+            entry.flight_recorder_key = key
     if by_rank:
         return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)][: limits.current().max_ranks])
     root = location.prefix.rstrip("/")
@@ -233,6 +239,12 @@ def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
     return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in listed]
 
 
+def flight_recorder_dumps(store: Store, layout: Layout) -> tuple[dict[int, Dump], list[RankError]]:
+    """Every rank's Flight Recorder dump (bounded, parsed), and an error per rejected file."""
+    keys = [(i.rank, i.flight_recorder_key) for i in layout.inputs if i.rank is not None and i.flight_recorder_key]
+    return load_dumps(store, [(rank, key) for rank, key in keys if rank is not None and key])
+
+
 def reduce_outcomes(
     outcomes: list[RankOutcome],
     *,
@@ -240,10 +252,13 @@ def reduce_outcomes(
     session: SessionInfo | None = None,
     started: float | None = None,
     include_missing: bool = False,
+    flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
 ) -> Report:
     summaries = [o.summary for o in outcomes]
     errors = [e for o in outcomes for e in o.errors]
     gaps = missing_rank_ranges(outcomes) if include_missing else []
+    dumps, dump_errors = flight_recorder or ({}, [])
+    errors += dump_errors
     if include_missing:
         absent = missing_ranks(outcomes)
         summaries += absent
@@ -256,7 +271,7 @@ def reduce_outcomes(
         message = f"the traces come from jobs of different world sizes ({', '.join(map(str, sizes))}); ranks of "
         errors.append(RankError(rank=None, source="", message=message + "different jobs are not comparable"))
     hangs = [o.hang for o in outcomes if o.hang is not None]
-    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config)
+    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config, flight_recorder=dumps)
     elapsed = time.perf_counter() - started if started is not None else 0.0
     report = build_report(summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed)
     report.missing_ranks = missing.rank_set_text(gaps)

@@ -40,6 +40,7 @@ ENV_NODE_NAME: Final = "STEPSCOPE_NODE_NAME"
 ENV_STORAGE_BASE: Final = "STEPSCOPE_STORAGE_BASE"
 ENV_STORAGE_ENDPOINT: Final = "STEPSCOPE_STORAGE_ENDPOINT"
 
-# The spec the operator accepted when the session started, frozen as JSON: the session's storage folder and the
-# credentials that may delete it are recomputed from it (never from status, which the analyzer may write).
+# The spec the operator accepted when the session started, frozen as JSON (the install's storage settings filled in):
+# the session's storage folder and the credentials that may delete it are recomputed from it (never from status,
+# which the analyzer may write); the analyzer reads its storage from it too.
 ACCEPTED_SPEC_ANNOTATION: Final = "stepscope.dev/accepted-spec"

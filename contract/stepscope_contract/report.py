@@ -62,11 +62,74 @@ class SlowNode(ReportModel):
 
 
 class Hang(ReportModel):
+    """A rank that stopped reaching step boundaries: the one holding the job up (culprit) or one waiting for it."""
+
     rank: Annotated[int, Field(ge=0)]
     last_step: int | None = None
     seconds_since_last_step: float | None = None
-    stacks: str = ""
-    waiting_collective: str | None = Field(default=None, description="collective the other ranks wait in")
+    stacks: str = Field(default="", description="Python stacks, the main thread first, stepscope's own thread left out")
+    waiting_collective: str | None = Field(
+        default=None, description="the collective this rank waits in; None when it is stuck outside a collective"
+    )
+    culprit: bool = Field(default=False, description="this rank holds the others up (it is in diagnosis.slow_ranks)")
+    location: str | None = Field(
+        default=None,
+        description="the Python line that issued the collective it waits in, or where it is stuck "
+        "('train.py:35 in wait_forever')",
+    )
+
+
+class CollectiveCall(ReportModel):
+    """One collective as a rank's Flight Recorder recorded it."""
+
+    process_group: str = Field(description="'<name>:<description>', e.g. '0:default_pg'")
+    seq: int = Field(description="the collective's sequence number in its process group")
+    op: str = Field(description="e.g. all_reduce, broadcast")
+    input_sizes: list[list[int]] = Field(default_factory=list)
+    dtypes: list[str] = Field(default_factory=list)
+    completed: bool = False
+    call_site: str | None = Field(default=None, description="the Python line that issued it ('train.py:52 in step')")
+
+
+class WavefrontRank(ReportModel):
+    """One row of a process group's wavefront table: how far this rank got."""
+
+    rank: Annotated[int, Field(ge=0)]
+    state: str = Field(description="waiting (inside the wavefront collective) | behind (never entered it) | no dump")
+    last_entered: CollectiveCall | None = None
+    last_completed_seq: int | None = None
+
+
+class CollectiveMismatch(ReportModel):
+    """Ranks of one process group that disagree on the collective at one sequence number."""
+
+    process_group: str
+    seq: int | None = None
+    kind: str = Field(description="op | sizes | dtypes | membership")
+    ranks: list[int] = Field(description="the odd ones out")
+    message: str = Field(description="e.g. 'rank 2 called broadcast [1024] where ranks 0, 1, 3 called all_reduce [4]'")
+
+
+class GroupWavefront(ReportModel):
+    """A process group in which some ranks wait inside a collective that others never entered."""
+
+    process_group: str
+    members: list[int] = Field(default_factory=list)
+    seq: int = Field(description="sequence number of the collective the waiting ranks are in")
+    collective: CollectiveCall | None = Field(default=None, description="what the waiting ranks wait in")
+    waiting_ranks: list[int] = Field(default_factory=list)
+    missing_ranks: list[int] = Field(default_factory=list, description="members that never entered it")
+    rows: list[WavefrontRank] = Field(default_factory=list)
+
+
+class FlightRecorderFindings(ReportModel):
+    """Cross-rank analysis of PyTorch Flight Recorder dumps, aligned per process group by sequence number."""
+
+    ranks: list[int] = Field(default_factory=list, description="ranks whose dump was read")
+    wavefronts: list[GroupWavefront] = Field(default_factory=list)
+    mismatches: list[CollectiveMismatch] = Field(default_factory=list)
+    culprits: list[int] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 class StepStats(ReportModel):
@@ -303,6 +366,9 @@ class Diagnosis(ReportModel):
     slow_ranks: list[SlowRank] = Field(default_factory=list)
     slow_nodes: list[SlowNode] = Field(default_factory=list)
     hangs: list[Hang] = Field(default_factory=list)
+    flight_recorder: FlightRecorderFindings | None = Field(
+        default=None, description="what the ranks' Flight Recorder dumps say (hangs and desyncs)"
+    )
     bottlenecks: list[Bottleneck] = Field(default_factory=list)
     communication: list[Collective] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)

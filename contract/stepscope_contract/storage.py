@@ -4,7 +4,7 @@ The single source of the layout; everything that writes or reads a session's fol
 
 Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
     traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
-    traces/rank<R>/{manifest.json, stacks.txt, gpu_metrics.jsonl.gz}
+    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz}
                                                  the rank's other files, in a folder named after it beside its trace
     report/{report.html, report.json}
     summaries/rank-<R>.json                      (analyzer map step output)
@@ -12,14 +12,14 @@ Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
 Why this shape: HTA 0.5's `TraceAnalysis(trace_dir=...)` takes every `*.json` and `*.gz` file directly inside the
 folder as a trace (a file without `"rank": N` in it becomes rank 0), and TensorBoard's profiler plugin shows the
 `*.pt.trace.json[.gz]` files of one folder as the workers of one run. So `traces/` holds only traces, named
-`rank<R>.pt.trace.json.gz` (rank as the worker name), and manifests, stacks and GPU metrics lie beside them one
-level down, where neither tool looks: `TraceAnalysis(trace_dir="<session>/traces")` and
+`rank<R>.pt.trace.json.gz` (rank as the worker name), and manifests, stacks, Flight Recorder dumps and GPU metrics
+lie beside them one level down, where neither tool looks: `TraceAnalysis(trace_dir="<session>/traces")` and
 `tensorboard --logdir <session>` open a downloaded session unchanged.
 
 Migration: sessions written before this layout keep `ranks/<R>/{trace.pt.trace.json.gz, manifest.json, stacks.txt,
-gpu_metrics.jsonl.gz}`. Readers go through `rank_artifact`, which understands both, so old sessions are still
-analysed and fetched (`stepscope fetch --layout hta` renames their traces to `rank<R>.pt.trace.json.gz`); nothing is
-rewritten in storage. Writers use only `rank_artifact_key`.
+flight_recorder.json.gz, gpu_metrics.jsonl.gz}`. Readers go through `rank_artifact`, which understands both, so old
+sessions are still analysed and fetched (`stepscope fetch --layout hta` renames their traces to
+`rank<R>.pt.trace.json.gz`); nothing is rewritten in storage. Writers use only `rank_artifact_key`.
 """
 
 from __future__ import annotations
@@ -36,10 +36,13 @@ TRACE_SUFFIX: Final = ".pt.trace.json.gz"
 TRACE_FILE: Final = "trace" + TRACE_SUFFIX  # a rank's trace as the hook writes it (and as manifests name it)
 GPU_METRICS_FILE: Final = "gpu_metrics.jsonl.gz"
 STACKS_FILE: Final = "stacks.txt"
+# PyTorch's Flight Recorder dump of a rank (its recent collectives with their call stacks), written by the hook when
+# it declares a hang, when the training process exits during a capture, or on demand; JSON, gzip-compressed.
+FLIGHT_RECORDER_FILE: Final = "flight_recorder.json.gz"
 MANIFEST_FILE: Final = "manifest.json"
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
-RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, MANIFEST_FILE)
+RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE)
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 

@@ -3,7 +3,9 @@
 
 HTTP API of the sidecar (all but /healthz need `Authorization: Bearer <token>`):
     POST /v1/captures                  CaptureRequest -> 202 CaptureStatus (200 if that id exists already;
-                                       409 Conflict if another capture id is active)
+                                       409 Conflict if another capture id is active); with
+                                       options.dumpOnly: no profiling, every rank's stacks and Flight Recorder
+                                       dump taken now by the hook's watchdog thread (works while training is stuck)
     GET  /v1/captures/{captureId}      -> CaptureStatus (404 if unknown)
     POST /v1/captures/{captureId}/abort -> CaptureStatus
     GET  /v1/status                    -> AgentStatus
@@ -13,7 +15,8 @@ HTTP API of the sidecar (all but /healthz need `Authorization: Bearer <token>`):
 Hook files under $STEPSCOPE_HOOK_DIR (written atomically: temp file + rename):
     request.json                       HookRequest, written by the sidecar
     state/rank-<rank>.json             HookState, written by each training process's hook
-    captures/<captureId>/rank-<rank>/  trace.pt.trace.json.gz, stacks.txt, meta.json (RankMeta)
+    captures/<captureId>/rank-<rank>/  trace.pt.trace.json.gz, stacks.txt, flight_recorder.json.gz, meta.json
+                                       (RankMeta)
 """
 
 from __future__ import annotations
@@ -52,8 +55,14 @@ class StorageDestination(CamelModel):
 
 
 class CaptureOptions(CaptureSpec):
-    """What a capture request asks of a sidecar: exactly the session's spec.capture (declared once, in CaptureSpec:
-    the same fields, defaults and bounds on the spec, on the wire and in the hook's request file)."""
+    """What a capture request asks of a sidecar: the session's spec.capture (declared once, in CaptureSpec: the same
+    fields, defaults and bounds on the spec, on the wire and in the hook's request file), plus dumpOnly, which only a
+    request asks (on-demand dumps; a session always profiles)."""
+
+    dump_only: bool = Field(
+        default=False,
+        description="take every rank's Python stacks and Flight Recorder dump now, without profiling (stall triggers)",
+    )
 
     @classmethod
     def from_spec(cls, spec: CaptureSpec) -> CaptureOptions:
@@ -142,6 +151,7 @@ class HookPhase(StrEnum):
     CAPTURING = "capturing"
     WRITTEN = "written"
     HUNG = "hung"
+    DUMPED = "dumped"  # a dumpOnly request answered: stacks and Flight Recorder dump written
     FAILED = "failed"
     ABORTED = "aborted"
     DISABLED = "disabled"  # the hook hit an internal error and switched itself off
@@ -186,3 +196,9 @@ class RankMeta(CamelModel):
     hung: bool = False
     seconds_since_last_step: float | None = None
     error: str | None = None
+    dump_reason: str | None = Field(
+        default=None, description="why stacks and the Flight Recorder dump were written: hang, exit or on-demand"
+    )
+    flight_recorder: str | None = Field(
+        default=None, description="'written' (flight_recorder.json.gz beside the stacks) or why there is no dump"
+    )

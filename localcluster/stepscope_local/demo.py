@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -28,7 +27,8 @@ from stepscope_contract.storage import (
     parse_storage_uri,
 )
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap, session_yaml, training_job
+from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, TRAINING_NAMESPACE, install, start_operator
+from stepscope_local.manifests import session_yaml, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
 from stepscope_storage import Store, open_store
@@ -39,43 +39,11 @@ from stepscope_storage.fetch import fetch_session
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 BIN = Path(sys.executable).parent
-OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator"  # as the Helm chart installs it
+__all__ = ["OPERATOR_ACCOUNT", "OPERATOR_NAMESPACE", "main"]  # the operator's identity, as tests read it
 
 
 def say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
-
-
-def start_operator(
-    cluster: LocalCluster, workdir: Path, command: list[str], health_port: int | None = None
-) -> subprocess.Popen[bytes]:
-    token = workdir / "operator" / "token"
-    token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text("demo-master-token")  # examples/demo/secrets.yaml holds the token derived for "default"
-    env = {
-        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",
-        # the operator's own identity, as the chart's ServiceAccount (the emulator records who made which request)
-        "KUBECONFIG": str(cluster.service_account_kubeconfig(OPERATOR_NAMESPACE, OPERATOR_ACCOUNT)),
-        "STEPSCOPE_WATCH_NAMESPACES": "default",
-        "STEPSCOPE_LOCAL_MODE": "true",
-        "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
-        "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
-        "STEPSCOPE_METRICS_PORT": str(free_port()),
-        "STEPSCOPE_HEALTH_PORT": str(health_port or free_port()),
-        "STEPSCOPE_TICK_SECONDS": "0.5",
-    }
-    log = (workdir / "operator.log").open("ab")
-    return subprocess.Popen(
-        command,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
 
 
 def wait_operator_healthy(operator: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
@@ -111,6 +79,27 @@ def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float, job: str 
             raise RuntimeError(f"training pod {failed[0]['metadata']['name']} failed; see {cluster.logs_dir}")
         time.sleep(0.5)
     raise RuntimeError(f"the training pods were not Ready within {timeout:.0f} s; see {cluster.logs_dir}")
+
+
+FAULT_LOG = {"hang": "hangs at step", "desync": "desyncs at step"}
+
+
+def planted(mode: str, rank: int, slow_ms: float, after: int) -> str:
+    if mode == "hang":
+        return f"rank {rank} stops for good in its data loading after {after} steps"
+    if mode == "desync":
+        return f"rank {rank} broadcasts where the others all_reduce, after {after} steps"
+    return f"rank {rank} planted slow ({mode}, {slow_ms:g} ms/step)"
+
+
+def wait_fault(cluster: LocalCluster, pods: list[dict[str, Any]], mode: str, timeout: float) -> None:
+    """Wait until the planted hang or desync has happened (its rank says so in its log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(FAULT_LOG[mode] in cluster.pod_log("default", p["metadata"]["name"], "trainer") for p in pods):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the planted {mode} did not happen within {timeout:.0f} s; see {cluster.logs_dir}")
 
 
 def relay(stream: IO[str], prefix: str) -> None:
@@ -239,24 +228,28 @@ def run(args: argparse.Namespace) -> int:
         (workdir / stale).unlink(missing_ok=True)
     started = time.monotonic()
     say(f"starting the local cluster (workdir {workdir})")
-    with LocalCluster(workdir=workdir / "cluster", buckets=("stepscope-demo",)) as cluster:
+    with LocalCluster(workdir=workdir / "cluster") as cluster:
         say(f"API {cluster.api.url}  kubeconfig {cluster.kubeconfig_path}  S3 {cluster.s3_endpoint}")
-        for doc in load_all(DEMO_DIR / "secrets.yaml"):
-            cluster.api.apply(doc)
-        cluster.api.apply(script_configmap())
+        install(cluster)  # storage settings, Secrets, the training script, buckets: what `local-cluster` sets up
         health_port = free_port()
-        operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
+        command = json.loads(args.operator_command)
+        operator = start_operator(cluster, workdir, command, health_port, namespaces=TRAINING_NAMESPACE)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
+            stands_still = args.slow_mode in FAULT_LOG and args.slow_rank >= 0
+            extra = {"HANG_AFTER_STEPS": str(args.fault_after)} if stands_still else None
             cluster.api.apply(
                 training_job(
-                    free_port(), args.slow_rank, args.slow_mode, args.slow_ms, storage_endpoint=cluster.s3_endpoint
+                    free_port(),
+                    args.slow_rank,
+                    args.slow_mode,
+                    args.slow_ms,
+                    extra,
+                    storage_endpoint=cluster.s3_endpoint,
                 )
             )
-            say(
-                f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
-                f"{args.slow_ms:g} ms/step)"
-            )
+            fault = planted(args.slow_mode, args.slow_rank, args.slow_ms, args.fault_after)
+            say(f"training Job ddp-train: 4 ranks, {fault if args.slow_rank >= 0 else 'no rank planted slow'}")
             pods = sorted(wait_ready_pods(cluster, 4, args.ready_timeout), key=lambda p: p["metadata"]["name"])
             say(
                 "pods Ready: "
@@ -265,6 +258,9 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             time.sleep(args.warmup)
+            if stands_still:
+                wait_fault(cluster, pods, args.slow_mode, args.ready_timeout)
+                say(f"the job stands still: {fault}")
             if args.operator_health_timeout > 0 and not wait_operator_healthy(
                 operator, health_port, args.operator_health_timeout
             ):
@@ -272,8 +268,10 @@ def run(args: argparse.Namespace) -> int:
             if operator.poll() is not None:
                 raise RuntimeError(f"the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
             session_file = workdir / "profilesession.yaml"
-            session_file.write_text(session_yaml(cluster.s3_endpoint))
-            applied = cluster.kubectl("apply", "--validate=false", "-f", str(session_file))
+            # a job that already stands still: the hooks declare the hang after a short step timeout
+            capture = {"stepTimeoutSeconds": args.hang_timeout} if stands_still else None
+            session_file.write_text(session_yaml(capture))  # no endpoint: the install's storage settings give it
+            applied = cluster.kubectl("apply", "-f", str(session_file))
             say(f"kubectl apply -f examples/profilesession.yaml: {(applied.stdout or applied.stderr).strip()}")
             if applied.returncode != 0:
                 return 1
@@ -302,13 +300,25 @@ def run(args: argparse.Namespace) -> int:
             say("stopping everything")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stepscope demo", description=__doc__)
-    parser.add_argument("--workdir", type=Path, default=Path(".demo"))
-    parser.add_argument("--slow-rank", type=int, default=2)
-    parser.add_argument("--slow-mode", choices=["host", "compute", "hang"], default="host")
-    parser.add_argument("--slow-ms", type=float, default=60.0)
-    parser.add_argument("--ready-timeout", type=float, default=120.0)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepscope demo", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--workdir", type=Path, default=Path(".demo"), help="cluster, logs and the report land here")
+    parser.add_argument("--slow-rank", type=int, default=2, help="the rank planted slow; -1: none (balanced)")
+    parser.add_argument(
+        "--slow-mode",
+        choices=["host", "compute", "hang", "desync"],
+        default="host",
+        help="host: a stall before each step; compute: extra matmuls; hang: the rank stops in its data loading; "
+        "desync: the rank broadcasts where the others all-reduce",
+    )
+    parser.add_argument("--slow-ms", type=float, default=60.0, help="how much slower the planted rank is per step")
+    parser.add_argument(
+        "--fault-after", type=int, default=20, help="hang/desync: steps before the slow rank stops or desyncs"
+    )
+    parser.add_argument("--hang-timeout", type=int, default=5, help="hang/desync: the session's stepTimeoutSeconds")
+    parser.add_argument("--ready-timeout", type=float, default=120.0, help="seconds to wait for the training pods")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
     parser.add_argument(
@@ -317,9 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--operator-command",
         default=json.dumps([str(BIN / "stepscope"), "operator"]),
-        help="JSON list: the operator process to run (default: this install's stepscope operator)",
+        help="JSON list: the operator process to run",
     )
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import Any
 
@@ -27,8 +28,6 @@ log = logging.getLogger("stepscope.operator")
 @kopf.on.login(id="login")
 def login(**kwargs: Any) -> kopf.ConnectionInfo | None:
     """The kubeconfig when one is given (local runs, tests), else the pod's service account."""
-    import os
-
     if os.environ.get("KUBECONFIG"):
         return kopf.login_with_kubeconfig(**kwargs)
     return kopf.login_with_service_account(**kwargs)
@@ -40,6 +39,9 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     settings.persistence.progress_storage = kopf.AnnotationsProgressStorage(prefix=GROUP)
     settings.persistence.diffbase_storage = kopf.AnnotationsDiffBaseStorage(prefix=GROUP)
     settings.posting.level = logging.INFO
+    settings.posting.reporting_component = "stepscope"  # the SOURCE of its Kubernetes Events
+    settings.posting.reporting_instance = os.environ.get("HOSTNAME", "stepscope-operator")
+    settings.posting.event_name_prefix = "stepscope-event-"
     settings.watching.server_timeout = 60
     settings.watching.client_timeout = 90
     # The CRD is installed before the operator (Helm's crds/): discover the resource once at startup instead of
@@ -74,7 +76,9 @@ def _not_terminal(status: kopf.Status, **_: Any) -> bool:
 
 
 @kopf.timer(*RESOURCE, id="lifecycle", interval=CONFIG.tick_seconds, when=_not_terminal)
-async def lifecycle(body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, uid: str, **_: Any) -> None:
+async def lifecycle(
+    body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, uid: str, logger: kopf.Logger, **_: Any
+) -> None:
     session_memo: Memo = memo.setdefault("lifecycle", Memo())
     outcome = await advance(dict(body), session_memo, memo.deps)
     for key, value in outcome.status.items():
@@ -83,6 +87,8 @@ async def lifecycle(body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, uid: st
         patch.metadata.annotations[key] = value
     for event in outcome.events:
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
+        # kopf's object logger prefixes [namespace/name]; the operator's log tells the same story as the events.
+        (logger.warning if event.type == "Warning" else logger.info)("%s: %s", event.reason, event.message)
     prometheus_metrics.record_phase(uid, outcome.phase.value)
 
 

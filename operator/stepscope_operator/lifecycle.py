@@ -22,6 +22,7 @@ from stepscope_contract.session import (
     Condition,
     ConditionStatus,
     ConditionType,
+    JobKind,
     Phase,
     ProfileSessionSpec,
     ProfileSessionStatus,
@@ -38,7 +39,17 @@ from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, s
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.kube import Kube
 from stepscope_operator.sidecar_client import Reply, SidecarClient
-from stepscope_operator.targets import Resolution, Target, candidate_selectors, capture_id, resolve_targets
+from stepscope_operator.targets import (
+    JOBSET_API,
+    TRAINJOB_API,
+    JobSetLayout,
+    Resolution,
+    Target,
+    candidate_selectors,
+    capture_id,
+    jobset_layout,
+    resolve_targets,
+)
 
 MAX_GET_FAILURES = 5
 
@@ -136,10 +147,11 @@ class Tick:
         self.move(Phase.FAILED, message, warning=True)
 
     def spec(self) -> ProfileSessionSpec:
-        """The spec accepted at start (later edits are ignored), else the current one."""
+        """The spec accepted at start (storage defaults filled in; later edits are ignored), else the current one."""
         accepted = (self.meta.get("annotations") or {}).get(ACCEPTED_SPEC_ANNOTATION)
-        raw = json.loads(accepted) if accepted else self.body.get("spec") or {}
-        return ProfileSessionSpec.model_validate(raw)
+        if accepted:
+            return ProfileSessionSpec.model_validate(json.loads(accepted))
+        return effective_spec(ProfileSessionSpec.model_validate(self.body.get("spec") or {}), self.deps.config)
 
     def deadline(self) -> datetime | None:
         return self.status.capture_deadline
@@ -151,12 +163,18 @@ class Tick:
         return cid
 
 
+def effective_spec(spec: ProfileSessionSpec, config: OperatorConfig) -> ProfileSessionSpec:
+    """The spec with the install's storage settings filling what it leaves out."""
+    storage = config.storage.apply(spec.storage)
+    return spec if storage is spec.storage else spec.model_copy(update={"storage": storage})
+
+
 # -- phases -------------------------------------------------------------------------------------------------
 
 
 def _accept(t: Tick) -> bool:
     try:
-        spec = ProfileSessionSpec.model_validate(t.body.get("spec") or {})
+        spec = effective_spec(ProfileSessionSpec.model_validate(t.body.get("spec") or {}), t.deps.config)
     except ValidationError as exc:
         message = f"invalid spec: {describe_validation_error(exc)}"
         t.cond(ConditionType.ACCEPTED, False, "InvalidSpec", message)
@@ -196,25 +214,68 @@ async def _holders(t: Tick, pods: set[str]) -> list[tuple[str, list[str]]]:
     return holders
 
 
+async def _job_layout(t: Tick, spec: ProfileSessionSpec) -> tuple[JobSetLayout | None, str]:
+    """For a JobSet or TrainJob reference: the JobSet's rank layout, or why there is none yet ('' = go on without)."""
+    ref = spec.targets.job_ref
+    if ref is None or ref.kind not in (JobKind.JOB_SET, JobKind.TRAIN_JOB):
+        return None, ""
+    train = ref.kind is JobKind.TRAIN_JOB
+    if train and await t.deps.kube.get_custom(TRAINJOB_API, t.namespace, ref.name) is None:
+        return None, f"TrainJob {ref.name} does not exist in namespace {t.namespace}"
+    jobset = await t.deps.kube.get_custom(JOBSET_API, t.namespace, ref.name)
+    if jobset is None:  # a plain JobSet's pods still carry their indexes; a TrainJob's JobSet is on its way
+        return None, f"TrainJob {ref.name} has no JobSet yet" if train else ""
+    return jobset_layout(jobset, trainer_only=train), ""
+
+
 async def _find_targets(t: Tick, spec: ProfileSessionSpec) -> Resolution:
     """The session's pods: the first candidate label selector that finds any wins."""
     pods: list[dict[str, Any]] = []
     tried = candidate_selectors(spec.targets)
+    searched = f"namespace {t.namespace}, label selector {' or '.join(repr(s) for s in tried)}"
+    layout, missing = await _job_layout(t, spec)
+    if missing:
+        return Resolution((), missing, searched)
     for selector in tried:
         pods = await t.deps.kube.list_pods(t.namespace, selector)
         if pods:
             break
-    searched = f"namespace {t.namespace}, label selector {' or '.join(repr(s) for s in tried)}"
-    return resolve_targets(pods, spec.targets, searched)
+    return resolve_targets(pods, spec.targets, searched, layout)
+
+
+def _wait_for_targets(t: Tick, spec: ProfileSessionSpec, resolution: Resolution) -> bool:
+    """Whether to keep waiting (within targets.waitSeconds of the start) for pods to appear or become Ready."""
+    started = t.status.start_time or t.now
+    until = started + timedelta(seconds=spec.targets.wait_seconds)
+    if t.now >= until:
+        return False
+    if resolution.targets:
+        if not resolution.starting:
+            return False
+        why = f"{len(resolution.targets)} pod(s) Ready, {resolution.starting} still starting ({resolution.searched})"
+    else:
+        why = resolution.reason
+    message = f"waiting for targets until {st.iso(until)} (targets.waitSeconds {spec.targets.wait_seconds}): {why}"
+    t.cond(ConditionType.TARGETS_RESOLVED, False, "WaitingForTargets", message)
+    if t.status.message != message[: st.MAX_MESSAGE]:
+        t.event("WaitingForTargets", message)
+    t.status.phase = Phase.RESOLVING
+    t.say(message)
+    return True
 
 
 async def _resolve(t: Tick) -> bool:
     spec = t.spec()
     resolution = await _find_targets(t, spec)
     searched = resolution.searched
+    if _wait_for_targets(t, spec, resolution):
+        return False
     if not resolution.targets:
-        t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", resolution.reason)
-        t.fail("NoTargets", resolution.reason)
+        reason = resolution.reason + (
+            f" (waited {spec.targets.wait_seconds}s, targets.waitSeconds)" if spec.targets.wait_seconds else ""
+        )
+        t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", reason)
+        t.fail("NoTargets", reason)
         return False
     holders = await _holders(t, {x.pod for x in resolution.targets})
     if holders:
@@ -234,6 +295,8 @@ async def _resolve(t: Tick) -> bool:
     t.memo.verified = set(t.memo.addresses)  # nobody has signalled them: this process starts them
     count = len(resolution.targets)
     t.cond(ConditionType.TARGETS_RESOLVED, True, "TargetsFound", f"{count} pod(s): {searched}")
+    # The capture's deadline runs from here: time spent waiting for pods is not taken from it.
+    t.status.capture_deadline = t.now + timedelta(seconds=spec.capture.timeout_seconds)
     _write_targets(t)
     t.move(Phase.CAPTURING, f"signalling {count} sidecar(s)")
     return True
@@ -469,11 +532,22 @@ def _merge_foreign(mine: list[Condition], fresh: ProfileSessionStatus) -> list[C
     return [c for c in mine if c.type is not ConditionType.REPORT_READY] + theirs
 
 
+def _changed_fields(t: Tick) -> list[str]:
+    """Top-level spec fields that differ from the accepted spec (the CRD freezes most; this names what got by)."""
+    try:
+        current = effective_spec(ProfileSessionSpec.model_validate(t.body.get("spec") or {}), t.deps.config).wire()
+        accepted = t.spec().wire()
+    except (ValidationError, ValueError):
+        return []
+    return sorted(k for k in set(current) | set(accepted) if current.get(k) != accepted.get(k))
+
+
 def _spec_drift(t: Tick) -> None:
     observed = t.status.observed_generation
     if observed is not None and t.generation > observed and t.phase is not Phase.PENDING:
+        fields = ", ".join(f"spec.{name}" for name in _changed_fields(t)) or "the spec"
         message = (
-            f"the spec changed after the session started (generation {t.generation}); the change is ignored and "
+            f"{fields} changed after the session started (generation {t.generation}); the change is ignored and "
             f"the session runs with the spec of generation {observed}. Create a new ProfileSession instead."
         )
         accepted = st.condition(t.status.conditions, ConditionType.ACCEPTED)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 
+from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
     MAX_TARGET_STATUSES,
     Condition,
@@ -121,8 +122,18 @@ def final_phase(targets: Sequence[TargetStatus]) -> Phase:
 
 
 def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
+    """The targets not captured, each reason once: targets with the same state and message share one entry
+    ("pod-a, pod-b (ranks 0, 1): Hung: no step boundary within stepTimeoutSeconds (30 s)")."""
     bad = [t for t in targets if t.state is not TargetState.CAPTURED]
-    parts = [f"{t.pod} (rank {t.rank}): {t.state.value}: {t.message or 'no detail'}" for t in bad[:limit]]
-    if len(bad) > limit:
-        parts.append(f"and {len(bad) - limit} more")
+    groups: dict[tuple[str, str], list[TargetStatus]] = {}
+    for t in bad:
+        groups.setdefault((t.state.value, t.message or "no detail"), []).append(t)
+    parts = []
+    for (state, message), members in list(groups.items())[:limit]:
+        pods = ", ".join(t.pod for t in members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
+        ranks = [t.rank for t in members if t.rank is not None]
+        which = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_rank_set(ranks)}" if ranks else "rank ?"
+        parts.append(f"{pods} ({which}): {state}: {message}")
+    if len(groups) > limit:
+        parts.append(f"and {len(groups) - limit} more reasons")
     return "; ".join(parts)

@@ -18,6 +18,7 @@ CAPTURE_OPTIONS: Dict[str, Tuple[Any, Optional[int], Optional[int]]] = {
     "withStack": (False, None, None),
     "profileMemory": (False, None, None),
     "stepTimeoutSeconds": (120, 1, 3600),
+    "dumpOnly": (False, None, None),
 }
 
 
@@ -50,6 +51,12 @@ def read_options(request: Dict[str, Any]) -> Dict[str, Any]:
         else:
             options[name] = _number(name, value, low, high)
     return options
+
+
+def dump_only(request: Dict[str, Any]) -> bool:
+    """Whether a request asks only for stacks and the Flight Recorder dump. Only a JSON `true` does: any other value
+    leaves it a capture request, which read_options then refuses naming dumpOnly (nothing is profiled by mistake)."""
+    return request.get("dumpOnly") is True
 
 
 def step_timeout(request: Dict[str, Any]) -> float:

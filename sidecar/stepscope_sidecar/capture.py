@@ -13,6 +13,7 @@ from pathlib import Path
 
 from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.storage import (
+    FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,
     STACKS_FILE,
     TRACE_FILE,
@@ -23,6 +24,7 @@ from stepscope_contract.wire import (
     CaptureRequest,
     CaptureState,
     CaptureStatus,
+    HookPhase,
     HookRequest,
     HookState,
 )
@@ -131,7 +133,9 @@ class CaptureRun:
             *(asyncio.to_thread(self._upload_rank, r, states[r], sampler, timed_out) for r in ranks)
         )
         outcomes = {r: outcome for r, (outcome, _) in zip(ranks, results, strict=True)}
-        messages = [f"rank {r}: {msg}" for r, (_, msg) in zip(ranks, results, strict=True) if msg]
+        # one message per rank, and the rank named only when the pod holds several (the operator names the pod's)
+        messages = [f"rank {r}: {msg}" if len(ranks) > 1 else msg for r, (_, msg) in zip(ranks, results, strict=True)]
+        messages = [m for m in messages if m]
         self.status.steps_captured = min(
             (s.steps_captured for s in states.values() if s.capture_id == self.capture_id), default=0
         )
@@ -183,7 +187,7 @@ class CaptureRun:
         meta, meta_error = self.hooks.meta(self.capture_id, rank)
         if meta_error:
             errors.append(meta_error)
-        if meta is not None and meta.error and meta.error not in errors:
+        if meta is not None and meta.error and not any(meta.error in e or e in meta.error for e in errors):
             errors.append(meta.error)
 
         gpu_note = "not requested"
@@ -191,8 +195,10 @@ class CaptureRun:
             gpu_note = sampler.status
             if sampler.records:
                 write_records(sampler.records, rank_dir / GPU_METRICS_FILE, state.local_rank)
-        files = [rank_dir / n for n in (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE) if (rank_dir / n).is_file()]
-        if outcome is CaptureState.UPLOADED and not (rank_dir / TRACE_FILE).is_file():
+        names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE)
+        files = [rank_dir / n for n in names if (rank_dir / n).is_file()]
+        wrote_trace = ours and state.phase is HookPhase.WRITTEN
+        if outcome is CaptureState.UPLOADED and wrote_trace and not (rank_dir / TRACE_FILE).is_file():
             errors.append("the hook reported a trace but it is missing")
             outcome = CaptureState.FAILED
 

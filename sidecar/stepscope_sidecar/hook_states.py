@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from stepscope_contract.wire import CaptureState, HookPhase, HookState
 
-HOOK_TERMINAL = frozenset({HookPhase.WRITTEN, HookPhase.HUNG, HookPhase.FAILED, HookPhase.ABORTED, HookPhase.DISABLED})
+HOOK_TERMINAL = frozenset(
+    {HookPhase.WRITTEN, HookPhase.HUNG, HookPhase.DUMPED, HookPhase.FAILED, HookPhase.ABORTED, HookPhase.DISABLED}
+)
 
 
 def hook_done(state: HookState, capture_id: str) -> bool:
@@ -13,11 +15,13 @@ def hook_done(state: HookState, capture_id: str) -> bool:
 
 
 def rank_outcome(state: HookState | None) -> CaptureState:
-    """What a rank's hook phase means for its upload: written -> uploaded once stored, hung keeps its stacks."""
+    """What a rank's hook phase means for its upload: written (a trace) or dumped (stacks and Flight Recorder dump
+    on demand) -> uploaded once stored, hung keeps its stacks and dump."""
     if state is None:
         return CaptureState.FAILED
     return {
         HookPhase.WRITTEN: CaptureState.UPLOADED,
+        HookPhase.DUMPED: CaptureState.UPLOADED,
         HookPhase.HUNG: CaptureState.HUNG,
         HookPhase.ABORTED: CaptureState.ABORTED,
     }.get(state.phase, CaptureState.FAILED)

@@ -30,13 +30,17 @@ from stepscope_storage.store import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_T
 log = logging.getLogger("stepscope.sidecar")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="stepscope sidecar", description="capture agent beside a training container")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stepscope sidecar",
+        description="capture agent beside a training container",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (the pod IP in a cluster)")
     p.add_argument("--port", type=int, default=DEFAULT_SIDECAR_PORT, help="0 picks a free port")
     p.add_argument("--hook-dir", required=True, help="volume shared with the training container")
     p.add_argument("--token-file", required=True, help="file holding the bearer token (mounted Secret)")
-    p.add_argument("--port-file", help="write the bound port here once listening")
+    p.add_argument("--port-file", help="write the bound port here once listening (unset: nowhere)")
     p.add_argument(
         "--storage-base",
         default=os.environ.get(ENV_STORAGE_BASE, ""),
@@ -47,8 +51,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=os.environ.get(ENV_STORAGE_ENDPOINT, ""),
         help=f"comma-separated S3-compatible endpoints uploads may use (default ${ENV_STORAGE_ENDPOINT})",
     )
-    p.add_argument("--multipart-threshold", type=int, default=DEFAULT_MULTIPART_THRESHOLD)
-    p.add_argument("--multipart-chunk", type=int, default=DEFAULT_MULTIPART_CHUNK)
+    p.add_argument(
+        "--multipart-threshold",
+        type=int,
+        default=DEFAULT_MULTIPART_THRESHOLD,
+        help="bytes above which uploads are multipart",
+    )
+    p.add_argument("--multipart-chunk", type=int, default=DEFAULT_MULTIPART_CHUNK, help="bytes per multipart part")
     p.add_argument(
         "--retry-attempts",
         type=int,
@@ -59,8 +68,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         "--retry-mode", choices=["standard", "adaptive"], default=TransferSettings.retry_mode, help="botocore retries"
     )
     p.add_argument("--poll-interval", type=float, default=0.2, help="seconds between looks at the hooks' states")
-    p.add_argument("--log-level", default="INFO")
-    return p.parse_args(argv)
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def _write_port(path: str, port: int) -> None:

@@ -74,7 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
     p.add_argument("--region", default=None, help="object store region (oss:// derives its endpoint from it)")
-    p.add_argument("--addressing-style", default="auto", choices=[s.value for s in AddressingStyle])
+    p.add_argument(
+        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
     return p
 

@@ -32,9 +32,12 @@ def test_options_from_spec_and_hook_request_carry_every_field() -> None:
         "gpuMetrics": {"enabled": True, "intervalMs": 100},
         "timeoutSeconds": 99,
         "stepTimeoutSeconds": 9,
+        "dumpOnly": False,
         "abort": False,
         "requestedAt": 5.0,
     }
+    dump = HookRequest.from_options("cap-2", options.model_copy(update={"dump_only": True}), requested_at=6.0)
+    assert dump.dump_only is True
 
 
 def test_capture_options_are_declared_once() -> None:
@@ -48,7 +51,8 @@ def test_capture_options_are_declared_once() -> None:
                 info.metadata,
                 info.get_default(call_default_factory=True),
             ), (model.__name__, name)
-    assert set(HookRequest.model_fields) - set(spec_fields) == {"capture_id", "abort", "requested_at"}
+    assert set(CaptureOptions.model_fields) - set(spec_fields) == {"dump_only"}  # a request's, never a session's
+    assert set(HookRequest.model_fields) - set(spec_fields) == {"dump_only", "capture_id", "abort", "requested_at"}
 
 
 def test_the_request_has_the_specs_defaults_and_bounds() -> None:

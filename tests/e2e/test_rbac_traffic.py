@@ -36,6 +36,12 @@ GRANTED_BUT_UNUSED: dict[str, dict[Rule, str]] = {
             "the API server's OwnerReferencesPermissionEnforcement admission checks it when the operator creates an "
             "analyzer Job whose ownerReference has blockOwnerDeletion; it is a permission check, never a request"
         ),
+        ("trainer.kubeflow.org", "trainjobs", "get"): (
+            "a session with jobRef kind TrainJob reads it (tests/operator/test_trainjob.py); this one targets a Job"
+        ),
+        ("jobset.x-k8s.io", "jobsets", "get"): (
+            "a JobSet or TrainJob reference reads the JobSet for its ranks (test_trainjob.py); this one targets a Job"
+        ),
     },
     ANALYZER: {},
 }

@@ -16,7 +16,7 @@ RELEASE_NAMESPACE = "stepscope-system"
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=180, check=False)
 
 
 _CACHE: dict[tuple[Any, ...], list[dict[str, Any]]] = {}

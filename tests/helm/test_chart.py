@@ -19,8 +19,9 @@ from helm_chart import CHART, CI_VALUES, RELEASE_NAMESPACE, REPO, by_kind, one, 
 from stepscope_contract.tokens import namespace_token
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.injection import InjectionConfig
+from stepscope_operator.storage_defaults import StorageDefaults
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
 # Kinds of other projects' CRDs (cert-manager, Prometheus Operator): no schema in kubernetes-validate.
@@ -102,7 +103,7 @@ def test_rendered_objects_validate_through_the_cli(tmp_path: Path) -> None:
         [str(REPO / ".venv" / "bin" / "kubernetes-validate"), "--strict", "-k", "1.32.0", str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -166,9 +167,13 @@ def test_operator_env_follows_the_interface_default() -> None:
     assert token_volume["items"] == [{"key": "token", "path": "token"}]
     assert volumes[mounts["/etc/stepscope/webhook-tls"]]["secret"]["secretName"] == "stepscope-webhook-tls"
     # every STEPSCOPE_ variable the chart sets is one the operator or the webhook reads
-    sources = "".join(
-        (REPO / "operator" / "stepscope_operator" / f).read_text() for f in ("config.py", "injection.py", "webhook.py")
-    )
+    sources = (
+        "".join(
+            (REPO / "operator" / "stepscope_operator" / f).read_text()
+            for f in ("config.py", "injection.py", "webhook.py", "storage_defaults.py")
+        )
+        + (REPO / "contract" / "stepscope_contract" / "constants.py").read_text()
+    )  # names shared with the sidecar
     for name in env:
         if name.startswith("STEPSCOPE_"):
             assert f'"{name}"' in sources, name
@@ -320,7 +325,8 @@ def test_notes_name_the_next_steps() -> None:
     notes = result.stdout.split("NOTES:", 1)[1]
     assert "rollout status deployment/stepscope-operator" in notes
     assert "stepscope.dev/inject" in notes
-    assert "uri: s3://traces/stepscope" in notes and "endpoint: https://minio.storage.svc:9000" in notes
+    assert "uri: s3://traces/stepscope" in notes and "ConfigMap stepscope-system/stepscope-storage" in notes
+    assert f"stepscope check -n team-a --install-namespace {RELEASE_NAMESPACE}" in notes
     session = yaml.safe_load(notes.split("<<'YAML'", 1)[1].split("YAML", 1)[0])
     from stepscope_contract.session import ProfileSessionSpec
 
@@ -332,3 +338,20 @@ def test_chart_requires_kubernetes_with_native_sidecars() -> None:
     old = run_helm("template", str(CHART), "--kube-version", "1.28.9")
     assert old.returncode != 0 and "kubeVersion" in old.stderr
     assert run_helm("template", str(CHART), "--kube-version", "1.29.0").returncode == 0
+
+
+def test_storage_settings_configmap_matches_the_operator_env() -> None:
+    docs = render(CI_VALUES)
+    settings = one(docs, "ConfigMap", "-storage")
+    assert settings["metadata"]["labels"]["app.kubernetes.io/component"] == "storage-settings"
+    env = _env(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+    assert {k: env[k] for k in settings["data"]} == settings["data"]
+    defaults = StorageDefaults.from_env(settings["data"])
+    assert defaults == StorageDefaults(
+        base="s3://traces/stepscope",
+        endpoint="https://minio.storage.svc:9000",
+        region="us-east-1",
+        addressing_style="path",
+        credentials_secret="stepscope-s3",
+    )
+    assert StorageDefaults.from_env(one(render(), "ConfigMap", "-storage")["data"]) == StorageDefaults()

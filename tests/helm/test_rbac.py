@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from helm_chart import CI_VALUES, RELEASE_NAMESPACE, Rule, by_kind, grants, render, rules_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 VALUE_SETS = {"default": (), "ci": (CI_VALUES,)}
 ROLE_KINDS = ("Role", "ClusterRole")
@@ -24,6 +24,8 @@ OPERATOR_RULES: set[Rule] = {
     ("batch", "jobs", "create"),
     ("batch", "jobs", "get"),
     ("", "events", "create"),
+    ("trainer.kubeflow.org", "trainjobs", "get"),
+    ("jobset.x-k8s.io", "jobsets", "get"),
 }
 ANALYZER_RULES: set[Rule] = {
     ("stepscope.dev", "profilesessions", "get"),

@@ -29,6 +29,7 @@ class OperatorProcess:
     workdir: Path
     proc: subprocess.Popen[bytes] | None = None
     extra_env: dict[str, str] | None = None
+    verbose: bool = True
 
     def start(self) -> None:
         token = self.workdir / "token"
@@ -48,13 +49,13 @@ class OperatorProcess:
         }
         log = (self.workdir / "operator.log").open("ab")
         self.proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "stepscope"), "operator", "--verbose"],
+            [str(Path(sys.executable).parent / "stepscope"), "operator", *(["--verbose"] if self.verbose else [])],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log()[-3000:]
             try:
@@ -118,13 +119,13 @@ def session(name: str, targets: dict[str, Any], **capture: Any) -> dict[str, Any
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "targets": targets,
-            "capture": {"steps": 3, "timeoutSeconds": 30, **capture},
+            "capture": {"steps": 3, "timeoutSeconds": 180, **capture},
             "storage": {"uri": "s3://bucket/prefix", "credentialsSecret": {"name": "s3-creds"}},
         },
     }
 
 
-def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict[str, Any]:
+def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     obj: dict[str, Any] | None = None
     while time.monotonic() < deadline:

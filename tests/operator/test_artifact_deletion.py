@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from operator_harness import API, OperatorProcess, session, wait_for
 
 from stepscope_contract.storage import parse_storage_uri, session_location
-from stepscope_local.cluster import LocalCluster
+from stepscope_local.cluster import CRD_PATH, LocalCluster
+from stepscope_local.kube.errors import ApiError
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -116,10 +118,16 @@ def test_without_delete_on_session_delete_nothing_is_deleted(cluster: LocalClust
     obj = wait_for(cluster.api, "keeper", ("Failed",))
     own = parse_storage_uri(obj["status"]["artifactsUri"])
     _put(cluster, OURS, f"{own.prefix}/ranks/0/manifest.json")
-    # the current spec now asks for deletion, but the accepted (frozen) spec did not
-    cluster.api.apply(
-        {**spec, "spec": {**spec["spec"], "storage": {**spec["spec"]["storage"], "deleteOnSessionDelete": True}}}
-    )
+    # the current spec now asks for deletion, but the accepted (frozen) spec did not; the API server refuses the edit
+    edited = {**spec, "spec": {**spec["spec"], "storage": {**spec["spec"]["storage"], "deleteOnSessionDelete": True}}}
+    with pytest.raises(ApiError, match=r"spec\.storage cannot change once the session exists"):
+        cluster.api.apply(edited)
+    # ... and where it would not (a CRD without that CEL rule), the operator still goes by the accepted spec
+    crd = yaml.safe_load(CRD_PATH.read_text())
+    storage = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["storage"]
+    storage["x-kubernetes-validations"] = [r for r in storage["x-kubernetes-validations"] if "oldSelf" not in r["rule"]]
+    cluster.api.apply(crd)
+    cluster.api.apply(edited)
     cluster.api.delete(API, "profilesessions", "default", "keeper")
     _gone(cluster, "keeper")
     assert _keys(cluster, OURS) == [f"{own.prefix}/ranks/0/manifest.json"]

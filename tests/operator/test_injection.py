@@ -123,6 +123,29 @@ def test_labelled_pod_gets_sidecar_init_container_volumes_and_env() -> None:
     assert annotations["stepscope.dev/sidecar-port"] == "8471"
 
 
+def test_the_flight_recorder_is_turned_on_unless_the_container_chose_a_buffer_size() -> None:
+    tenv = _env(_inject(make_pod({INJECT_LABEL: "true"}))["spec"]["containers"][0])
+    assert tenv["TORCH_FR_BUFFER_SIZE"] == {"name": "TORCH_FR_BUFFER_SIZE", "value": "2000"}
+    assert tenv["TORCH_NCCL_TRACE_BUFFER_SIZE"]["value"] == "2000"  # the name torch < 2.6 reads
+    for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        pod = make_pod({INJECT_LABEL: "true"})
+        pod["spec"]["containers"][0]["env"].append({"name": name, "value": "0"})
+        env = _inject(pod)["spec"]["containers"][0]["env"]
+        assert [e for e in env if e["name"].startswith("TORCH_")] == [{"name": name, "value": "0"}]
+    off = InjectionConfig(flight_recorder_buffer_size=0)
+    pod = make_pod({INJECT_LABEL: "true"})
+    env = apply_json_patch(pod, mutate(pod, off, None))["spec"]["containers"][0]["env"]
+    assert not [e for e in env if e["name"].startswith("TORCH_")]
+
+
+def test_the_flight_recorder_buffer_size_comes_from_the_operator_environment() -> None:
+    assert InjectionConfig.from_env({}).flight_recorder_buffer_size == 2000
+    assert InjectionConfig.from_env({"STEPSCOPE_FR_BUFFER_SIZE": "500"}).flight_recorder_buffer_size == 500
+    assert InjectionConfig.from_env({"STEPSCOPE_FR_BUFFER_SIZE": "0"}).flight_recorder_buffer_size == 0
+    with pytest.raises(ValueError, match="STEPSCOPE_FR_BUFFER_SIZE"):
+        InjectionConfig.from_env({"STEPSCOPE_FR_BUFFER_SIZE": "-1"})
+
+
 def test_existing_pythonpath_keeps_its_value_after_the_hook() -> None:
     pod = make_pod({INJECT_LABEL: "true"})
     pod["spec"]["containers"][0]["env"].append({"name": "PYTHONPATH", "value": "/app:/lib"})
@@ -271,7 +294,9 @@ def _strip_injection(template: dict[str, Any]) -> dict[str, Any]:
     for container in spec["containers"]:
         for key in ("env", "volumeMounts"):
             kept = [
-                x for x in container.get(key, []) if not x["name"].startswith(("stepscope", "STEPSCOPE", "PYTHONPATH"))
+                x
+                for x in container.get(key, [])
+                if not x["name"].startswith(("stepscope", "STEPSCOPE", "PYTHONPATH", "TORCH_FR", "TORCH_NCCL_TRACE"))
             ]
             container.pop(key, None)
             if kept:

@@ -20,7 +20,15 @@ from stepscope_contract.session import (
 )
 from stepscope_operator.analyzer_jobs import build_job, job_outcome, shard_count
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.status import bounded, capture_phase, count_targets, final_phase, progress, set_condition
+from stepscope_operator.status import (
+    bounded,
+    capture_phase,
+    count_targets,
+    failure_summary,
+    final_phase,
+    progress,
+    set_condition,
+)
 from stepscope_operator.targets import capture_id, pod_rank, resolve_targets, selector_string
 
 pytestmark = pytest.mark.unit
@@ -177,3 +185,15 @@ def test_job_outcome() -> None:
         }
     )
     assert failed == ("failed", "DeadlineExceeded: too slow")
+
+
+def test_failure_summary_says_each_reason_once() -> None:
+    hung = "no step boundary within stepTimeoutSeconds (30 s)"
+    targets = [TargetStatus(pod=f"ddp-{r}", rank=r, state=TargetState.HUNG, message=hung) for r in range(4)]
+    targets.append(TargetStatus(pod="ddp-4", rank=4, state=TargetState.FAILED, message="upload failed"))
+    targets.append(TargetStatus(pod="ddp-5", rank=5, state=TargetState.CAPTURED))
+    assert failure_summary(targets) == (
+        f"ddp-0, ddp-1, ddp-2, ddp-3 (ranks 0-3): Hung: {hung}; ddp-4 (rank 4): Failed: upload failed"
+    )
+    many = [TargetStatus(pod=f"p{r}", rank=r, state=TargetState.HUNG, message=hung) for r in range(9)]
+    assert failure_summary(many) == f"p0, p1, p2, p3 and 5 more (ranks 0-8): Hung: {hung}"

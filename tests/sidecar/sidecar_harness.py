@@ -95,7 +95,7 @@ class Sidecar:
         if token is not None:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=60) as resp:
                 raw = resp.read()
                 status = resp.status
         except urllib.error.HTTPError as err:
@@ -127,7 +127,7 @@ def start_moto(procs: Procs, workdir: Path, port: int | None = None, name: str =
         except OSError:
             return False
 
-    wait_for(up, 30, "moto_server")
+    wait_for(up, 180, "moto_server")
     return url
 
 
@@ -169,7 +169,7 @@ def start_sidecar(
     args = [sys.executable, "-m", "stepscope_cli.main", "sidecar", "--host", "127.0.0.1", "--port", "0"]
     args += ["--hook-dir", str(hook_dir), "--token-file", str(token_file), "--port-file", str(port_file), *extra]
     proc = procs.start(args, env, log)
-    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, f"sidecar {name} to listen")
+    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 180, f"sidecar {name} to listen")
     return Sidecar(url=f"http://127.0.0.1:{port}", hook_dir=hook_dir, proc=proc, log=log)
 
 

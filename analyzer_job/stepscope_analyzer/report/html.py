@@ -12,6 +12,7 @@ from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, 
 from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
+from stepscope_analyzer.report.hang_view import hang_view
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
 from stepscope_analyzer.report.trace_access import trace_access
 from stepscope_contract.report import Cause, RankReport, RankStatus, Report
@@ -76,6 +77,7 @@ def render_html(report: Report) -> str:
             breakdown=breakdown_chart(ok, highlight),
             timeline=step_timeline(ok, highlight),
             bottlenecks=bottleneck_chart(d.bottlenecks),
+            hang=hang_view(d),
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
             **_explanations(report, ok, highlight),
         )

@@ -130,6 +130,13 @@ kopf discovers the CRD once at startup through discovery (scanning disabled), so
 - apiGroups: [""]
   resources: ["events"]
   verbs: ["create"]
+# jobRef targets: a TrainJob (Kubeflow Trainer v2) and the JobSet that runs it, read for the ranks of their pods.
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: ["trainjobs"]
+  verbs: ["get"]
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: ["jobsets"]
+  verbs: ["get"]
 {{- end }}
 
 {{- define "stepscope.analyzerRules" -}}
@@ -141,4 +148,16 @@ kopf discovers the CRD once at startup through discovery (scanning disabled), so
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/status"]
   verbs: ["patch"]
+{{- end }}
+
+{{/* The install's storage settings, as the operator reads them (STEPSCOPE_STORAGE_*); also the data of the
+ConfigMap <fullname>-storage that `stepscope check` reads. BASE and ENDPOINT are the names the sidecar reads too. */}}
+{{- define "stepscope.storageSettings" -}}
+STEPSCOPE_STORAGE_BASE: {{ include "stepscope.storageBase" . | quote }}
+STEPSCOPE_STORAGE_ENDPOINT: {{ .Values.storage.endpoint | quote }}
+STEPSCOPE_STORAGE_REGION: {{ .Values.storage.region | quote }}
+STEPSCOPE_STORAGE_ADDRESSING_STYLE: {{ .Values.storage.addressingStyle | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_SECRET: {{ .Values.storage.credentialsSecret.name | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY: {{ .Values.storage.credentialsSecret.accessKeyIdKey | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY: {{ .Values.storage.credentialsSecret.secretAccessKeyKey | quote }}
 {{- end }}

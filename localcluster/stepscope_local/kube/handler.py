@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp.web
 import kmock
 
-from stepscope_local.kube import errors
+from stepscope_local.kube import errors, field_validation, openapi
 from stepscope_local.kube.identity import AuditLog
 from stepscope_local.kube.resources import ALL_VERBS, ResourceType
 from stepscope_local.kube.selectors import parse_field_selector, parse_label_selector
@@ -29,6 +29,14 @@ def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
     return aiohttp.web.Response(
         body=json.dumps(body, separators=(",", ":")).encode(), status=status, content_type="application/json"
     )
+
+
+def _warned(response: aiohttp.web.Response, warnings: list[str]) -> aiohttp.web.Response:
+    """Add the API server's `Warning: 299 - "..."` headers (field validation in Warn mode)."""
+    for text in warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+        response.headers.add("Warning", f'299 - "{escaped}"')
+    return response
 
 
 class FidelityEmulator(kmock.KubernetesEmulator):
@@ -76,6 +84,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.Response(text="ok")
         if parts == ["version"]:
             return _json(self._version())
+        if parts[0] == "openapi":  # built off the loop: the first build reads Kubernetes' definitions (~0.5 s)
+            return await asyncio.to_thread(self._openapi, raw, parts[1:])
         if parts[0] == "api":
             if len(parts) == 1:
                 host = raw.host
@@ -136,9 +146,11 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             if name:
                 fields = ",".join(f for f in (fields, f"metadata.name={name}") if f)
             return await self._watch(raw, rtype, namespace, query.get("labelSelector"), fields, accept)
+        # server-side field validation of the body (Strict raises here, Warn answers with Warning headers)
+        warnings = field_validation.check(rtype, data, query.get("fieldValidation")) if sub is None else []
         if name is None:
-            return self._collection_request(method, rtype, namespace, data, query, accept)
-        return await self._object_request(raw, data, rtype, namespace, name, sub)
+            return self._collection_request(method, rtype, namespace, data, query, accept, warnings=warnings)
+        return await self._object_request(raw, data, rtype, namespace, name, sub, warnings=warnings)
 
     def _collection_request(  # noqa: PLR0917
         self,
@@ -148,6 +160,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         data: Any,
         query: Mapping[str, str],
         accept: str,
+        *,
+        warnings: list[str],
     ) -> aiohttp.web.StreamResponse:
         """GET (list or Table), POST (create) and DELETE (deletecollection) on a collection."""
         if method == "GET":
@@ -167,9 +181,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if method == "POST":
             if not isinstance(data, dict):
                 raise errors.bad_request("the request body must be a JSON object")
-            if query.get("dryRun"):
-                return _json(data, 201)
-            return _json(self.store.create(rtype, namespace, data), 201)
+            created = self.store.create(rtype, namespace, data, dry_run=bool(query.get("dryRun")))
+            return _warned(_json(created, 201), warnings)
         if method == "DELETE":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
@@ -193,6 +206,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         namespace: str | None,
         name: str,
         sub: str | None,
+        *,
+        warnings: list[str],
     ) -> aiohttp.web.StreamResponse:
         """GET (object, Table or pod log), PUT, PATCH and DELETE on one object or its subresource."""
         query = raw.query
@@ -214,10 +229,11 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if method == "PUT":
             if not isinstance(data, dict):
                 raise errors.bad_request("the request body must be a JSON object")
-            return _json(self.store.replace(rtype, namespace, name, data, sub))
+            return _warned(_json(self.store.replace(rtype, namespace, name, data, sub)), warnings)
         if method == "PATCH":
             body = data if data is not None else json.loads(await raw.text() or "null")
-            return _json(self.store.patch(rtype, namespace, name, raw.headers.get("Content-Type", ""), body, sub))
+            patched = self.store.patch(rtype, namespace, name, raw.headers.get("Content-Type", ""), body, sub)
+            return _warned(_json(patched), warnings)
         if method == "DELETE":
             options = data if isinstance(data, dict) else {}
             policy = query.get("propagationPolicy") or options.get("propagationPolicy")
@@ -289,6 +305,22 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             unsubscribe()
             self._watch_queues.discard(queue)
         return response
+
+    # ---- OpenAPI --------------------------------------------------------------------------------------------------
+    def _openapi(self, raw: aiohttp.web.BaseRequest, rest: list[str]) -> aiohttp.web.StreamResponse:
+        """`/openapi/v2` (JSON) and `/openapi/v3[/<group-version>]`, for kubectl's validation and explain."""
+        types = self.store.types()
+        if rest == ["v2"]:
+            if "protobuf" in raw.headers.get("Accept", "") and "json" not in raw.headers.get("Accept", ""):
+                raise errors.ApiError(406, "NotAcceptable", "the local emulator serves OpenAPI v2 as JSON only")
+            return _json(openapi.v2_document(types))
+        if rest == ["v3"]:
+            return _json(openapi.v3_index(types))
+        if len(rest) > 1 and rest[0] == "v3":
+            document = openapi.v3_document(types, "/".join(rest[1:]))
+            if document is not None:
+                return _json(document)
+        raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
 
     # ---- logs -----------------------------------------------------------------------------------------------------
     def _log(self, namespace: str, name: str, container: str | None) -> aiohttp.web.StreamResponse:

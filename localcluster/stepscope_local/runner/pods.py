@@ -62,6 +62,7 @@ class _Proc:
     ports: dict[str, int] = field(default_factory=dict)
     ready: bool = False
     next_probe: float = 0.0
+    probe_failures: int = 0  # consecutive failed probes (a Ready container turns unready at failureThreshold)
     exit_code: int | None = None
     reason: str = ""
     finished_at: str = ""
@@ -299,14 +300,18 @@ class PodWorker:
             port_num = proc.ports.get(port, 0) if isinstance(port, str) and not port.isdigit() else int(port)
             url = f"http://{http.get('host') or self.pod_ip}:{port_num}{http.get('path', '/')}"
             try:
-                with urllib.request.urlopen(url, timeout=1) as resp:
+                with urllib.request.urlopen(url, timeout=float(proc.probe.get("timeoutSeconds", 1))) as resp:
                     ok = 200 <= resp.status < 400
             except (urllib.error.URLError, OSError, ValueError):
                 ok = False
         else:
             ok = True  # exec/tcp probes are not emulated: treated as passing
-        changed = ok != proc.ready
-        proc.ready = ok
+        # As the kubelet: one success makes a container Ready, failureThreshold (3) failures in a row unready, so
+        # a probe that is slow once on a busy machine does not flap the pod.
+        proc.probe_failures = 0 if ok else proc.probe_failures + 1
+        ready = ok or (proc.ready and proc.probe_failures < int(proc.probe.get("failureThreshold", 3)))
+        changed = ready != proc.ready
+        proc.ready = ready
         return changed
 
     def _kill_all(self) -> None:

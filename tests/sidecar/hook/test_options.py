@@ -11,7 +11,7 @@ import pytest
 
 from stepscope_contract.session import CaptureSpec
 from stepscope_contract.wire import HookRequest
-from stepscope_hook._options import CAPTURE_OPTIONS, read_options, step_timeout
+from stepscope_hook._options import CAPTURE_OPTIONS, dump_only, read_options, step_timeout
 
 pytestmark = pytest.mark.unit
 FIELDS = {info.alias or name: info for name, info in HookRequest.model_fields.items()}
@@ -36,7 +36,8 @@ def test_the_hooks_copy_matches_the_contract(name: str) -> None:
 
 
 def test_every_option_the_hook_acts_on_is_in_its_copy() -> None:
-    acted_on = {"steps", "skipSteps", "activities", "recordShapes", "withStack", "profileMemory", "stepTimeoutSeconds"}
+    acted_on = {"steps", "skipSteps", "activities", "recordShapes", "withStack", "profileMemory", "stepTimeoutSeconds",
+                "dumpOnly"}  # fmt: skip
     assert set(CAPTURE_OPTIONS) == acted_on
 
 
@@ -54,7 +55,7 @@ def test_defaults_fill_what_a_hand_written_request_leaves_out() -> None:
 @pytest.mark.parametrize(
     ("field", "value"),
     [("steps", 0), ("steps", 1001), ("steps", "3"), ("steps", True), ("skipSteps", -1), ("steps", 2.5),
-     ("activities", "cpu"), ("recordShapes", "yes"), ("stepTimeoutSeconds", 0)],
+     ("activities", "cpu"), ("recordShapes", "yes"), ("stepTimeoutSeconds", 0), ("dumpOnly", "yes")],
 )  # fmt: skip
 def test_out_of_bounds_or_mistyped_options_are_refused(field: str, value: object) -> None:
     with pytest.raises(ValueError, match=field):
@@ -64,3 +65,11 @@ def test_out_of_bounds_or_mistyped_options_are_refused(field: str, value: object
 def test_the_watchdogs_timeout_never_raises() -> None:
     assert step_timeout({"stepTimeoutSeconds": 7}) == 7.0
     assert step_timeout({"stepTimeoutSeconds": "soon"}) == 120.0
+
+
+def test_only_a_true_dump_only_asks_for_a_dump() -> None:
+    """A dump request profiles nothing; a dumpOnly that is not true/false stays a capture request that read_options
+    refuses (so a typo never starts profiling nor a dump)."""
+    request = HookRequest.model_validate({"captureId": "c", "requestedAt": 1.0, "dumpOnly": True})
+    assert dump_only(request.wire()) and read_options(request.wire())["dumpOnly"] is True
+    assert not dump_only({"captureId": "c"}) and not dump_only({"dumpOnly": "yes"}) and not dump_only({"dumpOnly": 1})

@@ -68,10 +68,16 @@ def test_watchdog_dumps_stacks_when_no_step_comes(hook: Hook, tmp_path: Path) ->
         assert time.monotonic() - began < 5, "no hang reported"
         time.sleep(0.05)
     stacks = (tmp_path / "captures/cap-hang/rank-0/stacks.txt").read_text()
-    assert "stepscope-watchdog" in stacks and "test_watchdog_dumps_stacks_when_no_step_comes" in stacks
-    assert "faulthandler" in stacks
+    # the main thread (this test, stuck in its wait loop) first; the hook's own watchdog thread left out
+    first = stacks.split("Thread ", 2)[1]
+    assert "(MainThread)" in first and "test_watchdog_dumps_stacks_when_no_step_comes" in first
+    assert "stepscope-watchdog" not in stacks and "_watch_once" not in stacks
+    assert "faulthandler" not in stacks
     meta = RankMeta.model_validate_json((tmp_path / "captures/cap-hang/rank-0/meta.json").read_bytes())
     assert meta.hung and meta.seconds_since_last_step is not None and meta.seconds_since_last_step >= 1
+    # the same text in state and meta, without the seconds (they differ per rank; meta has them)
+    assert state(tmp_path).message == meta.error == "no step boundary within stepTimeoutSeconds (1 s)"
+    assert meta.dump_reason == "hang" and meta.flight_recorder  # no process group here: it says why
 
 
 def test_abort_drops_an_armed_capture(hook: Hook, tmp_path: Path) -> None:
