@@ -56,9 +56,7 @@ class Outcome:
 @pytest.fixture(scope="module")
 def sidecars(procs: Procs, workdir: Path, token_file: Path, s3: tuple[str, Any]) -> list[Sidecar]:
     base, endpoint = f"s3://{BUCKET}/{PREFIX}", s3[0]
-    return [
-        start_sidecar(procs, workdir, token_file, f"fr{i}", bases=base, endpoints=endpoint) for i in range(WORLD)
-    ]
+    return [start_sidecar(procs, workdir, token_file, f"fr{i}", bases=base, endpoints=endpoint) for i in range(WORLD)]
 
 
 def _hook_phase(sc: Sidecar, rank: int) -> str:
