@@ -13,12 +13,15 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from stepscope_analyzer import limits, missing
 from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose, with_collective_waits
 from stepscope_analyzer.discovery import Layout, RankInput, discover
+from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.job_groups import split_jobs
 from stepscope_analyzer.parse import parse_trace
-from stepscope_analyzer.rank_reading import RankRead, error_text, read_rank
+from stepscope_analyzer.rank_artifacts import rank_extras
+from stepscope_analyzer.rank_reading import MAX_ERROR_CHARS, RankRead, error_text, read_rank
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import Store
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
@@ -126,7 +129,9 @@ def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
     except Exception as exc:  # a bad rank never stops the others
         return _failed(read, base, RankStatus.ERROR, error_text(exc), inp.trace_key or inp.name, rank=rank)
     update = {k: v for k, v in base.items() if v is not None}
-    return RankOutcome(summary.model_copy(update=update), list(read.errors), needs_rank=rank is None)
+    extras, extra_errors = rank_extras(store, inp.gpu_metrics_key, read.manifest, summary)
+    errors = list(read.errors) + extra_errors
+    return RankOutcome(summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
 
 
 def assign_ranks(outcomes: list[RankOutcome]) -> None:
@@ -170,14 +175,24 @@ def summarize_all(
     return outcomes
 
 
+def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:
+    """Ranks below the world size that the manifests announce but storage does not hold, as inclusive ranges."""
+    most = limits.current().max_world_size
+    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size and o.summary.world_size <= most]
+    return missing.missing_ranges((o.summary.rank for o in outcomes), max(sizes)) if sizes else []
+
+
 def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
-    """Ranks below the world size that the manifests announce but storage does not hold."""
-    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size and o.skipped is None]
-    if not sizes:
-        return []
-    present = {o.summary.rank for o in outcomes if o.skipped is None}
+    """The first `max_listed_missing_ranks` missing ranks, one RankReport each (all of them: missing_rank_ranges)."""
+    listed = missing.first(missing_rank_ranges(outcomes), limits.current().max_listed_missing_ranks)
     message = "expected from the world size, but nothing was uploaded"
-    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in range(max(sizes)) if r not in present]
+    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in listed]
+
+
+def flight_recorder_dumps(store: Store, layout: Layout) -> tuple[dict[int, Dump], list[RankError]]:
+    """Every rank's Flight Recorder dump (bounded, parsed), and an error per rejected file."""
+    keys = [(i.rank, i.flight_recorder_key) for i in layout.inputs if i.rank is not None and i.flight_recorder_key]
+    return load_dumps(store, [(rank, key) for rank, key in keys if rank is not None and key])
 
 
 def _exclude_foreign(summaries: list[RankReport], errors: list[RankError]) -> tuple[list[RankReport], str | None]:
@@ -206,15 +221,22 @@ def reduce_outcomes(
     started: float | None = None,
     include_missing: bool = False,
     notes: list[str] | None = None,
+    flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
 ) -> Report:
     kept = [o for o in outcomes if o.skipped is None]
     all_notes = list(notes or []) + [o.skipped for o in outcomes if o.skipped is not None]
     summaries = [o.summary for o in kept]
     errors = [e for o in kept for e in o.errors]
+    gaps = missing_rank_ranges(kept) if include_missing else []
+    dumps, dump_errors = flight_recorder or ({}, [])
+    errors += dump_errors
     if include_missing:
         absent = missing_ranks(kept)
         summaries += absent
         errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
+        if missing.count(gaps) > len(absent):
+            text = f"{missing.count(gaps)} ranks of the world size have no upload: {missing.rank_set_text(gaps)}"
+            errors.append(RankError(rank=None, source="", message=text[:MAX_ERROR_CHARS]))
     summaries, other_jobs = _exclude_foreign(summaries, errors)
     if other_jobs:
         all_notes.append(other_jobs)
@@ -224,7 +246,16 @@ def reduce_outcomes(
     hangs = [o.hang for o in kept if o.hang is not None]
     sizes = [s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK]
     diagnosis: Diagnosis = diagnose(
-        summaries, hang_evidence=hangs, config=config, world_size=max(sizes, default=None), other_jobs=other_jobs
+        summaries,
+        hang_evidence=hangs,
+        config=config,
+        world_size=max(sizes, default=None),
+        other_jobs=other_jobs,
+        flight_recorder=dumps,
     )
     elapsed = time.perf_counter() - started if started is not None else 0.0
-    return build_report(summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes)
+    report = build_report(
+        summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes
+    )
+    report.missing_ranks = missing.rank_set_text(gaps)
+    return report

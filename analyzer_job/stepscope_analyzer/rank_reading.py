@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.discovery import RankInput, looks_like_kineto
-from stepscope_analyzer.storage_io import StorageError, Store
+from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankError
 
@@ -38,7 +39,12 @@ def _read_manifest(store: Store, read: RankRead) -> None:
     if inp.manifest_key is None:
         return
     try:
-        read.manifest = RankManifest.model_validate_json(store.read(inp.manifest_key))
+        manifest = RankManifest.model_validate_json(read_bounded(store, inp.manifest_key, "max_manifest_bytes"))
+        if manifest.meta is not None and manifest.meta.world_size > limits.current().max_world_size:
+            raise limits.current().exceeded(
+                "max_world_size", f"the manifest claims world size {manifest.meta.world_size}"
+            )
+        read.manifest = manifest
     except (StorageError, ValidationError, ValueError) as exc:
         message = f"manifest.json unreadable: {error_text(exc)}"
         read.errors.append(RankError(rank=inp.rank, source=inp.manifest_key, message=message))
@@ -49,8 +55,9 @@ def _read_stacks(store: Store, read: RankRead) -> None:
     if not inp.stacks_key:
         return
     try:
-        read.stacks = store.read(inp.stacks_key).decode("utf-8", "replace")
-    except StorageError as exc:
+        stacks = read_bounded(store, inp.stacks_key, "max_stacks_bytes", truncate=True)
+        read.stacks = stacks.decode("utf-8", "replace")
+    except (StorageError, ValueError) as exc:
         read.errors.append(RankError(rank=inp.rank, source=inp.stacks_key, message=error_text(exc)))
 
 
@@ -61,8 +68,8 @@ def read_rank(store: Store, inp: RankInput, *, with_trace: bool = True) -> RankR
     if not with_trace or inp.trace_key is None:
         return read
     try:
-        read.trace = store.read(inp.trace_key)
-    except StorageError as exc:
+        read.trace = read_bounded(store, inp.trace_key, "max_trace_file_bytes")
+    except (StorageError, ValueError) as exc:  # ValueError: beyond the limit
         read.trace_error = error_text(exc)
         return read
     if inp.must_be_kineto and not looks_like_kineto(read.trace):

@@ -27,6 +27,7 @@ from stepscope_analyzer.analyses.step_phases import (
 )
 from stepscope_analyzer.analyses.steps import stats_of, step_rows, step_stats
 from stepscope_analyzer.analyses.trace_checks import check_event_times
+from stepscope_analyzer.analyses.trace_info import trace_environment
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
 from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StepPhases, StreamIdle
 
@@ -81,6 +82,7 @@ def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int 
         _cpu(report, trace, top_n)
         phases = _cpu_phases(report, ev, windows, top_n)
     _set_phases(report, phases)
+    report.environment = trace_environment(trace)
     return report
 
 
