@@ -107,6 +107,7 @@ def _analyze(workdir: Path, endpoint: str, session: str) -> dict[str, Any]:
             endpoint,
             "-o",
             str(out),
+            "--allow-partial",  # hung ranks leave stacks and dumps, no trace: exit 3 without it
         ],
         env=base_env(),
         capture_output=True,
