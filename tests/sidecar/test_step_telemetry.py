@@ -55,10 +55,9 @@ def scrape(sc: Sidecar) -> dict[str, float]:
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name.startswith("stepscope_step") or sample.name.startswith("stepscope_s"):
-                if sample.labels.get("rank") == "0":
-                    key = sample.name + (f"{{le={sample.labels['le']}}}" if "le" in sample.labels else "")
-                    out[key] = sample.value
+            if sample.name.startswith("stepscope_s") and sample.labels.get("rank") == "0":
+                key = sample.name + (f"{{le={sample.labels['le']}}}" if "le" in sample.labels else "")
+                out[key] = sample.value
     return out
 
 
