@@ -21,6 +21,7 @@ from stepscope_local.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "profilesessions.stepscope.dev.yaml"
+TRIGGER_CRD_PATH = REPO_ROOT / "crds" / "profiletriggers.stepscope.dev.yaml"
 
 
 class LocalCluster:
@@ -72,6 +73,7 @@ class LocalCluster:
             self.api.log_reader = self.runner.log_reader
             if self._apply_crd:
                 self.apply_file(CRD_PATH)
+                self.apply_file(TRIGGER_CRD_PATH)
         except BaseException:
             self.stop()
             raise
