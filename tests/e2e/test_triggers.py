@@ -10,39 +10,22 @@ real sidecars serving it, the real operator pulling it, and the analyzer Job of 
 
 from __future__ import annotations
 
+import sys
 import time
+from pathlib import Path
 from typing import Any
 from typing import Any as Env
 
 import pytest
-import yaml
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trigger_manifests import API, write_trigger
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 
-API = "stepscope.dev/v1alpha1"
-
 
 def apply_trigger(env: Env, name: str, job: str, conditions: dict[str, Any], cooldown: int) -> None:
-    trigger = {
-        "apiVersion": API,
-        "kind": "ProfileTrigger",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {
-            "targets": {"jobRef": {"kind": "Job", "name": job}},
-            "conditions": conditions,
-            "evaluationIntervalSeconds": 2,
-            "cooldownSeconds": cooldown,
-            "sessionTemplate": {
-                "spec": {
-                    "capture": {"steps": 6, "skipSteps": 2, "activities": ["cpu"], "stepTimeoutSeconds": 30},
-                    "storage": {"uri": "s3://stepscope-demo/sessions"},  # the install's settings give the rest
-                    "analysis": {"minSlowdownPercent": 20},
-                }
-            },
-        },
-    }
-    path = env.workdir / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(trigger))
+    path = write_trigger(env.workdir, name, job, conditions, cooldownSeconds=cooldown)
     applied = env.cluster.kubectl("apply", "-f", str(path))
     assert applied.returncode == 0, applied.stderr
 
