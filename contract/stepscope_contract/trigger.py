@@ -38,14 +38,30 @@ CRON_BOUNDS = ((0, 59), (0, 23), (1, 31), (1, 12), (0, 7))
 # ----------------------------------------------------------------------------------------------- spec
 
 
+class TriggerCondition(StrEnum):
+    """What made (or would make) a trigger fire."""
+
+    NONE = "None"
+    STEP_TIME_REGRESSION = "StepTimeRegression"
+    STRAGGLER = "Straggler"
+    STALL = "Stall"
+    SCHEDULE = "Schedule"
+
+
 class StragglerMeasure(StrEnum):
     OWN_TIME = "ownTime"  # the step's time outside backward(): a synchronous job's straggler shows only here
     STEP_TIME = "stepTime"  # the whole step: for jobs whose ranks do not wait for each other every step
 
 
+FOR_SECONDS_DESCRIPTION = (
+    "how long the condition must keep holding, evaluation after evaluation, before it fires (a Prometheus alert's "
+    "`for`): seconds of contention from a neighbour never do"
+)
+
+
 class StepTimeRegression(CamelModel):
     """The job's median step time over its last `steps` steps exceeds its own rolling baseline (the `baselineSteps`
-    before them) by more than `thresholdPercent`, in at least three quarters of those steps."""
+    before them) by more than `thresholdPercent`, in at least three quarters of those steps, for `forSeconds`."""
 
     threshold_percent: Annotated[float, Field(ge=1.0, le=1000.0)] = Field(
         default=30.0, description="how much slower than the baseline the recent steps must be"
@@ -54,11 +70,12 @@ class StepTimeRegression(CamelModel):
     baseline_steps: Annotated[int, Field(ge=10, le=1000)] = Field(
         default=200, description="the steps before them that make the rolling baseline"
     )
+    for_seconds: Annotated[int, Field(ge=0, le=86_400)] = Field(default=60, description=FOR_SECONDS_DESCRIPTION)
 
 
 class Straggler(CamelModel):
     """One rank's median step time or own time over its last `steps` steps exceeds the median of the other ranks'
-    by more than `thresholdPercent`, in at least three quarters of those steps."""
+    by more than `thresholdPercent`, in at least three quarters of those steps, for `forSeconds`."""
 
     threshold_percent: Annotated[float, Field(ge=5.0, le=1000.0)] = Field(
         default=50.0, description="how much slower than the median of the other ranks the rank must be"
@@ -68,6 +85,7 @@ class Straggler(CamelModel):
         default=StragglerMeasure.OWN_TIME,
         description="ownTime: the step outside backward(), where synchronous ranks wait for the slowest; stepTime",
     )
+    for_seconds: Annotated[int, Field(ge=0, le=86_400)] = Field(default=30, description=FOR_SECONDS_DESCRIPTION)
 
 
 class Stall(CamelModel):
@@ -87,6 +105,14 @@ class TriggerConditions(CamelModel):
 
     def any(self) -> bool:
         return self.step_time_regression is not None or self.straggler is not None or self.stall is not None
+
+    def for_seconds(self, condition: TriggerCondition) -> int:
+        """How long `condition` must hold before it fires (a stall's own seconds are its persistence)."""
+        if condition is TriggerCondition.STRAGGLER and self.straggler is not None:
+            return self.straggler.for_seconds
+        if condition is TriggerCondition.STEP_TIME_REGRESSION and self.step_time_regression is not None:
+            return self.step_time_regression.for_seconds
+        return 0
 
 
 class SessionTemplateMeta(CamelModel):
@@ -177,16 +203,6 @@ def check_cron_ranges(expression: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------- status
-
-
-class TriggerCondition(StrEnum):
-    """What made (or would make) a trigger fire."""
-
-    NONE = "None"
-    STEP_TIME_REGRESSION = "StepTimeRegression"
-    STRAGGLER = "Straggler"
-    STALL = "Stall"
-    SCHEDULE = "Schedule"
 
 
 class TriggerStatusConditionType(StrEnum):

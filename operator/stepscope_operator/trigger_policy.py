@@ -4,7 +4,8 @@ sessions it owns.
 - An *episode* is a run of evaluations in which a condition of one kind holds: a slowdown (straggler or regression;
   the same slowdown often shows as both) or a stall. An episode fires at most once: a slowdown that lasts for hours is
   profiled once, not every cooldown. A new episode (the condition cleared, then came back; or a stall after a
-  slowdown) may fire again.
+  slowdown) may fire again. A straggler or regression fires only once its episode has lasted its `forSeconds` (a
+  Prometheus alert's `for`): on a shared machine, seconds of a neighbour's load slow every step, and must not fire.
 - A condition fires only when nothing blocks it: `suspend`, a session of this trigger still running (one active
   session per target), the daily cap (`maxSessionsPerDay` in any 24 hours) and `cooldownSeconds` since the last
   firing. An episode blocked at first fires once the block lifts, if it still holds.
@@ -132,6 +133,11 @@ def _judge_finding(
     since, fired = _episode(status, finding, now)
     base = Decision(condition=finding.condition, condition_since=since, episode_fired=fired)
     holds = f"{finding.condition.value}: {finding.message}"
+    if since is not None and not fired:
+        hold = spec.conditions.for_seconds(finding.condition)
+        if now < since + timedelta(seconds=hold):
+            waiting = f"holds since {iso(since)}; fires once it has held for {hold} s (forSeconds)"
+            return replace(base, message=f"{holds}; {waiting}")
     if fired:
         assert since is not None
         return replace(

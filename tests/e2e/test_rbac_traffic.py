@@ -78,7 +78,7 @@ def _trigger_fires_and_prunes(e2e: Env) -> None:
     try:
         e2e.ready_pods("rbac-slow")
         limits = {"successfulSessionsHistoryLimit": 0, "failedSessionsHistoryLimit": 0}
-        path = write_trigger(e2e.workdir, "rbac-watch", "rbac-slow", {"straggler": {}}, **limits)
+        path = write_trigger(e2e.workdir, "rbac-watch", "rbac-slow", {"straggler": {"forSeconds": 0}}, **limits)
         applied = e2e.cluster.kubectl("apply", "-f", str(path))
         assert applied.returncode == 0, applied.stderr
         deadline = time.monotonic() + 300

@@ -62,7 +62,8 @@ def test_a_slowdown_fires_exactly_once_and_the_session_names_the_slowed_rank(e2e
     e2e.start_training("trig-train", slow_rank=2, mode="host", slow_ms=60.0, extra_env=extra)
     try:
         pods = e2e.ready_pods("trig-train")
-        apply_trigger(e2e, "trig", "trig-train", {"straggler": {}, "stall": {"seconds": 120}}, cooldown=900)
+        conditions = {"straggler": {"forSeconds": 10}, "stall": {"seconds": 120}}
+        apply_trigger(e2e, "trig", "trig-train", conditions, cooldown=900)
         wait("a first evaluation", lambda: status_of(e2e, "trig").get("lastEvaluationTime"), 120)
         wait("the slowdown", lambda: log_lines(e2e, pods, "slows down at step"), 300)
         assert created_sessions(e2e, "trig") == [], status_of(e2e, "trig")  # nothing while it was balanced

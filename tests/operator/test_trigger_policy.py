@@ -28,7 +28,11 @@ def spec(**extra: object) -> ProfileTriggerSpec:
     return ProfileTriggerSpec.model_validate(
         {
             "targets": {"jobRef": {"kind": "Job", "name": "train"}},
-            "conditions": {"straggler": {}, "stall": {"seconds": 120}, "stepTimeRegression": {}},
+            "conditions": {
+                "straggler": {"forSeconds": 0},
+                "stall": {"seconds": 120},
+                "stepTimeRegression": {"forSeconds": 0},
+            },
             "sessionTemplate": {"spec": {"storage": {"uri": "s3://bucket/p"}, "capture": {"stepTimeoutSeconds": 600}}},
             "cooldownSeconds": 600,
             "maxSessionsPerDay": 3,
@@ -78,6 +82,19 @@ def test_a_slowdown_fires_once_however_long_it_lasts() -> None:
         later = run.at(minute, REGRESSION)  # the same episode, even as another condition of its kind
         assert later.fire is None and "was profiled by t-1" in later.message
     assert run.status.session_count == 1
+
+
+def test_a_slowdown_must_last_its_for_seconds() -> None:
+    run = Run(spec(conditions={"straggler": {"forSeconds": 90}, "stall": {"seconds": 60}}))
+    assert run.at(0, STRAGGLER).fire is None  # holds, since 12:00
+    run.at(1)  # a burst of contention that passed: the episode ends
+    waiting = run.at(2, STRAGGLER)  # holds again, since 12:02
+    assert waiting.fire is None and waiting.events == ()
+    assert waiting.message.endswith("holds since 2026-03-01T12:02:00Z; fires once it has held for 90 s (forSeconds)")
+    assert run.at(3, STRAGGLER).fire is None
+    assert run.at(3.5, STRAGGLER).fire == STRAGGLER  # 90 s of it
+    run.finish_all()
+    assert run.at(40, STALL).fire == STALL  # a stall's seconds are its own persistence: at once
 
 
 def test_a_new_episode_fires_again_after_the_cooldown() -> None:

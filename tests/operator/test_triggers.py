@@ -43,7 +43,7 @@ def trigger(name: str, **spec: Any) -> dict[str, Any]:
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "targets": {"selector": {"matchLabels": {"app": "trainer"}}},
-            "conditions": {"straggler": {"thresholdPercent": 50, "steps": 20}},
+            "conditions": {"straggler": {"thresholdPercent": 50, "steps": 20, "forSeconds": 0}},
             "evaluationIntervalSeconds": 1,
             "cooldownSeconds": 0,
             "sessionTemplate": {
