@@ -14,7 +14,14 @@ settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_hea
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_TRACES = REPO_ROOT.parent / "shared" / "data" / "traces" / "hta"
+SHARED_TRACES = next(
+    (
+        p / "shared" / "data" / "traces" / "hta"
+        for p in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
+        if (p / "shared").is_dir()
+    ),
+    REPO_ROOT.parent / "shared" / "data" / "traces" / "hta",
+)
 
 
 @pytest.fixture(scope="session")

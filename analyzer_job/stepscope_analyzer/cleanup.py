@@ -13,9 +13,11 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from stepscope_analyzer.storage_io import StorageOptions, Store, open_store
+from stepscope_contract.session import StorageSpec
 from stepscope_contract.session_folder import accepted_spec, session_folder
 from stepscope_contract.storage import Scheme, StorageLocation
+from stepscope_storage import Store, open_store
+from stepscope_storage.credentials import Credentials
 
 ENV_ALLOW_FILE_DELETION = "STEPSCOPE_ALLOW_FILE_DELETION"
 
@@ -24,7 +26,12 @@ class CleanupRefused(RuntimeError):
     """The session does not qualify for deletion; the message says why."""
 
 
-def deletion_target(obj: dict[str, Any], uid: str, allow_file: bool) -> tuple[StorageLocation, StorageOptions]:
+def _open(location: StorageLocation, storage: StorageSpec) -> Store:
+    """The session's store, reached as the sidecars reached it (stepscope_storage), with this Job's credentials."""
+    return open_store(location, storage, Credentials.from_env())
+
+
+def deletion_target(obj: dict[str, Any], uid: str, allow_file: bool) -> tuple[StorageLocation, StorageSpec]:
     """The folder to delete and how to reach it, from the session object alone; CleanupRefused otherwise. Pure."""
     meta = obj.get("metadata") or {}
     if not uid or meta.get("uid") != uid:
@@ -39,19 +46,18 @@ def deletion_target(obj: dict[str, Any], uid: str, allow_file: bool) -> tuple[St
     location = session_folder(spec, str(meta.get("namespace", "")), str(meta.get("name", "")), uid)
     if location.scheme is Scheme.FILE and not allow_file:
         raise CleanupRefused(f"{location.uri}: file:// folders are deleted only in local mode")
-    storage = spec.storage
-    return location, StorageOptions(storage.endpoint, storage.region, storage.addressing_style)
+    return location, spec.storage
 
 
 def run_delete(
     read_session: Callable[[], dict[str, Any]],
     uid: str,
     log: Callable[[str], None],
-    opener: Callable[[StorageLocation, StorageOptions], Store] = open_store,
+    opener: Callable[[StorageLocation, StorageSpec], Store] = _open,
 ) -> int:
     """Delete the session's folder; the number of objects removed."""
     allow_file = os.environ.get(ENV_ALLOW_FILE_DELETION, "").lower() == "true"
-    location, options = deletion_target(read_session(), uid, allow_file)
-    removed = opener(location, options).delete_prefix(location)
+    location, storage = deletion_target(read_session(), uid, allow_file)
+    removed = opener(location, storage).delete_prefix(location)
     log(f"deleted {removed} object(s) under {location.uri}")
     return removed

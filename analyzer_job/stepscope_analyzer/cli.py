@@ -10,9 +10,19 @@ from pathlib import Path
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, location_of, open_store
+from stepscope_analyzer.storage_io import StorageError, location_of, open_store
+from stepscope_contract.ranks import format_rank_set
+from stepscope_contract.report import RankStatus
 from stepscope_contract.session import AddressingStyle
 from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, StorageUriError
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
+
+EXIT_OK = 0
+EXIT_NO_TRACES = 1
+EXIT_BAD_SOURCE = 2
+EXIT_PARTIAL = 3
+"""the report was written, but at least one rank could not be analysed (error or missing); see its errors"""
 
 
 def _progress(message: str) -> None:
@@ -23,7 +33,8 @@ def analyze_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stepscope analyze",
         description="Analyse Kineto traces of a distributed PyTorch job: a stepscope session folder "
-        "(ranks/<rank>/...) or a folder of *.pt.trace.json[.gz] files, local or in object storage.",
+        "(traces/rank<R>.pt.trace.json.gz, or the first layout's ranks/<rank>/...) or a folder of "
+        "*.pt.trace.json[.gz] files, local or in object storage.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("source", help="folder, file, file:///path, s3://bucket/prefix or oss://bucket/prefix")
@@ -35,7 +46,17 @@ def analyze_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
     p.add_argument("--outlier-threshold", type=float, default=3.5, help="robust z-score of an outlier rank")
-    p.add_argument("--min-slowdown-percent", type=float, default=5.0, help="smallest reported slowdown, %% of a step")
+    p.add_argument(
+        "--min-slowdown-percent",
+        type=float,
+        default=5.0,
+        help="the user's floor: excesses below this share of a step are never reported (noise is measured anyway)",
+    )
+    p.add_argument(
+        "--allow-partial",
+        action="store_true",
+        help=f"exit 0 even when some rank could not be analysed (otherwise {EXIT_PARTIAL})",
+    )
     return p
 
 
@@ -44,23 +65,35 @@ def analyze_main(argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         location = location_of(args.source)
-        options = StorageOptions(args.endpoint, args.region, AddressingStyle(args.addressing_style))
-        store = open_store(location, options)
+        connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+        store = open_store(location, connection, Credentials.from_env())
         _progress(f"stepscope analyze: reading {location.uri}")
         layout = discover(store, location)
     except (StorageUriError, StorageError) as exc:
         print(f"stepscope analyze: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_SOURCE
     if not layout.inputs:
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
-        return 1
-    kind = "session folder" if layout.session else "folder of traces"
-    _progress(f"found {len(layout.inputs)} rank(s) ({kind})")
+        return EXIT_NO_TRACES
+    if layout.session:
+        _progress(f"found {len(layout.inputs)} rank(s) (session folder)")
+    else:
+        _progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
+    for note in layout.notes:
+        _progress(note)
     outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_progress)
+    if not any(o.skipped is None for o in outcomes):
+        print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
+        return EXIT_NO_TRACES
     config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
     dumps = flight_recorder_dumps(store, layout)
     report = reduce_outcomes(
-        outcomes, config=config, started=started, include_missing=layout.session, flight_recorder=dumps
+        outcomes,
+        config=config,
+        started=started,
+        include_missing=layout.session,
+        notes=layout.notes,
+        flight_recorder=dumps,
     )
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
@@ -70,16 +103,22 @@ def analyze_main(argv: list[str]) -> int:
         (out / REPORT_HTML).write_bytes(html_bytes(report))
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_BAD_SOURCE
     _progress(f"analysed {len(report.ranks)} rank(s) in {time.perf_counter() - started:.2f} s")
     print(report.diagnosis.verdict)
     print(f"report: {(out / REPORT_HTML).resolve()}")
     print(f"json:   {(out / REPORT_JSON).resolve()}")
-    return 0
+    failed = sorted(r.rank for r in report.ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))
+    if failed and not args.allow_partial:
+        listed = format_rank_set(failed)
+        print(f"stepscope analyze: rank(s) {listed} could not be analysed (exit {EXIT_PARTIAL}; --allow-partial "
+              "accepts a partial analysis)", file=sys.stderr)  # fmt: skip
+        return EXIT_PARTIAL
+    return EXIT_OK
 
 
 def job_main(argv: list[str]) -> int:
     """`stepscope analyzer-job`: imported lazily, it needs the kubernetes client."""
-    from stepscope_analyzer.job import job_main as run
+    from stepscope_analyzer.session_job import job_main as run
 
     return run(argv)

@@ -95,8 +95,24 @@ def printer_columns() -> list[dict[str, Any]]:
             "jsonPath": ".status.progress",
             "description": "targets captured / total",
         },
-        {"name": "Slowest", "type": "string", "jsonPath": ".status.summary.slowestRank", "description": "slowest rank"},
-        {"name": "Bottleneck", "type": "string", "jsonPath": ".status.summary.topBottleneck"},
+        {
+            "name": "Slowest",
+            "type": "string",
+            "jsonPath": ".status.summary.slowestRank",
+            "description": "the rank that slows the job (the culprit), empty when balanced",
+        },
+        {
+            "name": "Cause",
+            "type": "string",
+            "jsonPath": ".status.summary.cause",
+            "description": "why it is slow: compute, host, memory, communication or hang",
+        },
+        {
+            "name": "Bottleneck",
+            "type": "string",
+            "jsonPath": ".status.summary.topBottleneck",
+            "description": "top function by bottleneck ratio, waiting for other ranks left out",
+        },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         {"name": "Report", "type": "string", "jsonPath": ".status.reportURL", "priority": 1},
     ]

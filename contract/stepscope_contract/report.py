@@ -44,9 +44,23 @@ class SlowRank(ReportModel):
     rank: Annotated[int, Field(ge=0)]
     cause: Cause
     confidence: Annotated[float, Field(ge=0.0, le=1.0)]
-    slowdown_pct: float = Field(default=0.0, description="how much longer this rank's steps take, in %")
+    slowdown_pct: float = Field(
+        default=0.0,
+        description="how much longer the job's steps take because of this rank: excess_us over the step time "
+        "without it (median_step_us - excess_us), in %",
+    )
     excess_us: float = Field(
-        default=0.0, description="this rank's own cost per step beyond the median of the other ranks, in µs"
+        default=0.0,
+        description="this rank's own cost per step beyond the median of the other ranks that the job pays for "
+        "(at most what the other ranks wait for it), in µs",
+    )
+    phase: str | None = Field(
+        default=None, description="the step phase (a StepPhases key) that holds most of the excess"
+    )
+    effect_z: float | None = Field(
+        default=None,
+        description="effect size: the excess over the job's measured step-to-step and rank-to-rank noise "
+        "of that cost (robust z)",
     )
     node: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
@@ -143,6 +157,8 @@ class StepStats(ReportModel):
 
 
 class IdleBreakdown(ReportModel):
+    """GPU idle time of a rank (µs), by what the GPU waited for. Streams merged: the three add up to idle_time."""
+
     host_wait: float = 0.0
     kernel_wait: float = 0.0
     other: float = 0.0
@@ -306,7 +322,11 @@ class Collective(ReportModel):
     count: int = 0
     total_us: float = 0.0
     exposed_us: float = Field(default=0.0, description="time not overlapped by compute")
-    wait_us: float = Field(default=0.0, description="time spent waiting for the last rank to arrive")
+    wait_us: float = Field(
+        default=0.0,
+        description="time spent waiting for the last rank to arrive (the ranks' collective_wait_time shared out "
+        "over their collectives)",
+    )
 
 
 class RankReport(ReportModel):
@@ -327,25 +347,55 @@ class RankReport(ReportModel):
     compute_time_pctg: float = 0.0
     non_compute_time_pctg: float = 0.0
     comp_comm_overlap_pctg: float = 0.0
-    gpu_utilization: float = Field(default=0.0, description="busy / total over the captured window, 0..1")
-    idle_breakdown: IdleBreakdown = Field(default_factory=IdleBreakdown)
-    idle_breakdown_by_stream: list[StreamIdle] = Field(default_factory=list)
+    gpu_utilization: float | None = Field(
+        default=None, description="GPU ranks: busy / total over the captured window, 0..1; absent on CPU-only ranks"
+    )
+    cpu_utilization: float | None = Field(
+        default=None,
+        description="CPU-only ranks: share of the window the training thread runs ops, 0..1; absent on GPU ranks",
+    )
+    idle_breakdown: IdleBreakdown | None = Field(
+        default=None, description="GPU ranks: idle time by cause, streams merged (adds up to idle_time)"
+    )
+    idle_breakdown_by_stream: list[StreamIdle] = Field(
+        default_factory=list, description="GPU ranks: HTA's idle-time breakdown per stream (streams overlap)"
+    )
     world_size: int | None = None
     window_us: float = Field(default=0.0, description="end-to-end time of the analysed window, µs")
     communication_time: float = 0.0
     memory_time: float = 0.0
     exposed_communication_time: float = 0.0
-    collective_wait_time: float = 0.0
+    collective_wait_time: float = Field(
+        default=0.0,
+        description="time this rank's steps wait for other ranks inside collectives (µs, whole window); "
+        "estimated when collective_wait_estimated",
+    )
+    collective_wait_estimated: bool = Field(
+        default=False,
+        description="true when collective_wait_time is estimated across ranks (time blocked in collectives beyond "
+        "the least of any rank) because the trace holds no direct measure",
+    )
     host_gap_time: float = 0.0
     host_time: float = Field(
         default=0.0,
-        description="CPU traces: training-thread time in annotations/Python outside every op and collective (us)",
+        description="time the steps spend outside forward/backward/optimizer work and collective waits (phases "
+        "data_loading + other, µs, whole window); on GPU ranks, GPU time waiting for the host",
+    )
+    captured_from_unix_s: float | None = Field(default=None, description="wall-clock start of the recorded steps")
+    captured_to_unix_s: float | None = Field(default=None, description="wall-clock end of the recorded steps")
+    job_fingerprint: str | None = Field(
+        default=None, description="backend, world size and process groups of the trace, to tell jobs apart"
     )
     top_kernels: list[KernelStat] = Field(default_factory=list)
     top_functions: list[Bottleneck] = Field(default_factory=list)
     collectives: list[Collective] = Field(default_factory=list)
     phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
     step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
+    step_dilation: list[float] = Field(
+        default_factory=list,
+        description="CPU-only ranks, per recorded step: how much waiting for a CPU stretched the training thread's "
+        "ops (their wall time over their time at each op's typical speed); 1.0 = not at all",
+    )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
     environment: RankEnvironment | None = None
     trace_link: str | None = Field(
@@ -355,6 +405,8 @@ class RankReport(ReportModel):
 
 class Diagnosis(ReportModel):
     verdict: str = Field(description="one line a person reads first")
+    ranks_analysed: int = Field(default=0, description="ranks whose traces were compared")
+    ranks_expected: int | None = Field(default=None, description="the job's world size, when the traces say it")
     median_step_us: float = Field(default=0.0, description="the job's step time: median over ranks and steps, µs")
     p90_step_us: float = Field(default=0.0, description="90th percentile of every analysed step, µs")
     expected_step_us: float | None = Field(
@@ -397,6 +449,9 @@ class Report(ReportModel):
     ranks: list[RankReport] = Field(default_factory=list)
     diagnosis: Diagnosis
     errors: list[RankError] = Field(default_factory=list)
+    notes: list[str] = Field(
+        default_factory=list, description="what the analysis left aside and why (files that are not traces, ...)"
+    )
     capture: CaptureInfo | None = Field(default=None, description="the session's capture spec, when known")
     missing_ranks: str = Field(
         default="",

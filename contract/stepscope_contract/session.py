@@ -327,6 +327,14 @@ class TargetCounts(CamelModel):
     failed: Annotated[int, Field(ge=0)] = 0
 
 
+class AnalysisStage(StrEnum):
+    """Which analyzer Job `status.analyzerJob` names: one Job for everything, or an Indexed map Job then a reduce."""
+
+    ALL = "All"
+    MAP = "Map"
+    REDUCE = "Reduce"
+
+
 class ReportSummary(CamelModel):
     """The few lines of the report that belong in `kubectl get`."""
 
@@ -365,6 +373,7 @@ class ProfileSessionStatus(CamelModel):
     targets_truncated: bool = False
     artifacts_uri: Annotated[str, Field(max_length=2048)] | None = None
     analyzer_job: Annotated[str, Field(max_length=253)] | None = None
+    analysis_stage: AnalysisStage | None = Field(default=None, description="the stage analyzerJob runs")
     summary: ReportSummary | None = None
     report_url: Annotated[str, Field(max_length=2048)] | None = Field(default=None, alias="reportURL")
     report_json_url: Annotated[str, Field(max_length=2048)] | None = Field(default=None, alias="reportJSONURL")

@@ -27,7 +27,7 @@ from typing import Annotated, Final
 
 from pydantic import Field
 
-from stepscope_contract.session import Activity, AddressingStyle, CamelModel, CaptureSpec, GpuMetricsSpec
+from stepscope_contract.session import AddressingStyle, CamelModel, CaptureSpec
 
 CAPTURE_ID_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 HOOK_REQUEST_FILE: Final = "request.json"
@@ -54,16 +54,11 @@ class StorageDestination(CamelModel):
     addressing_style: AddressingStyle = AddressingStyle.AUTO
 
 
-class CaptureOptions(CamelModel):
-    steps: Annotated[int, Field(ge=1, le=1000)]
-    skip_steps: Annotated[int, Field(ge=0, le=100_000)] = 0
-    activities: list[Activity] = Field(default_factory=lambda: [Activity.CPU, Activity.CUDA])
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
-    timeout_seconds: Annotated[int, Field(ge=1, le=86_400)] = 600
-    step_timeout_seconds: Annotated[int, Field(ge=1, le=3_600)] = 120
+class CaptureOptions(CaptureSpec):
+    """What a capture request asks of a sidecar: the session's spec.capture (declared once, in CaptureSpec: the same
+    fields, defaults and bounds on the spec, on the wire and in the hook's request file), plus dumpOnly, which only a
+    request asks (on-demand dumps; a session always profiles)."""
+
     dump_only: bool = Field(
         default=False,
         description="take every rank's Python stacks and Flight Recorder dump now, without profiling (stall triggers)",
@@ -135,33 +130,19 @@ class ErrorBody(CamelModel):
 # ------------------------------------------------------------------------------ hook file protocol
 
 
-class HookRequest(CamelModel):
-    """Written by the sidecar to request.json; every hook in the pod acts on a new captureId once."""
+class HookRequest(CaptureOptions):
+    """Written by the sidecar to request.json: the capture's options (flat, as on the wire) plus who and when; every
+    hook in the pod acts on a new captureId once. The hook reads it with the stdlib (stepscope_hook._options, whose
+    table of names, defaults and bounds a test holds against CaptureSpec)."""
 
     capture_id: Annotated[str, Field(pattern=CAPTURE_ID_PATTERN)]
-    steps: Annotated[int, Field(ge=1, le=1000)]
-    skip_steps: Annotated[int, Field(ge=0)] = 0
-    activities: list[Activity] = Field(default_factory=lambda: [Activity.CPU, Activity.CUDA])
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    step_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
-    dump_only: bool = Field(default=False, description="write stacks and the Flight Recorder dump now; no profiling")
     abort: bool = False
     requested_at: float = Field(description="unix time the request was written")
 
     @classmethod
     def from_options(cls, capture_id: str, options: CaptureOptions, requested_at: float) -> HookRequest:
         """What the sidecar hands the hooks for a capture request's options."""
-        fields = options.model_dump(
-            include={"steps", "skip_steps", "activities", "record_shapes", "with_stack", "profile_memory", "dump_only"}
-        )
-        return cls(
-            capture_id=capture_id,
-            step_timeout_seconds=float(options.step_timeout_seconds),
-            requested_at=requested_at,
-            **fields,
-        )
+        return cls.model_validate({**options.model_dump(), "capture_id": capture_id, "requested_at": requested_at})
 
 
 class HookPhase(StrEnum):

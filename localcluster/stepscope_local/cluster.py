@@ -18,6 +18,7 @@ from stepscope_local.kube.identity import service_account_user
 from stepscope_local.runner import Runner
 from stepscope_local.runner.pods import RunnerConfig
 from stepscope_local.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from stepscope_storage.endpoints import ENV_OSS_ENDPOINT_TEMPLATE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "profilesessions.stepscope.dev.yaml"
@@ -68,6 +69,7 @@ class LocalCluster:
                 work_dir=self.workdir / "pods",
                 nodes=self._nodes,
                 service_account_kubeconfig=self.service_account_kubeconfig,
+                node_env=self.node_env,
             )
             self.runner = Runner(self.api.store, config).start()
             self.api.log_reader = self.runner.log_reader
@@ -108,6 +110,14 @@ class LocalCluster:
         if self.s3 is None:
             raise RuntimeError("this cluster runs without S3")
         return self.s3.endpoint
+
+    @property
+    def node_env(self) -> dict[str, str]:
+        """What every pod's containers see beside their manifest's env: here every OSS region's endpoint is the
+        local S3 server (stepscope_storage.endpoints), so oss:// sessions with only a region work locally."""
+        if self.s3 is None:
+            return {}
+        return {ENV_OSS_ENDPOINT_TEMPLATE: self.s3.endpoint}
 
     def service_account_kubeconfig(self, namespace: str, account: str) -> Path:
         """The kubeconfig of a ServiceAccount: requests with it are recorded as that identity (api.audit)."""

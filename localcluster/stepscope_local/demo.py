@@ -17,11 +17,24 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
+from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import (
+    REPORT_HTML,
+    REPORT_JSON,
+    TRACES_DIR,
+    FetchLayout,
+    StorageLocation,
+    parse_storage_uri,
+)
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, TRAINING_NAMESPACE, install, start_operator
-from stepscope_local.manifests import s3_location, session_yaml, training_job
+from stepscope_local.manifests import session_yaml, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
+from stepscope_storage import Store, open_store
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
+from stepscope_storage.fetch import fetch_session
 
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
@@ -102,6 +115,7 @@ def _row(obj: dict[str, Any]) -> str:
         status.get("phase", ""),
         status.get("progress", ""),
         str(summary.get("slowestRank", "")),
+        summary.get("cause", "") or "",
         summary.get("topBottleneck", "") or "",
     ]
     return "  " + "   ".join(f"{c:<10}" for c in cells).rstrip()
@@ -170,42 +184,39 @@ def explain_failure(status: dict[str, Any], workdir: Path) -> None:
     say(f"logs: {workdir / 'operator.log'} and {workdir / 'cluster' / 'logs'}")
 
 
+def _local_store(cluster: LocalCluster, location: StorageLocation) -> Store:
+    """The local S3 server's bucket of `location`, through stepscope_storage as every component reaches it."""
+    connection = Connection(endpoint=cluster.s3_endpoint, addressing_style=AddressingStyle.PATH)
+    return open_store(location, connection, Credentials(cluster.s3_access_key, cluster.s3_secret_key))
+
+
 def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
     url = status.get("reportURL")
-    if not url:
+    if not url or cluster.s3 is None:
         return None
-    bucket, key = s3_location(url)
-    target = out_dir / "report.html"
-    assert cluster.s3 is not None
-    cluster.s3.client().download_file(bucket, key, str(target))
-    json_url = status.get("reportJSONURL")
-    if json_url:
-        json_bucket, json_key = s3_location(json_url)
-        cluster.s3.client().download_file(json_bucket, json_key, str(out_dir / "report.json"))
+    target = out_dir / REPORT_HTML
+    for name, key in ((REPORT_HTML, "reportURL"), (REPORT_JSON, "reportJSONURL")):
+        if status.get(key):
+            location = parse_storage_uri(status[key])
+            _local_store(cluster, location).get_file(location.prefix, out_dir / name)
     return target
 
 
 def fetch_session_folder(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
-    """The whole session folder the report lies in (<session>/report/report.html) into out_dir/session, so the
-    report's links to every rank's trace work there; the path of that copy of report.html."""
+    """The whole session folder the report lies in (<session>/report/report.html) into out_dir/session, as
+    `stepscope fetch` lays it out: the report's links to every rank's trace work there, and
+    TraceAnalysis(trace_dir=out_dir/session/traces) loads every rank. The path of that copy of report.html."""
     url = status.get("reportURL")
     if not url or cluster.s3 is None:
         return None
-    bucket, key = s3_location(url)
-    parts = key.split("/")
+    report = parse_storage_uri(url)
+    parts = report.prefix.split("/")
     if len(parts) < 3:
         return None
-    prefix = "/".join(parts[:-2]) + "/"
-    client = cluster.s3.client()
+    session = StorageLocation(report.scheme, report.bucket, "/".join(parts[:-2]))
     dest = out_dir / "session"
     shutil.rmtree(dest, ignore_errors=True)
-    for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        for obj in page.get("Contents", []):
-            rel = obj["Key"][len(prefix) :]
-            if not rel or any(p in ("", ".", "..") for p in rel.split("/")):
-                continue
-            (dest / rel).parent.mkdir(parents=True, exist_ok=True)
-            client.download_file(bucket, obj["Key"], str(dest / rel))
+    fetch_session(_local_store(cluster, session), session, dest, FetchLayout.SESSION)
     copy = dest / parts[-2] / parts[-1]
     return copy if copy.is_file() else None
 
@@ -283,6 +294,8 @@ def run(args: argparse.Namespace) -> int:
                 linked = fetch_session_folder(cluster, status, workdir)
                 if linked is not None:
                     say(f"session folder, where the report links to each rank's trace: {linked}")
+                    traces = linked.parent.parent / TRACES_DIR
+                    say(f'HTA: TraceAnalysis(trace_dir="{traces}")   TensorBoard: tensorboard --logdir {traces.parent}')
             if phase not in ("Succeeded",):
                 explain_failure(status, workdir)
             say(f"done in {time.monotonic() - started:.0f} s")

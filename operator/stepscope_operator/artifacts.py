@@ -20,8 +20,8 @@ from stepscope_contract.constants import SESSION_LABEL
 from stepscope_contract.session import ProfileSessionSpec
 from stepscope_contract.session_folder import accepted_spec, session_folder
 from stepscope_contract.storage import Scheme, StorageUriError, sanitize_segment
+from stepscope_operator.analyzer_jobs import analyzer_pod_job, job_name, storage_env
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.jobs import job_name
 
 CLEANUP_DEADLINE_SECONDS = 600
 ENV_ALLOW_FILE_DELETION = "STEPSCOPE_ALLOW_FILE_DELETION"
@@ -81,21 +81,6 @@ def plan_deletion(body: dict[str, Any], config: OperatorConfig) -> DeletionPlan:
     return plan
 
 
-def _env(spec: ProfileSessionSpec, config: OperatorConfig) -> list[dict[str, Any]]:
-    env: list[dict[str, Any]] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
-    secret = spec.storage.credentials_secret
-    if secret is not None:  # the session's own keys; the operator never sees them
-        for var, key in (
-            ("AWS_ACCESS_KEY_ID", secret.access_key_id_key),
-            ("AWS_SECRET_ACCESS_KEY", secret.secret_access_key_key),
-        ):
-            env.append({"name": var, "valueFrom": {"secretKeyRef": {"name": secret.name, "key": key}}})
-    if config.local_mode:
-        env.append({"name": ENV_ALLOW_FILE_DELETION, "value": "true"})
-    env.extend({"name": k, "value": v} for k, v in sorted(config.extra_env.items()))
-    return env
-
-
 def build_cleanup_job(
     *, namespace: str, name: str, uid: str, spec: ProfileSessionSpec, config: OperatorConfig
 ) -> dict[str, Any]:
@@ -104,45 +89,26 @@ def build_cleanup_job(
         "app.kubernetes.io/name": "stepscope-cleanup",
         "app.kubernetes.io/part-of": "stepscope",
     }
-    container = {
-        "name": "cleanup",
-        "image": config.analyzer_image,
-        "command": list(config.analyzer_command),
-        "args": ["--namespace", namespace, "--name", name, "--uid", uid, "--mode", "delete"],
-        "env": _env(spec, config),
-        "resources": {
-            "requests": {"cpu": "100m", "memory": "128Mi"},
-            "limits": {"cpu": "500m", "memory": "256Mi"},
+    env = storage_env(spec, config)  # the session's own keys; the operator never sees them
+    if config.local_mode:
+        env.append({"name": ENV_ALLOW_FILE_DELETION, "value": "true"})
+    return analyzer_pod_job(
+        name=cleanup_job_name(name, uid),
+        namespace=namespace,
+        labels=labels,
+        container={
+            "name": "cleanup",
+            "args": ["--namespace", namespace, "--name", name, "--uid", uid, "--mode", "delete"],
+            "env": env,
+            "resources": {
+                "requests": {"cpu": "100m", "memory": "128Mi"},
+                "limits": {"cpu": "500m", "memory": "256Mi"},
+            },
         },
-        "securityContext": {
-            "allowPrivilegeEscalation": False,
-            "readOnlyRootFilesystem": True,
-            "capabilities": {"drop": ["ALL"]},
-        },
-        "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
-    }
-    return {
-        "apiVersion": "batch/v1",
-        "kind": "Job",
-        "metadata": {"name": cleanup_job_name(name, uid), "namespace": namespace, "labels": labels},
-        "spec": {
+        job_spec={
             "backoffLimit": 2,
             "activeDeadlineSeconds": CLEANUP_DEADLINE_SECONDS,
             "ttlSecondsAfterFinished": spec.ttl_seconds_after_finished,
-            "template": {
-                "metadata": {"labels": labels},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "serviceAccountName": config.analyzer_service_account,
-                    "securityContext": {
-                        "runAsNonRoot": True,
-                        "runAsUser": 65532,
-                        "runAsGroup": 65532,
-                        "seccompProfile": {"type": "RuntimeDefault"},
-                    },
-                    "containers": [container],
-                    "volumes": [{"name": "tmp", "emptyDir": {}}],
-                },
-            },
         },
-    }
+        config=config,
+    )

@@ -31,13 +31,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepscope_contract.constants import API_VERSION, CRD_NAME, GROUP, KIND, PLURAL, SIDECAR_CONTAINER_NAME, VERSION
-from stepscope_contract.storage import Scheme, StorageUriError, parse_storage_uri
+from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import Scheme, StorageLocation, StorageUriError, parse_storage_uri
 from stepscope_operator.check_report import CheckResult, exit_code, fail, ok, render, skip
 from stepscope_operator.storage_defaults import StorageDefaults
+from stepscope_storage import Connection, Credentials, TransferSettings, open_store
 
 DEFAULT_INSTALL_NAMESPACE = "stepscope"
 SETTINGS_SELECTOR = "app.kubernetes.io/part-of=stepscope,app.kubernetes.io/component=storage-settings"
 PROBE_LABEL = "stepscope.dev/check"
+# the probe object is tiny: two tries per request and short timeouts, so a wrong endpoint fails the check quickly
+PROBE_TRANSFER = TransferSettings(attempts=2, connect_timeout=10, read_timeout=20)
 
 
 class Cluster:
@@ -245,10 +249,10 @@ def _settings(ctx: Context) -> tuple[StorageDefaults, str]:
     return StorageDefaults.from_env(items[0].get("data") or {}), where
 
 
-def _credentials(ctx: Context, settings: StorageDefaults) -> tuple[dict[str, str], str]:
-    """(boto3 credential arguments, where they came from); raises ValueError naming what is wrong."""
+def _credentials(ctx: Context, settings: StorageDefaults) -> tuple[Credentials | None, str]:
+    """(the credentials, where they came from); raises ValueError naming what is wrong."""
     if not settings.credentials_secret:
-        return {}, "the environment's own credentials (no credentials Secret configured)"
+        return None, "the environment's own credentials (no credentials Secret configured)"
     name = settings.credentials_secret
     code, secret = ctx.cluster.call("GET", f"/api/v1/namespaces/{ctx.namespace}/secrets/{name}")
     if code != 200:
@@ -260,36 +264,32 @@ def _credentials(ctx: Context, settings: StorageDefaults) -> tuple[dict[str, str
     decoded = {
         k: base64.b64decode(data[k]).decode() for k in (settings.access_key_id_key, settings.secret_access_key_key)
     }
-    return {
-        "aws_access_key_id": decoded[settings.access_key_id_key],
-        "aws_secret_access_key": decoded[settings.secret_access_key_key],
-    }, f"Secret {ctx.namespace}/{name}"
+    credentials = Credentials(decoded[settings.access_key_id_key], decoded[settings.secret_access_key_key])
+    return credentials, f"Secret {ctx.namespace}/{name}"
 
 
-def _round_trip(settings: StorageDefaults, uri: str, credentials: dict[str, str], probe: str) -> str:
-    """Write, read back and delete one object; returns its URI. Raises with the store's own error."""
-    import boto3
-    from botocore.config import Config
-
+def _round_trip(settings: StorageDefaults, uri: str, credentials: Credentials | None, probe: str) -> str:
+    """Write, read back and delete one object (through stepscope_storage, as the sidecars and the analyzer reach
+    the store); returns its URI. Raises the store's own error."""
     location = parse_storage_uri(uri)
-    style = settings.addressing_style or ("virtual" if location.scheme is Scheme.OSS else "auto")
-    s3 = boto3.client(
-        "s3",
-        endpoint_url=settings.endpoint or None,
-        region_name=settings.region or None,
-        config=Config(s3={"addressing_style": style}, retries={"max_attempts": 2}, connect_timeout=10, read_timeout=20),
-        **credentials,
+    connection = Connection(
+        settings.endpoint or None, settings.region or None, AddressingStyle(settings.addressing_style or "auto")
     )
-    key = f"{location.prefix.rstrip('/')}/.stepscope-check/{probe}".lstrip("/")
+    store = open_store(location, connection, credentials, PROBE_TRANSFER)
+    # `.stepscope-check` is spelt here, not through StorageLocation.child, which would rename a leading dot
+    folder = StorageLocation(
+        location.scheme, location.bucket, "/".join(p for p in (location.prefix, ".stepscope-check", probe) if p)
+    )
+    key = folder.key("probe.txt")
     body = f"stepscope check {probe}".encode()
-    s3.put_object(Bucket=location.bucket, Key=key, Body=body)
+    written = store.write(key, body, "text/plain")
     try:
-        read = s3.get_object(Bucket=location.bucket, Key=key)["Body"].read()
+        read = store.read(key, most=len(body) + 1)
         if read != body:
             raise ValueError(f"read back {len(read)} bytes that differ from the {len(body)} written")
     finally:
-        s3.delete_object(Bucket=location.bucket, Key=key)
-    return f"{location.scheme.value}://{location.bucket}/{key}"
+        store.delete_prefix(folder)
+    return written
 
 
 def check_storage(ctx: Context) -> CheckResult:

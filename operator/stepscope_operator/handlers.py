@@ -12,9 +12,9 @@ import kopf
 
 from stepscope_contract.constants import FINALIZER, GROUP, PLURAL, VERSION
 from stepscope_contract.session import Phase
-from stepscope_operator import artifacts, metrics
+from stepscope_operator import artifacts, prometheus_metrics
+from stepscope_operator.analyzer_jobs import job_outcome
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.jobs import job_outcome
 from stepscope_operator.kube import Kube
 from stepscope_operator.lifecycle import Deps, Memo, abort_all, advance
 from stepscope_operator.sidecar_client import SidecarClient
@@ -59,7 +59,7 @@ async def startup(settings: kopf.OperatorSettings, memo: kopf.Memo, **_: Any) ->
     )
     await sidecars.__aenter__()
     memo.deps = Deps(kube=Kube(), sidecars=sidecars, config=CONFIG)
-    metrics.serve(CONFIG.metrics_port)
+    prometheus_metrics.serve(CONFIG.metrics_port)
     log.info("stepscope operator ready (namespaces: %s)", ",".join(CONFIG.watch_namespaces) or "all")
 
 
@@ -89,7 +89,7 @@ async def lifecycle(
         kopf.event(body, type=event.type, reason=event.reason, message=event.message)
         # kopf's object logger prefixes [namespace/name]; the operator's log tells the same story as the events.
         (logger.warning if event.type == "Warning" else logger.info)("%s: %s", event.reason, event.message)
-    metrics.record_phase(uid, outcome.status.get("phase", body.get("status", {}).get("phase")))
+    prometheus_metrics.record_phase(uid, outcome.phase.value)
 
 
 @kopf.on.delete(*RESOURCE, id="abort-and-release")
@@ -98,7 +98,7 @@ async def on_delete(body: kopf.Body, memo: kopf.Memo, uid: str, logger: kopf.Log
     aborted = await abort_all(dict(body), session_memo, memo.deps)
     if aborted:
         logger.info("aborted in-flight captures on %s", ", ".join(aborted))
-    metrics.record_phase(uid, None)
+    prometheus_metrics.record_phase(uid, None)
 
 
 @kopf.on.delete(*RESOURCE, id="delete-artifacts")

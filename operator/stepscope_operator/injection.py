@@ -38,6 +38,7 @@ from stepscope_contract.constants import (
     SIDECAR_PORT_ANNOTATION,
 )
 from stepscope_operator.targets import JOB_NAME, JOB_NAME_LEGACY, JOBSET_NAME, PYTORCHJOB_NAME
+from stepscope_storage.credentials import ENV_ACCESS_KEY_ID, ENV_SECRET_ACCESS_KEY, secret_env
 
 JSONPatchOp = dict[str, Any]
 
@@ -76,9 +77,9 @@ class InjectionConfig:
     image_pull_policy: str = "IfNotPresent"
     sidecar_port: int = DEFAULT_SIDECAR_PORT
     token_secret: str = "stepscope-sidecar-token"  # noqa: S105 - a Secret's name
-    credentials_secret: str | None = None  # Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
-    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
-    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a key name
+    credentials_secret: str | None = None  # Secret with the access keys (stepscope_storage.credentials)
+    access_key_id_key: str = ENV_ACCESS_KEY_ID  # the Secret's keys are named like the variables by default
+    secret_access_key_key: str = ENV_SECRET_ACCESS_KEY
     # Where injected sidecars may upload: sessions must use this storage URI (comma-separated for several) and
     # endpoint; anything else gets 400 from the sidecar (docs/security.md).
     storage_base: str = ""
@@ -180,13 +181,9 @@ def sidecar_container(config: InjectionConfig) -> dict[str, Any]:
         {"name": ENV_STORAGE_ENDPOINT, "value": config.storage_endpoint},
     ]
     if config.credentials_secret:
-        for name, key in (
-            ("AWS_ACCESS_KEY_ID", config.access_key_id_key),
-            ("AWS_SECRET_ACCESS_KEY", config.secret_access_key_key),
-        ):
-            # optional: a missing Secret must not keep the pod (and its training) from starting.
-            ref = {"name": config.credentials_secret, "key": key, "optional": True}
-            env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+        # optional: a missing Secret must not keep the pod (and its training) from starting.
+        env += secret_env(config.credentials_secret, config.access_key_id_key, config.secret_access_key_key,
+                          optional=True)  # fmt: skip
     return {
         "name": SIDECAR_CONTAINER_NAME,
         "image": config.sidecar_image,

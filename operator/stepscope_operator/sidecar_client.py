@@ -16,7 +16,7 @@ from pydantic import ValidationError
 from stepscope_contract.constants import AUTH_SCHEME, SIDECAR_API_PREFIX
 from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureRequest, CaptureStatus
-from stepscope_operator import metrics
+from stepscope_operator import prometheus_metrics
 from stepscope_operator.targets import Target
 
 
@@ -84,9 +84,9 @@ class SidecarClient:
     async def start(self, target: Target, request: CaptureRequest) -> Reply:
         began = time.monotonic()
         reply = await self._call(target, "POST", "/captures", request.wire())
-        metrics.SIGNAL_LATENCY.observe(time.monotonic() - began)
+        prometheus_metrics.SIGNAL_LATENCY.observe(time.monotonic() - began)
         if reply.ok:
-            metrics.TARGETS_SIGNALLED.inc()
+            prometheus_metrics.TARGETS_SIGNALLED.inc()
         return reply
 
     async def get(self, target: Target, capture_id: str) -> Reply:

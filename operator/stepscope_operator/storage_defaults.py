@@ -3,8 +3,9 @@
 A platform team configures the object store once (Helm values `storage.*`, rendered into the ConfigMap
 `<release>-storage` and given to the operator as `STEPSCOPE_STORAGE_*` variables; `stepscope local-cluster` writes the
 same for its S3). A session then needs only `storage.uri`: a missing endpoint, region, addressing style (`auto`) or
-credentials Secret comes from here. What the session sets always wins; `file://` URIs take nothing. The result is
-frozen in the accepted-spec annotation, so a later change of the settings never moves a running session.
+credentials Secret comes from here. What the session sets always wins; `file://` URIs take nothing, and an `oss://`
+session with its own region keeps the endpoint derived from that region. The result is frozen in the accepted-spec
+annotation, so a later change of the settings never moves a running session.
 """
 
 from __future__ import annotations
@@ -49,7 +50,10 @@ class StorageDefaults:
         if storage.uri.startswith("file://"):
             return storage
         update: dict[str, object] = {}
-        if storage.endpoint is None and self.endpoint:
+        # an oss:// session that names its region reaches OSS's endpoint for that region (stepscope_storage derives
+        # it the same way in every component): the install's endpoint would send it elsewhere
+        derives_endpoint = storage.uri.startswith("oss://") and storage.region is not None
+        if storage.endpoint is None and self.endpoint and not derives_endpoint:
             update["endpoint"] = self.endpoint
         if storage.region is None and self.region:
             update["region"] = self.region

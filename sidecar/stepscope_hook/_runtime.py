@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional, Tuple
 from ._capture import CaptureError, ProfilerRun
 from ._files import read_json, write_json_atomic, write_text_atomic
 from ._flight_recorder import write_flight_recorder
+from ._options import dump_only, read_options, step_timeout
 from ._stacks import WATCHDOG_THREAD, format_all_stacks, format_exit_stacks
 from ._telemetry import StepRecorder, open_recorder
 
@@ -55,11 +56,11 @@ class _Active:
     """The capture this process is working on."""
 
     def __init__(self, request: Dict[str, Any], now: float) -> None:
-        self.request = request
+        self.options = read_options(request)  # ValueError when an option is wrong
         self.capture_id = str(request["captureId"])
-        self.steps = int(request["steps"])
-        self.skip_left = int(request.get("skipSteps", 0))
-        self.step_timeout = float(request.get("stepTimeoutSeconds", 120.0))
+        self.steps = int(self.options["steps"])
+        self.skip_left = int(self.options["skipSteps"])
+        self.step_timeout = float(self.options["stepTimeoutSeconds"])
         self.phase = ARMED
         self.run: Optional[ProfilerRun] = None
         self.captured = 0
@@ -181,7 +182,7 @@ class Hook:
         if data is not None:
             self._pending = data
         data = self._pending
-        if data is None or (data.get("dumpOnly") and not data.get("abort")):
+        if data is None or (dump_only(data) and not data.get("abort")):
             return  # a dump request is the watchdog's: it answers even while this thread is stuck
         capture_id = str(data.get("captureId", ""))
         active = self.active
@@ -199,9 +200,6 @@ class Hook:
         self._pending = None
         self._mark_handled(capture_id)
         try:
-            steps = int(data["steps"])
-            if steps < 1:
-                raise ValueError("steps must be >= 1")
             self.active = _Active(data, now)
         except (KeyError, TypeError, ValueError) as exc:
             self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
@@ -240,7 +238,7 @@ class Hook:
 
     def _start(self, active: _Active, now: float) -> None:
         try:
-            run = ProfilerRun(active.request, self._identity(active.capture_id))
+            run = ProfilerRun(active.options, self._identity(active.capture_id))
             active.run = run
             run.start()
         except CaptureError as exc:
@@ -314,16 +312,25 @@ class Hook:
             if not capture_id or capture_id in self.handled:
                 self._pending = None
                 return
-            if pending.get("dumpOnly"):
+            if dump_only(pending):
                 self._pending = None
                 self._mark_handled(capture_id)
-                self._dump_on_demand(capture_id, _Active(pending, now), now)
+                try:
+                    asked = _Active(pending, now)
+                except (KeyError, TypeError, ValueError) as exc:
+                    self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
+                    return
+                self._dump_on_demand(capture_id, asked, now)
                 return
-            timeout = float(pending.get("stepTimeoutSeconds", 120.0))
+            timeout = step_timeout(pending)
             if now - self.last_step > timeout:
                 self._pending = None
                 self._mark_handled(capture_id)
-                fake = _Active(pending, now)
+                try:
+                    fake = _Active(pending, now)
+                except (KeyError, TypeError, ValueError) as exc:
+                    self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
+                    return
                 self._declare_hung(capture_id, fake, now)
 
     def _declare_hung(self, capture_id: str, active: _Active, now: float) -> None:

@@ -12,21 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope_contract.storage import StorageLocation, StorageUriError, parse_storage_uri, session_location
-from stepscope_contract.wire import CaptureRequest, StorageDestination
-from stepscope_sidecar.stores import s3_endpoint
+from stepscope_contract.wire import CaptureRequest
+from stepscope_storage.endpoints import endpoint_url, normalize_endpoint
 
 
 class DestinationError(ValueError):
     """The request's destination is not one this sidecar may write to; the message says why."""
-
-
-def normalize_endpoint(endpoint: str) -> str:
-    text = endpoint.strip()
-    if "://" not in text:
-        text = f"https://{text}"
-    scheme, _, rest = text.partition("://")
-    host, sep, path = rest.partition("/")
-    return f"{scheme.lower()}://{host.lower()}{sep}{path}".rstrip("/")
 
 
 def _split(text: str | None) -> list[str]:
@@ -83,10 +74,8 @@ class DestinationPolicy:
             if endpoint:
                 raise DestinationError("a file:// destination takes no endpoint")
             return
-        try:
-            effective = s3_endpoint(
-                StorageDestination(session_uri=location.uri, endpoint=endpoint, region=region), location.scheme
-            )
+        try:  # the endpoint the upload will use, derived as stepscope_storage derives it for the upload itself
+            effective = endpoint_url(location.scheme, endpoint, region)
         except ValueError as exc:
             raise DestinationError(str(exc)) from exc
         if effective is None:

@@ -20,13 +20,12 @@ from stepscope_contract.constants import (
 from stepscope_contract.storage import StorageUriError
 from stepscope_sidecar import nvml
 from stepscope_sidecar.agent import Agent
+from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.app import build_app
 from stepscope_sidecar.auth import TokenError, load_token
 from stepscope_sidecar.capture import AgentConfig
 from stepscope_sidecar.destinations import DestinationPolicy
-from stepscope_sidecar.metrics import Metrics
-from stepscope_sidecar.retry import Backoff
-from stepscope_sidecar.stores import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
+from stepscope_storage.store import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
 
 log = logging.getLogger("stepscope.sidecar")
 
@@ -59,9 +58,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="bytes above which uploads are multipart",
     )
     p.add_argument("--multipart-chunk", type=int, default=DEFAULT_MULTIPART_CHUNK, help="bytes per multipart part")
-    p.add_argument("--retry-base", type=float, default=0.5, help="first retry delay, seconds (doubles each time)")
-    p.add_argument("--retry-cap", type=float, default=8.0, help="longest retry delay, seconds")
-    p.add_argument("--retry-attempts", type=int, default=12, help="attempts per file before giving up")
+    p.add_argument(
+        "--retry-attempts",
+        type=int,
+        default=TransferSettings.attempts,
+        help="attempts per storage request (a multipart part is one request); the capture deadline bounds them all",
+    )
+    p.add_argument(
+        "--retry-mode", choices=["standard", "adaptive"], default=TransferSettings.retry_mode, help="botocore retries"
+    )
     p.add_argument("--poll-interval", type=float, default=0.2, help="seconds between looks at the hooks' states")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
     return p
@@ -122,8 +127,12 @@ def main(argv: list[str]) -> int:
         pod=os.environ.get(ENV_POD_NAME) or None,
         node=os.environ.get(ENV_NODE_NAME) or None,
         poll_s=args.poll_interval,
-        transfer=TransferSettings(multipart_threshold=args.multipart_threshold, multipart_chunk=args.multipart_chunk),
-        backoff=Backoff(base=args.retry_base, cap=args.retry_cap, max_attempts=args.retry_attempts),
+        transfer=TransferSettings(
+            multipart_threshold=args.multipart_threshold,
+            multipart_chunk=args.multipart_chunk,
+            attempts=args.retry_attempts,
+            retry_mode=args.retry_mode,
+        ),
     )
     gpu = nvml.probe()
     log.info("GPU metrics: %s", gpu)

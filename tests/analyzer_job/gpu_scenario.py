@@ -2,9 +2,10 @@
 
 The trace is Holistic Trace Analysis's `tests/data/nccl_parser_config/nccl_data.json.gz`
 (github.com/facebookresearch/HolisticTraceAnalysis, MIT License, Copyright Meta Platforms), kept unmodified in
-fixtures/hta/ (see its README). Each rank of a scenario is that trace with its rank and world size rewritten and
-a small per-kernel jitter (balanced GPUs are never identical); a throttled rank's compute kernels take `factor`
-times longer (the kernels after them on the same stream start later, as they would), and its NVML samples show
+fixtures/hta/ (see its README). Each rank of a scenario is that trace re-timed by stepscope_testing.gpu_jobs (its
+rank and world size rewritten, per-kernel jitter so that balanced GPUs are never identical, collectives ending on
+every rank when the last one arrives); a throttled rank's compute kernels take `factor` times longer, so the others
+wait for it inside the collectives, and its NVML samples show
 the SM clock held down by thermal slowdown. Samples also cover a second before the recorded steps, at idle
 clocks, which the analysis must leave out.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import random
+import tempfile
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -23,6 +25,7 @@ from stepscope_contract.gpu_metrics import GpuSample
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.storage import GPU_METRICS_FILE, MANIFEST_FILE, TRACE_FILE
 from stepscope_contract.wire import CaptureState, RankMeta
+from stepscope_testing.gpu_jobs import GpuJob, write_job
 
 HTA_TRACE = Path(__file__).resolve().parent / "fixtures" / "hta" / "nccl_2rank_rank0.json.gz"
 GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -44,46 +47,27 @@ class Scenario:
     trace: Path = HTA_TRACE
 
 
-def _is_compute(e: dict[str, Any]) -> bool:
-    return e.get("cat") == "kernel" and not str(e.get("name", "")).startswith("nccl")
-
-
-def stretch_gpu(events: list[dict[str, Any]], factor_of: Any) -> None:
-    """Scale each GPU event's duration by factor_of(event); later events of the same stream move by the growth."""
-    lanes: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
-    for e in events:
-        if e.get("ph") == "X" and e.get("cat") in GPU_CATS:
-            lanes.setdefault((e.get("pid"), e.get("tid")), []).append(e)
-    for lane in lanes.values():
-        lane.sort(key=lambda e: e["ts"])
-        shift = 0.0
-        for e in lane:
-            e["ts"] = e["ts"] + shift
-            grown = e["dur"] * factor_of(e)
-            shift += grown - e["dur"]
-            e["dur"] = grown
-
-
-def rank_trace(base: dict[str, Any], rank: int, sc: Scenario) -> dict[str, Any]:
-    doc = json.loads(json.dumps(base))
-    rng = random.Random(sc.seed * 1000 + rank)
-    slow = rank == sc.throttled
-
-    def factor(e: dict[str, Any]) -> float:
-        jitter = max(0.97, 1.0 + rng.gauss(0.0, 0.01))
-        return jitter * (sc.factor if slow and _is_compute(e) else 1.0)
-
-    stretch_gpu(doc["traceEvents"], factor)
-    doc["distributedInfo"] = {**doc["distributedInfo"], "rank": rank, "world_size": sc.world_size}
-    pg = doc["distributedInfo"].get("pg_config")
-    if isinstance(pg, list) and pg:
-        pg[0] = {**pg[0], "pg_size": sc.world_size, "ranks": list(range(sc.world_size))}
-    if sc.hostile:
-        top = "void cudnn::bn_bw_1C11_kernel_new"
-        for e in doc["traceEvents"]:
-            if str(e.get("name", "")).startswith(top):
-                e["name"] = HOSTILE_KERNEL
-    return doc
+def rank_traces(sc: Scenario) -> list[dict[str, Any]]:
+    """Every rank's trace: the real trace re-timed by stepscope_testing's collective timing model (the throttled
+    rank's compute kernels take `factor` times as long, and the others wait for it inside the collectives)."""
+    scale = {sc.throttled: sc.factor} if sc.throttled is not None else {}
+    job = GpuJob(name="gpu-scenario", source=str(sc.trace), world=sc.world_size, scale=scale, seed=sc.seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = write_job(job, Path(tmp))
+        docs = [
+            json.loads(gzip.decompress((out / f"rank{r}.pt.trace.json.gz").read_bytes())) for r in range(sc.world_size)
+        ]
+    for rank, doc in enumerate(docs):
+        doc["distributedInfo"] = {**doc["distributedInfo"], "rank": rank, "world_size": sc.world_size}
+        pg = doc["distributedInfo"].get("pg_config")
+        if isinstance(pg, list) and pg:
+            pg[0] = {**pg[0], "pg_size": sc.world_size, "ranks": list(range(sc.world_size))}
+        if sc.hostile:
+            top = "void cudnn::bn_bw_1C11_kernel_new"
+            for e in doc["traceEvents"]:
+                if str(e.get("name", "")).startswith(top):
+                    e["name"] = HOSTILE_KERNEL
+    return docs
 
 
 def trace_window(doc: dict[str, Any]) -> tuple[float, float]:
@@ -124,11 +108,11 @@ def nvml_samples(window: tuple[float, float], gpu: int, throttled: bool, seed: i
 
 def build_session(root: Path, sc: Scenario = Scenario()) -> Path:
     """Write `root`/ranks/<r>/{trace, gpu_metrics, manifest}; return `root`."""
-    base = json.loads(gzip.decompress(sc.trace.read_bytes()))
+    docs = rank_traces(sc)
     for rank in range(sc.world_size):
         folder = root / "ranks" / str(rank)
         folder.mkdir(parents=True, exist_ok=True)
-        doc = rank_trace(base, rank, sc)
+        doc = docs[rank]
         (folder / TRACE_FILE).write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
         window = trace_window(doc)
         local_rank = rank % sc.ranks_per_node

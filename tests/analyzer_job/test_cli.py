@@ -78,7 +78,7 @@ def test_plain_folder_of_traces(tmp_path: Path, gloo_traces: list[bytes], analyz
         (folder / f"worker-{'ab'[rank]}.pt.trace.json.gz").write_bytes(data)
     result = _run([*analyze_cmd, f"file://{folder}", "-o", str(tmp_path / "out")])
     assert result.returncode == 0, result.stderr
-    assert "found 2 rank(s) (folder of traces)" in result.stderr
+    assert "found 2 candidate trace file(s) (folder of traces)" in result.stderr
     report = _report(tmp_path / "out")
     assert [(s.rank, s.cause.value) for s in report.diagnosis.slow_ranks] == [(1, "host")]
     assert {r.trace_uri for r in report.ranks} == {f"file://{folder}/worker-a.pt.trace.json.gz",
@@ -104,7 +104,10 @@ def test_malformed_ranks_become_per_rank_errors(
     _write_rank(session, n + 1, {"manifest.json": json.dumps(manifest).encode(), "stacks.txt": stacks})
 
     result = _run([*analyze_cmd, str(session), "-o", str(tmp_path / "out")])
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # the report is written, but not every rank could be analysed
+    assert "could not be analysed" in result.stderr and "--allow-partial" in result.stderr
+    partial = _run([*analyze_cmd, str(session), "-o", str(tmp_path / "out"), "--allow-partial"])
+    assert partial.returncode == 0, partial.stderr
     report = _report(tmp_path / "out")
     status = {r.rank: r.status.value for r in report.ranks}
     assert status[0] == status[1] == "ok"
@@ -189,10 +192,11 @@ def test_hostile_names_from_real_traces_are_escaped(
         raw = json.dumps(trace).encode().replace(b"aten::linear", b"lin\xff\xfeear")  # not UTF-8
         (folder / f"rank{rank}.pt.trace.json").write_bytes(raw)
     surrogate = json.dumps(json.loads(gzip.decompress(gloo_traces[0]))).replace("aten::t", "\\udcff")
-    (folder / "rank2.pt.trace.json").write_text(surrogate)  # a lone surrogate escape
+    (folder / "rank2.pt.trace.json").write_text(surrogate)  # a lone surrogate escape: not valid JSON
     out = tmp_path / "out"
     result = _run([*analyze_cmd, str(folder), "-o", str(out)])
-    assert result.returncode == 0, result.stderr
+    assert result.returncode == 3, result.stderr  # rank 2 could not be analysed; the report is written
+    assert "rank(s) 2 could not be analysed" in result.stderr
     page = (out / "report.html").read_bytes().decode("utf-8")
     parser = _Tags()
     parser.feed(page)
@@ -204,3 +208,46 @@ def test_hostile_names_from_real_traces_are_escaped(
     report = _report(out)
     assert {r.rank: r.status.value for r in report.ranks}[1] == "ok"
     json.loads((out / "report.json").read_bytes())  # valid UTF-8 JSON
+
+
+def test_only_trace_files_are_read(tmp_path: Path, gloo_traces: list[bytes], analyze_cmd: list[str]) -> None:
+    """A truth.json, a README and other JSON beside the traces are skipped with a note, not phantom ranks; a
+    Kineto document named *.json is read."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    (folder / "rank0.pt.trace.json.gz").write_bytes(gloo_traces[0])
+    (folder / "worker1.json").write_bytes(gzip.decompress(gloo_traces[1]))  # a trace by its content
+    (folder / "truth.json").write_text(json.dumps({"slow_ranks": [{"rank": 1, "cause": "host"}]}))
+    (folder / "config.json.gz").write_bytes(gzip.compress(b'{"lr": 0.1}'))
+    (folder / "README.md").write_text("# traces of my job\n")
+    result = _run([*analyze_cmd, str(folder), "-o", str(tmp_path / "out")])
+    assert result.returncode == 0, result.stderr
+    report = _report(tmp_path / "out")
+    assert [(r.rank, r.status.value) for r in report.ranks] == [(0, "ok"), (1, "ok")]
+    assert report.errors == []
+    notes = " ".join(report.notes)
+    assert "truth.json: skipped" in notes and "config.json.gz: skipped" in notes and "README.md: skipped" in notes
+    assert "2 of 2 ranks analysed" in report.diagnosis.verdict
+
+
+def test_an_absurd_duration_is_rejected_for_its_rank_only(
+    tmp_path: Path, gloo_traces: list[bytes], analyze_cmd: list[str]
+) -> None:
+    """One event with dur 1e300 must not make a healthy rank slow: that rank is rejected with a clear error."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    doc = json.loads(gzip.decompress(gloo_traces[0]))
+    victim = next(e for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("name") == "aten::linear")
+    victim["dur"] = 1e300
+    (folder / "rank0.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    (folder / "rank1.pt.trace.json.gz").write_bytes(gloo_traces[1])
+    result = _run([*analyze_cmd, str(folder), "-o", str(tmp_path / "out")])
+    assert result.returncode == 3, result.stderr
+    report = _report(tmp_path / "out")
+    bad = next(r for r in report.ranks if r.rank == 0)
+    assert (
+        bad.status.value == "error"
+        and "'aten::linear'" in (bad.error or "")
+        and "max_event_duration_us" in (bad.error or "")
+    )
+    assert report.diagnosis.slow_ranks == []

@@ -1,8 +1,10 @@
-"""The pipeline on local folders: the shared HTA corpus as a plain folder (duplicate ranks renumbered, every
-rank analysed) and a session folder with ranks missing below the announced world size."""
+"""The pipeline on local folders: the shared HTA corpus as a plain folder (duplicate ranks renumbered, traces of
+different jobs told apart), traces of one job recorded at two times, and a session folder with ranks missing below
+the announced world size."""
 
 from __future__ import annotations
 
+import gzip
 import json
 from pathlib import Path
 
@@ -10,6 +12,7 @@ import pytest
 
 from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
 from stepscope_analyzer.storage_io import LocalStore, location_of
+from stepscope_contract.storage import MANIFEST_FILE, TRACE_FILE, rank_artifact_key, rank_location
 
 pytestmark = pytest.mark.integration
 
@@ -21,25 +24,61 @@ def test_shared_hta_folder_is_analysed_rank_by_rank(shared_traces: Path) -> None
     assert not layout.session
     names = sorted(i.name for i in layout.inputs)
     assert names == sorted(p.name for p in shared_traces.glob("*.json.gz"))  # golden/ is not read
-    report = reduce_outcomes(summarize_all(LocalStore(), layout))
-    assert all(r.status.value == "ok" for r in report.ranks), [r.error for r in report.ranks]
+    outcomes = summarize_all(LocalStore(), layout)
+    assert all(o.summary.status.value == "ok" for o in outcomes), [o.summary.error for o in outcomes]
+    report = reduce_outcomes(outcomes)
     assert len({r.rank for r in report.ranks}) == len(names)  # rank 0 claimed thrice: renumbered, noted
     assert any("already holds" in e.message for e in report.errors)
-    assert any("different world sizes" in e.message for e in report.errors)
-    large = next(r for r in report.ranks if r.trace_uri and r.trace_uri.endswith("nccl_2rank_rank1_large.json.gz"))
-    assert large.device == "cuda" and large.kernel_time > 0
+    # seven traces of five different jobs: the largest group is diagnosed, the others are named and left out
+    foreign = [r for r in report.ranks if r.status.value == "error"]
+    assert foreign and all("from a different job (world size" in (r.error or "") for r in foreign)
+    assert any("traces of different jobs" in n for n in report.notes)
+    assert "traces of different jobs" in report.diagnosis.verdict
+    sampled = [r for r in report.ranks if r.trace_uri and "sampled_128rank" in r.trace_uri]
+    assert [r.status.value for r in sampled] == ["ok", "ok"]  # the two ranks of the 128-rank job belong together
+    assert report.diagnosis.ranks_analysed == 2 and report.diagnosis.ranks_expected == 128
+    assert "only 2 of 128 ranks analysed" in report.diagnosis.verdict
+    large = next(r for r in outcomes if (r.summary.trace_uri or "").endswith("nccl_2rank_rank1_large.json.gz"))
+    assert large.summary.device == "cuda" and large.summary.kernel_time > 0
 
 
-def test_session_folder_reports_missing_ranks(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+def test_one_job_recorded_twice_is_two_jobs(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+    """The same ranks recorded again two hours later: the second recording is another job's, and the verdict says
+    so instead of comparing them."""
+    for rank, data in enumerate(gloo_traces):
+        (tmp_path / f"rank{rank}.pt.trace.json.gz").write_bytes(data)
+        doc = json.loads(gzip.decompress(data))
+        doc["baseTimeNanoseconds"] += 7200 * 10**9
+        (tmp_path / f"later-rank{rank}.pt.trace.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
+    report = reduce_outcomes(summarize_all(LocalStore(), discover(LocalStore(), location_of(str(tmp_path)))))
+    ok = sorted(r.rank for r in report.ranks if r.status.value == "ok")
+    later = [r for r in report.ranks if r.status.value == "error"]
+    assert len(ok) == 2 and len(later) == 2
+    assert all("recorded 2.0 h apart" in (r.error or "") for r in later)
+    assert "traces of different jobs" in report.diagnosis.verdict
+
+
+@pytest.mark.parametrize("layout_of", ["traces", "first", "both"])
+def test_session_folder_reports_missing_ranks(tmp_path: Path, gloo_traces: list[bytes], layout_of: str) -> None:
+    """The sidecars' layout (traces/rank<R>.pt.trace.json.gz, traces/rank<R>/manifest.json), the first layout
+    (ranks/<R>/...) of sessions written before it, and a folder holding one rank in each."""
+    session = location_of(f"file://{tmp_path}")
     for rank in (0, 1):
-        d = tmp_path / "ranks" / str(rank)
-        d.mkdir(parents=True)
-        (d / "trace.pt.trace.json.gz").write_bytes(gloo_traces[rank])
+        first = layout_of == "first" or (layout_of == "both" and rank == 1)
+
+        def put(name: str, data: bytes, rank: int = rank, first: bool = first) -> None:
+            path = Path(rank_location(session, rank).key(name) if first else rank_artifact_key(session, rank, name))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+        put(TRACE_FILE, gloo_traces[rank])
         manifest = {"captureId": "c", "namespace": "n", "session": "s", "rank": rank, "state": "uploaded",
                     "node": f"node-{rank}", "meta": {"captureId": "c", "rank": rank, "worldSize": 4, "pid": 1,
                                                      "stepsRequested": 4, "stepsCaptured": 4}}  # fmt: skip
-        (d / "manifest.json").write_text(json.dumps(manifest))
-    layout = discover(LocalStore(), location_of(f"file://{tmp_path}"))
+        put(MANIFEST_FILE, json.dumps(manifest).encode())
+    layout = discover(LocalStore(), session)
+    assert layout.session and [i.rank for i in layout.inputs] == [0, 1]
+    assert all(i.trace_key and i.manifest_key for i in layout.inputs)
     report = reduce_outcomes(summarize_all(LocalStore(), layout), include_missing=True)
     assert [(r.rank, r.status.value) for r in report.ranks] == [(0, "ok"), (1, "ok"), (2, "missing"), (3, "missing")]
     assert [r.node for r in report.ranks[:2]] == ["node-0", "node-1"]

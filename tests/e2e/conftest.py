@@ -39,9 +39,14 @@ class Env:
         mode: str = "host",
         slow_ms: float = 60.0,
         extra_env: dict[str, str] | None = None,
+        storage_base: str | None = None,
     ) -> None:
+        """`storage_base`: the sidecars' STEPSCOPE_STORAGE_BASE (comma-separated) instead of the demo's."""
         job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env, storage_endpoint=self.cluster.s3_endpoint)
         job["metadata"]["name"] = name
+        if storage_base is not None:
+            sidecar = next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "stepscope-sidecar")
+            next(e for e in sidecar["env"] if e["name"] == "STEPSCOPE_STORAGE_BASE")["value"] = storage_base
         self.cluster.api.apply(job)
 
     def ready_pods(self, job: str, count: int = 4, timeout: float = 300.0) -> list[dict[str, Any]]:
@@ -50,7 +55,15 @@ class Env:
     def stop_training(self, name: str) -> None:
         self.cluster.api.delete("batch/v1", "jobs", "default", name)
 
-    def apply_session(self, name: str, job: str, delete_artifacts: bool = False, **capture: Any) -> None:
+    def apply_session(
+        self,
+        name: str,
+        job: str,
+        delete_artifacts: bool = False,
+        storage: dict[str, Any] | None = None,
+        **capture: Any,
+    ) -> None:
+        """`storage`: spec.storage instead of the local S3 bucket through its explicit endpoint."""
         session = {
             "apiVersion": API,
             "kind": "ProfileSession",
@@ -65,16 +78,15 @@ class Env:
                     "stepTimeoutSeconds": 10,
                     **capture,
                 },
-                "storage": {
+                "storage": storage
+                or {
                     "uri": f"s3://{BUCKET}/sessions",
                     "endpoint": self.cluster.s3_endpoint,
                     "addressingStyle": "path",
                     "credentialsSecret": {"name": "stepscope-s3"},
                     "deleteOnSessionDelete": delete_artifacts,
                 },
-                # 4 ranks share 2 CPU cores here: scheduling noise moves per-rank times by ~10%, so only
-                # differences above 20% of a step are findings (a planted slow rank adds 60 ms to ~60 ms steps).
-                "analysis": {"minSlowdownPercent": 20},
+                # default analysis settings: 4 ranks share 2 CPU cores here, and the diagnosis measures that noise
                 "ttlSecondsAfterFinished": 600,
             },
         }

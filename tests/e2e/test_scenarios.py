@@ -8,6 +8,7 @@ from typing import Any as Env
 import pytest
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+BUCKET = "stepscope-demo"  # the e2e cluster's bucket (conftest.BUCKET)
 
 
 def _conditions(obj: dict[str, object]) -> dict[str, dict[str, str]]:
@@ -40,7 +41,8 @@ def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
     assert [r["steps"]["count"] for r in report["ranks"]] == [6, 6, 6, 6]
     table = e2e.cluster.kubectl("get", "profilesessions", "-o", "wide")
     header = table.stdout.splitlines()[0].split()
-    assert header[:5] == ["NAME", "PHASE", "CAPTURED", "SLOWEST", "BOTTLENECK"] and "REPORT" in header, table.stdout
+    columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK"]
+    assert header[:6] == columns and "REPORT" in header, table.stdout
     assert "balanced" in table.stdout and "Succeeded" in table.stdout and "4/4" in table.stdout
     described = e2e.cluster.kubectl("describe", "profilesession", "balanced")
     assert described.returncode == 0 and "Complete" in described.stdout, described.stdout + described.stderr
@@ -118,3 +120,41 @@ def test_s3_outage_ends_in_a_truthful_failure(e2e: Env) -> None:
     text = (status.get("message", "") + " ".join(t.get("message", "") for t in status["targets"])).lower()
     assert any(word in text for word in ("upload", "s3", "storage", "endpoint", "connect")), status
     e2e.stop_training("ddp-nos3")
+
+
+def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> None:
+    """oss://bucket/prefix and a region, no endpoint: the sidecars, the analyzer Job and the cleanup Job all derive
+    the same endpoint (stepscope_storage; the local cluster points OSS regions at its S3 server)."""
+    base = f"oss://{BUCKET}/oss-sessions"
+    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base)
+    try:
+        e2e.ready_pods("ddp-oss")
+        time.sleep(2)
+        storage = {
+            "uri": base,
+            "region": "cn-hangzhou",
+            "credentialsSecret": {"name": "stepscope-s3"},
+            "deleteOnSessionDelete": True,
+        }
+        e2e.apply_session("oss", "ddp-oss", storage=storage)
+        obj = e2e.wait_phase("oss")
+        status = obj["status"]
+        assert status["phase"] == "Succeeded", status  # captured and analysed
+        folder = status["artifactsUri"]
+        assert folder.startswith(f"{base}/default/oss-") and status["reportURL"] == f"{folder}/report/report.html"
+        traces = sorted(t["artifactUri"] for t in status["targets"])
+        assert traces == [f"{folder}/traces/rank{r}.pt.trace.json.gz" for r in range(4)], traces
+        assert e2e.cluster.s3 is not None
+        s3 = e2e.cluster.s3.client()
+        prefix = folder.removeprefix(f"oss://{BUCKET}/") + "/"
+        keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])}
+        assert {f"{prefix}traces/rank{r}.pt.trace.json.gz" for r in range(4)} <= keys, sorted(keys)
+        assert f"{prefix}report/report.json" in keys
+        e2e.cluster.api.delete("stepscope.dev/v1alpha1", "profilesessions", "default", "oss")
+        deadline = time.monotonic() + 120
+        while e2e.cluster.api.get("stepscope.dev/v1alpha1", "profilesessions", "default", "oss") is not None:
+            assert time.monotonic() < deadline, "the session was never released"
+            time.sleep(0.5)
+        assert s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("KeyCount", 0) == 0  # deleted
+    finally:
+        e2e.stop_training("ddp-oss")

@@ -1,4 +1,5 @@
-"""`stepscope demo` end to end (needs the operator): the verdict names the planted rank; nothing is left running."""
+"""`stepscope demo` end to end (needs the operator): the verdict names the planted rank; the session's folder is
+kept beside the report, and HTA loads its traces folder as it is; nothing is left running."""
 
 from __future__ import annotations
 
@@ -48,6 +49,13 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    traces = tmp_path / "session" / "traces"  # `make demo`: .demo/session/traces
+    assert sorted(p.name for p in traces.iterdir() if p.is_file()) == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
+    assert (tmp_path / "session" / "report" / "report.html").is_file()
+    hta = pytest.importorskip("hta.trace_analysis", reason="HTA comes with the bench dependency group")
+    analysis = hta.TraceAnalysis(trace_dir=str(traces))  # unchanged: no renaming, no copying
+    assert sorted(analysis.t.traces) == [0, 1, 2, 3]
+    assert all(len(frame) > 0 for frame in analysis.t.traces.values())
 
 
 @pytest.mark.parametrize(

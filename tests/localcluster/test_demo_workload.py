@@ -1,6 +1,7 @@
 """The demo's workload on the local cluster, without the operator: the exact pod spec of examples/demo runs
 (hook init container, trainer, sidecar with Secret env and token volume), the sidecars capture on request and
-upload to moto, and `stepscope analyze` of what they uploaded names the planted slow rank."""
+upload to moto in the flat traces layout, `stepscope analyze` of what they uploaded names the planted slow rank,
+and `stepscope fetch` lays the session out for HTA (which loads every rank) and TensorBoard."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         assert set(states.values()) == {CaptureState.UPLOADED}, states
         keys = [o["Key"] for o in cluster.s3.client().list_objects_v2(Bucket="stepscope-demo")["Contents"]]  # type: ignore[union-attr]
         for rank in range(4):
-            assert any(f"/ranks/{rank}/" in k and k.endswith(".pt.trace.json.gz") for k in keys), keys
+            assert f"sessions/default/demo-0000abcd/traces/rank{rank}.pt.trace.json.gz" in keys, keys
+            assert f"sessions/default/demo-0000abcd/traces/rank{rank}/manifest.json" in keys, keys
         out = tmp_path / "report"
         env = {
             "AWS_ACCESS_KEY_ID": cluster.s3_access_key,
@@ -111,3 +113,23 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         print("verdict:", diagnosis["verdict"])
         slow = {r["rank"]: r["cause"] for r in diagnosis["slow_ranks"]}
         assert slow.get(2) == "host", diagnosis
+        _fetch_for_local_tools(session_uri, cluster.s3_endpoint, tmp_path, env)
+
+
+def _fetch_for_local_tools(session_uri: str, endpoint: str, tmp_path: Path, env: dict[str, str]) -> None:
+    names = [f"rank{r}.pt.trace.json.gz" for r in range(4)]
+    for layout, expected in (
+        ("hta", names),
+        ("tensorboard", [f"demo-0000abcd/{n}" for n in names]),
+        ("session", [f"traces/{n}" for n in names] + [f"traces/rank{r}/manifest.json" for r in range(4)]),
+    ):
+        dest = tmp_path / f"fetched-{layout}"
+        cmd = [str(Path(sys.executable).parent / "stepscope"), "fetch", session_uri, str(dest), "--layout", layout,
+               "--endpoint", endpoint, "--addressing-style", "path", "--quiet"]  # fmt: skip
+        fetched = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
+        assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+        got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+        assert set(expected) <= set(got) and (layout == "session" or got == sorted(expected)), (layout, got)
+    hta = pytest.importorskip("hta.trace_analysis", reason="HTA comes with the bench dependency group")
+    analysis = hta.TraceAnalysis(trace_dir=str(tmp_path / "fetched-hta"))
+    assert sorted(analysis.t.traces) == [0, 1, 2, 3]

@@ -80,11 +80,37 @@ def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: Ope
         assert final["status"]["phase"] == "Succeeded", final["status"]
         assert final["status"]["completionTime"]
         table = _kubectl(api, tmp_path, "get", "profilesessions")
-        assert table.stdout.split()[:6] == ["NAME", "PHASE", "CAPTURED", "SLOWEST", "BOTTLENECK", "AGE"], table.stdout
+        columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK", "AGE"]
+        assert table.stdout.split()[:7] == columns, table.stdout
         assert "Succeeded" in table.stdout and "3/3" in table.stdout
         events = api.list("v1", "events", "default")
         reasons = {e.get("reason") for e in events}
         assert {"Capturing", "Analyzing", "Succeeded"} <= reasons, reasons
+
+
+def test_sharded_analysis_goes_map_then_reduce_by_its_status_stage(
+    api: EmulatorServer, operator: OperatorProcess
+) -> None:
+    """The stage is a status field (analysisStage), not read back from the Job's name."""
+    with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=0.5, base="127.0.13.") as fleet:
+        _pods(api, fleet, {"app": "sharded"})
+        body = session("sharded", {"selector": {"matchLabels": {"app": "sharded"}}})
+        body["spec"]["analysis"] = {"shards": 2}
+        api.apply(body)
+        status = wait_for(api, "sharded", ("Analyzing", "Failed"))["status"]
+        assert (status["analyzerJob"], status["analysisStage"]) == ("sharded-analyze-map", "Map"), status
+        job = api.get("batch/v1", "jobs", "default", "sharded-analyze-map")
+        assert job is not None and job["spec"]["completions"] == 2
+        api.patch_status("batch/v1", "jobs", "default", "sharded-analyze-map",
+                         {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]})  # fmt: skip
+        deadline = time.monotonic() + 60
+        while (api.get(API, "profilesessions", "default", "sharded") or {})["status"].get("analysisStage") != "Reduce":
+            assert time.monotonic() < deadline, "no reduce stage"
+            time.sleep(0.2)
+        status = api.get(API, "profilesessions", "default", "sharded")["status"]  # type: ignore[index]
+        assert status["analyzerJob"] == "sharded-analyze-reduce" and status["phase"] == "Analyzing"
+        reduce_job = api.get("batch/v1", "jobs", "default", "sharded-analyze-reduce")
+        assert reduce_job is not None and "--shards" in reduce_job["spec"]["template"]["spec"]["containers"][0]["args"]
 
 
 def test_invalid_spec_fails_naming_the_field(api: EmulatorServer, operator: OperatorProcess) -> None:

@@ -93,5 +93,10 @@ def test_storage_defaults_fill_only_what_is_missing() -> None:
     assert kept.credentials_secret is not None and kept.credentials_secret.name == "m"
     local = StorageSpec(uri="file:///data")
     assert defaults.apply(local) is local
+    # oss:// with only its region: the endpoint stays derived from the region (stepscope_storage), not the install's
+    oss = defaults.apply(StorageSpec(uri="oss://bucket/p", region="cn-hangzhou"))
+    assert (oss.endpoint, oss.region) == (None, "cn-hangzhou")
+    assert oss.credentials_secret is not None and oss.credentials_secret.name == "install-keys"
+    assert defaults.apply(StorageSpec(uri="oss://bucket/p")).endpoint == "http://s3.local:9000"  # no region: install's
     with pytest.raises(ValueError, match="ADDRESSING_STYLE"):
         StorageDefaults.from_env({"STEPSCOPE_STORAGE_ADDRESSING_STYLE": "sideways"})

@@ -173,6 +173,20 @@ def start_sidecar(
     return Sidecar(url=f"http://127.0.0.1:{port}", hook_dir=hook_dir, proc=proc, log=log)
 
 
+def stored_key(session_prefix: str, rank: int, name: str) -> str:
+    """Where a rank's file `name` lies in the bucket, for a session folder at `session_prefix` (contract layout)."""
+    from stepscope_contract.storage import Scheme, StorageLocation, rank_artifact_key
+
+    return rank_artifact_key(StorageLocation(Scheme.S3, BUCKET, session_prefix), rank, name)
+
+
+def stored_path(session_dir: Path, rank: int, name: str) -> Path:
+    """The same for a file:// session folder."""
+    from stepscope_contract.storage import parse_storage_uri, rank_artifact_key
+
+    return Path(rank_artifact_key(parse_storage_uri(f"file://{session_dir}"), rank, name))
+
+
 def capture_body(capture_id: str, session_uri: str, endpoint: str | None = None, **options: Any) -> dict[str, Any]:
     opts: dict[str, Any] = {"steps": 3, "skipSteps": 1, "activities": ["cpu"], "timeoutSeconds": 60}
     opts.update(options)

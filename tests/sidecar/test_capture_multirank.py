@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sidecar_harness import HERE, Procs, base_env, capture_body, start_sidecar, wait_for
+from sidecar_harness import HERE, Procs, base_env, capture_body, start_sidecar, stored_path, wait_for
 
 from stepscope_contract.manifest import RankManifest
 
@@ -35,9 +35,9 @@ def test_a_pod_with_two_ranks_uploads_both(procs: Procs, workdir: Path, hook_pat
         assert final["state"] == "uploaded" and final["ranks"] == [0, 1], final
         assert sorted(a["rank"] for a in final["artifacts"] if a["uri"].endswith("manifest.json")) == [0, 1]
         for rank in (0, 1):
-            rank_dir = store / "team-a" / "resnet-01234567" / "ranks" / str(rank)
-            manifest = RankManifest.model_validate_json((rank_dir / "manifest.json").read_bytes())
+            session = store / "team-a" / "resnet-01234567"
+            manifest = RankManifest.model_validate_json(stored_path(session, rank, "manifest.json").read_bytes())
             assert manifest.meta is not None and manifest.meta.rank == rank and manifest.meta.local_rank == rank
-            assert manifest.meta.world_size == 2 and (rank_dir / "trace.pt.trace.json.gz").is_file()
+            assert manifest.meta.world_size == 2 and stored_path(session, rank, "trace.pt.trace.json.gz").is_file()
     finally:
         (control / "stop").write_text("")

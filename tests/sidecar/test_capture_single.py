@@ -25,6 +25,8 @@ from sidecar_harness import (
     capture_body,
     free_port,
     start_sidecar,
+    stored_key,
+    stored_path,
     wait_for,
 )
 
@@ -49,7 +51,7 @@ def solo(procs: Procs, workdir: Path, hook_path: Path, token_file: Path) -> Iter
         workdir,
         token_file,
         "solo",
-        *("--retry-base", "0.2", "--retry-cap", "1", "--retry-attempts", "40", "--multipart-threshold", "1024"),
+        *("--retry-attempts", "40", "--multipart-threshold", "1024"),
         bases=",".join(bases),
         endpoints=",".join(f"http://127.0.0.1:{p}" for p in PORTS.values()),
     )
@@ -87,13 +89,15 @@ def test_explicit_step_loop_captures_to_a_local_folder(solo: tuple[Sidecar, Path
     assert sc.call("POST", "/v1/captures", body)[0] == 202
     final = sc.wait_terminal("explicit-1", 240)
     assert final["state"] == "uploaded", final
-    rank_dir = store / "team-a" / "resnet-01234567" / "ranks" / "0"
-    assert profiler_steps((rank_dir / "trace.pt.trace.json.gz").read_bytes()) == [f"ProfilerStep#{i}" for i in range(3)]
-    manifest = RankManifest.model_validate_json((rank_dir / "manifest.json").read_bytes())
+    session = store / "team-a" / "resnet-01234567"
+    trace = stored_path(session, 0, "trace.pt.trace.json.gz")
+    assert trace == session / "traces" / "rank0.pt.trace.json.gz"
+    assert profiler_steps(trace.read_bytes()) == [f"ProfilerStep#{i}" for i in range(3)]
+    manifest = RankManifest.model_validate_json(stored_path(session, 0, "manifest.json").read_bytes())
     assert manifest.meta is not None and manifest.meta.steps_captured == 3
     assert RankMeta.model_validate(manifest.meta.model_dump()).device == "cpu"
     for f in manifest.files:
-        assert hashlib.sha256((rank_dir / f.name).read_bytes()).hexdigest() == f.sha256
+        assert hashlib.sha256(stored_path(session, 0, f.name).read_bytes()).hexdigest() == f.sha256
     assert manifest.gpu_metrics.startswith(("unavailable", "captured"))
     state = read_state(sc)  # the hook's JSON matches the contract model
     assert state.phase == "written" and state.capture_id == "explicit-1" and state.steps_captured == 3
@@ -117,7 +121,12 @@ def test_a_broken_profiler_request_fails_the_capture_not_the_training(
     request = {"captureId": "bad-activity", "steps": 2, "activities": ["tpu"], "requestedAt": time.time()}
     (sc.hook_dir / "request.json.tmp").write_text(json.dumps(request))
     (sc.hook_dir / "request.json.tmp").rename(sc.hook_dir / "request.json")
-    state = wait_for(lambda: (s := read_state(sc)).capture_id == "bad-activity" and s, 120, "the hook to fail it")
+    # (armed first: a hand-written request gets the contract's defaults, skipSteps 1)
+    state = wait_for(
+        lambda: (s := read_state(sc)).capture_id == "bad-activity" and s.phase != "armed" and s,
+        120,
+        "the hook to fail it",
+    )
     assert state.phase == "failed" and "unknown profiler activity 'tpu'" in state.message
     before = steps_done(control)
     wait_for(lambda: steps_done(control) > before + 5, 120, "training to keep stepping")
@@ -162,12 +171,12 @@ def test_s3_unavailable_then_back_uploads_after_retries(solo: tuple[Sidecar, Pat
     assert final["state"] == "uploaded", final
     assert "retr" in final["message"]
     assert retries() >= 1
-    key = f"{prefix}/ranks/0/trace.pt.trace.json.gz"
+    key = stored_key(prefix, 0, "trace.pt.trace.json.gz")
     head = client.head_object(Bucket=BUCKET, Key=key)
     assert head["ContentLength"] > 1024
     assert head["ETag"].strip('"').endswith("-1")  # above the multipart threshold: a multipart upload
     blob = client.get_object(Bucket=BUCKET, Key=key)["Body"].read()
-    manifest = json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}/ranks/0/manifest.json")["Body"].read())
+    manifest = json.loads(client.get_object(Bucket=BUCKET, Key=stored_key(prefix, 0, "manifest.json"))["Body"].read())
     entry = next(f for f in manifest["files"] if f["name"] == "trace.pt.trace.json.gz")
     assert hashlib.sha256(blob).hexdigest() == entry["sha256"]
     assert manifest["uploadAttempts"] > len(manifest["files"]) + 1
@@ -178,7 +187,7 @@ def test_s3_gone_for_good_fails_with_the_reason_and_keeps_the_trace(solo: tuple[
     sc, _ = solo
     dead = PORTS["dead"]
     uri = f"s3://{BUCKET}/gone/team-a/resnet-01234567"
-    body = capture_body("outage-2", uri, f"http://127.0.0.1:{dead}", steps=2, timeoutSeconds=3)
+    body = capture_body("outage-2", uri, f"http://127.0.0.1:{dead}", steps=2, timeoutSeconds=10)
     assert sc.call("POST", "/v1/captures", body)[0] == 202
     final = sc.wait_terminal("outage-2", 240)
     assert final["state"] == "failed", final

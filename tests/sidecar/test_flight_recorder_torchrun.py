@@ -18,12 +18,15 @@ from typing import Any
 
 import pytest
 
+from stepscope_contract.storage import MANIFEST_FILE, parse_storage_uri, rank_artifact_key
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzer_job" / "flight_recorder"))
 from fr_dumps import site
 from sidecar_harness import (
     BUCKET,
     HERE,
+    NAMESPACE,
     VENV_BIN,
     Procs,
     Sidecar,
@@ -38,6 +41,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
 WORLD = 4
 PREFIX = "profiles/team-a"
+FR_UID = "f1a9b7c3d2e14f50"
 
 
 @dataclass
@@ -52,8 +56,9 @@ class Outcome:
 
 
 @pytest.fixture(scope="module")
-def sidecars(procs: Procs, workdir: Path, token_file: Path) -> list[Sidecar]:
-    return [start_sidecar(procs, workdir, token_file, f"fr{i}") for i in range(WORLD)]
+def sidecars(procs: Procs, workdir: Path, token_file: Path, s3: tuple[str, Any]) -> list[Sidecar]:
+    base, endpoint = f"s3://{BUCKET}/{PREFIX}", s3[0]
+    return [start_sidecar(procs, workdir, token_file, f"fr{i}", bases=base, endpoints=endpoint) for i in range(WORLD)]
 
 
 def _hook_phase(sc: Sidecar, rank: int) -> str:
@@ -92,7 +97,7 @@ def _start_job(workdir: Path, hook_path: Path, sidecars: list[Sidecar], fault: s
 
 
 def _analyze(workdir: Path, endpoint: str, session: str) -> dict[str, Any]:
-    out = workdir / f"report-{session}"
+    out = workdir / f"report-{session.replace('/', '-')}"
     result = subprocess.run(
         [
             str(VENV_BIN / "stepscope"),
@@ -119,9 +124,11 @@ def run(
 ) -> Outcome:
     endpoint, client = s3
     job, control = _start_job(workdir, hook_path, sidecars, fault)
-    session = f"fr-{fault}"
+    name = f"fr-{fault}"
+    session = f"{NAMESPACE}/{name}-{FR_UID[:8]}"  # the only folder a team-a sidecar uploads a session to
     try:
         body = capture_body(f"cap-{fault}", f"s3://{BUCKET}/{PREFIX}/{session}", endpoint, **options)
+        body["session"] = {"namespace": NAMESPACE, "name": name, "uid": FR_UID}
         for sc in sidecars:
             code, status = sc.call("POST", "/v1/captures", body)
             assert code == 202, status
@@ -134,8 +141,9 @@ def run(
         (control / "stop").write_text("")
         job.stop_all()
     manifests = []
+    folder = parse_storage_uri(f"s3://{BUCKET}/{PREFIX}/{session}")
     for rank in range(WORLD):
-        key = f"{PREFIX}/{session}/ranks/{rank}/manifest.json"
+        key = rank_artifact_key(folder, rank, MANIFEST_FILE)  # where the sidecars put it, in the current layout
         try:
             manifests.append(json.loads(client.get_object(Bucket=BUCKET, Key=key)["Body"].read()))
         except client.exceptions.NoSuchKey:

@@ -74,3 +74,49 @@ def intersection_length(a: tuple[F64, F64], b: tuple[F64, F64]) -> float:
     if a[0].size == 0 or b[0].size == 0:
         return 0.0
     return float(np.sum(covered_within(b[0], b[1], a[0], a[1])))
+
+
+Set = tuple[F64, F64]
+"""Disjoint sorted intervals (starts, ends)."""
+
+
+def empty() -> Set:
+    return np.empty(0), np.empty(0)
+
+
+def union(*sets: Set) -> Set:
+    """Union of interval sets (each disjoint and sorted or not)."""
+    parts = [s for s in sets if s[0].size]
+    if not parts:
+        return empty()
+    return merge(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def subtract(a: Set, b: Set) -> Set:
+    """A minus B for disjoint sorted interval sets."""
+    if a[0].size == 0 or b[0].size == 0:
+        return a
+    points = np.unique(np.concatenate((a[0], a[1], b[0], b[1])))
+    mids = (points[:-1] + points[1:]) / 2
+    keep = inside(a, mids) & ~inside(b, mids)
+    return merge(points[:-1][keep], points[1:][keep])
+
+
+def intersect(a: Set, b: Set) -> Set:
+    """A ∩ B for disjoint sorted interval sets."""
+    return subtract(a, subtract(a, b))
+
+
+def inside(u: Set, x: F64) -> npt.NDArray[np.bool_]:
+    """For each point, whether a disjoint sorted interval set holds it (half-open [start, end))."""
+    if u[0].size == 0:
+        return np.zeros(x.shape, dtype=bool)
+    idx = np.searchsorted(u[0], x, side="right") - 1
+    safe = np.maximum(idx, 0)
+    held: npt.NDArray[np.bool_] = (idx >= 0) & (x < u[1][safe])
+    return held
+
+
+def lengths_within(u: Set, lo: F64, hi: F64) -> F64:
+    """For each window [lo_i, hi_i], how much of it the disjoint sorted set `u` covers."""
+    return covered_within(u[0], u[1], lo, hi)

@@ -26,12 +26,16 @@ def step_rows(ev: TraceColumns) -> npt.NDArray[np.int64]:
 
 def step_stats(ev: TraceColumns) -> StepStats:
     rows = step_rows(ev)
-    if rows.size == 0:
+    return stats_of(ev.dur[rows]) if rows.size else StepStats()
+
+
+def stats_of(dur: npt.NDArray[np.float64]) -> StepStats:
+    """Step statistics of the given step durations (µs, in recorded order)."""
+    if dur.size == 0:
         return StepStats()
-    dur = ev.dur[rows]
     median = float(np.median(dur))
     return StepStats(
-        count=int(rows.size),
+        count=int(dur.size),
         median_us=median,
         mean_us=float(dur.mean()),
         min_us=float(dur.min()),

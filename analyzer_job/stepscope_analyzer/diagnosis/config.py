@@ -1,4 +1,8 @@
-"""Thresholds of the diagnosis, from the session's spec.analysis."""
+"""Thresholds of the diagnosis, from the session's spec.analysis, and the defaults that serve noisy and quiet jobs.
+
+The job's own noise separates signal from noise (diagnosis.straggler_test); `min_slowdown_percent` is only the
+user's floor: differences smaller than that share of a step are never reported, however clear they are.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,19 @@ from stepscope_contract.session import AnalysisSpec
 @dataclass(frozen=True)
 class DiagnosisConfig:
     outlier_threshold: float = 3.5
-    """robust z-score (median/MAD) above which a rank is an outlier"""
+    """effect size (excess over the job's measured noise, a robust z) a rank's cost must reach"""
     min_slowdown_percent: float = 5.0
-    """differences below this share of the median step time are never reported"""
-    relative_scale_floor: float = 0.01
-    """the spread assumed for a metric is at least this share of its median (balanced ranks have MAD ~ 0)"""
-    step_scale_floor: float = 0.01
-    """... and at least this share of the median step time (for metrics whose median is ~ 0)"""
+    """the user's floor: excesses below this share of the median step are never reported"""
+    consistency_alpha: float = 0.05
+    """sign test over the steps: the excess must hold in enough steps that chance has at most this probability
+    (with too few steps for that, in every step)"""
+    wait_share: float = 0.5
+    """the other ranks must wait for a slow rank at least this share of its excess per step"""
+    wall_corroboration_z: float = 1.0
+    """on CPU ranks the cost is tested without CPU-contention stretches; in wall-clock time it must still stand out
+    at least this much (robust z): the correction may remove a signal, it may not create one"""
+    noise_floor_percent: float = 0.5
+    """the noise assumed is at least this share of the median step (timer and scheduling resolution)"""
     max_evidence: int = 6
     max_bottlenecks: int = 15
     max_collectives: int = 20

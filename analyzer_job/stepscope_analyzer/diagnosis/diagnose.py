@@ -2,34 +2,21 @@
 
 from __future__ import annotations
 
-from stepscope_analyzer.diagnosis.aggregate import communication_summary, top_bottlenecks
 from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
+from stepscope_analyzer.diagnosis.job_numbers import step_numbers
+from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
+from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
-from stepscope_analyzer.diagnosis.verdict import next_steps, verdict_line
+from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, RankReport, RankStatus
 
 
-def diagnose(
-    ranks: list[RankReport],
-    hang_evidence: list[HangEvidence] | None = None,
-    config: DiagnosisConfig | None = None,
-    nodes: dict[int, str] | None = None,
-    flight_recorder: dict[int, Dump] | None = None,
-) -> Diagnosis:
-    """Diagnose a job from its per-rank summaries (any status) and hang evidence from storage.
-
-    Only ranks with status ok are compared; hung ranks come from `hang_evidence` and from summaries with
-    status hung; `nodes` (rank -> node) fills in nodes the summaries lack; `flight_recorder` (rank -> dump) are
-    the ranks' Flight Recorder dumps, read for hangs and desyncs.
-    """
-    cfg = config or DiagnosisConfig()
-    ok = [r for r in ranks if r.status is RankStatus.OK]
-    errored = sum(1 for r in ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))
+def _hang_evidence(ranks: list[RankReport], hang_evidence: list[HangEvidence] | None) -> list[HangEvidence]:
     evidence = [e for e in hang_evidence or [] if e.hung]
     known = {e.rank for e in evidence}
     evidence += [
@@ -37,14 +24,51 @@ def diagnose(
         for r in ranks
         if r.status is RankStatus.HUNG and r.rank not in known
     ]
+    return evidence
+
+
+def _nodes_of(
+    ranks: list[RankReport], evidence: list[HangEvidence], nodes: dict[int, str] | None
+) -> dict[int, str | None]:
     node_of: dict[int, str | None] = {r.rank: r.node for r in ranks}
     for e in evidence:
         node_of.setdefault(e.rank, e.node)
     for rank, node in (nodes or {}).items():
         if not node_of.get(rank):
             node_of[rank] = node
+    return node_of
 
-    world = max([r.world_size or 0 for r in ranks] + [0]) or None
+
+def diagnose(
+    ranks: list[RankReport],
+    hang_evidence: list[HangEvidence] | None = None,
+    config: DiagnosisConfig | None = None,
+    *,
+    nodes: dict[int, str] | None = None,
+    world_size: int | None = None,
+    other_jobs: str | None = None,
+    flight_recorder: dict[int, Dump] | None = None,
+) -> Diagnosis:
+    """Diagnose a job from its per-rank summaries (any status) and hang evidence from storage.
+
+    Only ranks with status ok are compared; hung ranks come from `hang_evidence` and from summaries with
+    status hung; `nodes` (rank -> node) fills in nodes the summaries lack; `world_size` is the job's, to say how
+    many of its ranks were seen; `other_jobs` says which ranks were left out as another job's (they are errors,
+    not counted as ranks that could not be analysed); `flight_recorder` (rank -> dump) are the ranks' Flight
+    Recorder dumps, read for hangs and desyncs.
+    """
+    cfg = config or DiagnosisConfig()
+    ok = with_collective_waits([r for r in ranks if r.status is RankStatus.OK])
+    foreign = sum(
+        1 for r in ranks if r.status is RankStatus.ERROR and (r.error or "").startswith("from a different job")
+    )
+    failed = sum(1 for r in ranks if r.status is RankStatus.ERROR) - foreign  # read, but could not be analysed
+    errored = failed + sum(1 for r in ranks if r.status is RankStatus.MISSING)  # ... or nothing uploaded either
+    evidence = _hang_evidence(ranks, hang_evidence)
+    node_of = _nodes_of(ranks, evidence, nodes)
+    sizes = [r.world_size for r in ranks if r.world_size]
+    world = world_size or (max(sizes) if sizes else None)
+
     hang = find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok})
     hangs, hang_ranks = hang.hangs, hang.slow_ranks
     hung = {h.rank for h in hangs} | {s.rank for s in hang_ranks}
@@ -52,9 +76,17 @@ def diagnose(
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
+    numbers = step_numbers(ok, slow)
+    coverage = Coverage(analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs)
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
     diagnosis = Diagnosis(
-        verdict=verdict or verdict_line(slow, hangs, slow_nodes, len(ok), errored),
+        verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
+        ranks_analysed=len(ok),
+        ranks_expected=world,
+        median_step_us=numbers.median_step_us,
+        p90_step_us=numbers.p90_step_us,
+        expected_step_us=numbers.expected_step_us,
+        estimated_speedup=numbers.estimated_speedup,
         slow_ranks=slow,
         slow_nodes=slow_nodes,
         hangs=hangs,

@@ -1,39 +1,53 @@
-"""Name-level evidence: which kernels, ops, functions or collectives take longer on a rank than the median
-of the other ranks, per step. Pure.
+"""The evidence of a slow rank: the cost that stands out (with its effect size and consistency), the wait of the
+other ranks, and the names (kernels, ops, functions, places of host time) that take longer on this rank than the
+median of the other ranks, per step. Pure.
 
 Per-rank summaries keep only their top entries, so a name absent from a rank's summary counts as 0 there.
 """
 
 from __future__ import annotations
 
+import numpy as np
+
+from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
+from stepscope_analyzer.diagnosis.rank_costs import RankSamples
 from stepscope_analyzer.diagnosis.stats import median
+from stepscope_analyzer.diagnosis.straggler_test import Effect
 from stepscope_contract.report import Cause, Evidence, RankReport
 
-_FUNCTION_CATEGORIES: dict[Cause, frozenset[str]] = {
-    Cause.COMPUTE: frozenset({"cpu_op", "kernel", "python"}),
-    Cause.HOST: frozenset({"python", "cpu_op", "runtime", "user_annotation"}),
-    Cause.MEMORY: frozenset({"memory"}),
-    Cause.COMMUNICATION: frozenset({"communication"}),
-}
-_KERNEL_TYPES: dict[Cause, str] = {
-    Cause.COMPUTE: "COMPUTATION",
-    Cause.MEMORY: "MEMORY",
-    Cause.COMMUNICATION: "COMMUNICATION",
-}
+WAIT_LABEL = "collective wait per step"
+
+
+def cost_evidence(cost: str, e: Effect, wall_excess: float, mine: RankSamples, step_us: float) -> Evidence:
+    """The cost that stands out: wall-clock value and baseline per step, the test's effect size and consistency."""
+    share = 100.0 * wall_excess / step_us if step_us > 0 else 0.0
+    value = float(np.median(mine.costs[cost]))
+    contended = e.value_us < 0.9 * value
+    detail = (
+        f"+{wall_excess / 1000:,.2f} ms per step ({share:.1f}% of the median step); higher than the other ranks in "
+        f"{e.steps_above} of {e.steps} steps; {e.z:.1f}x the job's noise for this cost (±{e.noise_us / 1000:,.2f} ms"
+        f"{', measured without CPU-contention stretches' if contended else ''})"
+    )
+    return Evidence(metric=row_for_cost(cost).label, value=value, baseline=value - wall_excess, detail=detail)
+
+
+def wait_evidence(mine: float, others: float, measured: bool) -> Evidence:
+    how = "measured" if measured else "estimated: blocked in collectives beyond the least-blocked rank"
+    detail = f"the other ranks wait {max(others - mine, 0.0) / 1000:,.2f} ms per step more than this one ({how})"
+    return Evidence(metric=WAIT_LABEL, value=mine, baseline=others, detail=detail)
 
 
 def name_times(r: RankReport, cause: Cause, divisor: float) -> dict[tuple[str, str], float]:
     """(category, name) -> time per step on this rank, for the entries that bear on `cause`."""
+    row = cause_row(cause)
     out: dict[tuple[str, str], float] = {}
-    kernel_type = _KERNEL_TYPES.get(cause)
-    if kernel_type is not None:
+    if row.kernel_type is not None:
         for k in r.top_kernels:
-            if k.kernel_type.upper() == kernel_type:
+            if k.kernel_type.upper() == row.kernel_type:
                 key = ("kernel", k.name)
                 out[key] = out.get(key, 0.0) + k.sum_us / divisor
-    categories = _FUNCTION_CATEGORIES.get(cause, frozenset())
     for f in r.top_functions:
-        if f.category in categories:
+        if f.category in row.evidence_categories:
             key = (f.category, f.name)
             out[key] = max(out.get(key, 0.0), f.total_us / divisor)
     if cause is Cause.COMMUNICATION:

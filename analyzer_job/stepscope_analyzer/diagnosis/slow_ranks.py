@@ -1,11 +1,19 @@
 """Which ranks slow the job, and why. Pure.
 
-Steps are synchronised by collectives, so a slow rank does not show a longer step: the others wait for it
-inside their collectives. A rank is slow when one of its own costs per step (busy time, host-side gaps,
-memory-op time, or time inside collectives not spent waiting) is an outlier against the median of all ranks
-(robust z-score over median/MAD) and large enough to matter (>= min_slowdown_percent of a step). Waiting
-less than the others inside collectives corroborates it (they wait for this rank); a rank that waits less
-with no own cost standing out is still late: its cause is reported as host with a lower confidence.
+Steps are synchronised by collectives, so a slow rank does not show a longer step: the others wait for it inside
+their collectives. A rank is slow when
+1. one of its own costs per step (compute, host time outside the step's work, own communication) stands out
+   against the other ranks by more than the job's own noise, consistently over the recorded steps
+   (straggler_test: effect size z >= outlier_threshold and a sign test over the steps), and by at least the
+   user's floor (min_slowdown_percent of the median step). On CPU ranks the cost is tested without the stretches
+   of waiting for a CPU, and its wall-clock time must corroborate it (wall_corroboration_z): the correction may
+   remove a signal that is noise, it may not create one;
+2. the other ranks wait for it: its wait inside collectives is below theirs, by at least `wait_share` of its
+   excess for compute (host work that burns a shared CPU slows the others through contention instead, so for host
+   time any positive lag will do: the causes table's wait_weight). In a job without collectives this check is moot.
+   With two ranks this decides which one slows the other.
+Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
+that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it.
 """
 
 from __future__ import annotations
@@ -14,172 +22,179 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.evidence import name_evidence, name_times
-from stepscope_analyzer.diagnosis.metrics import RankMetrics, all_metrics, per_step_divisor, wait_is_measured
-from stepscope_analyzer.diagnosis.stats import MAD_TO_SIGMA, median
+from stepscope_analyzer.diagnosis.evidence import cost_evidence, name_evidence, name_times, wait_evidence
+from stepscope_analyzer.diagnosis.rank_costs import COSTS, RankSamples, rank_samples, wait_is_measured
+from stepscope_analyzer.diagnosis.stats import median, medians_of_others
+from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
-_OWN_COSTS: dict[str, Cause] = {
-    "compute": Cause.COMPUTE,
-    "host": Cause.HOST,
-    "memory": Cause.MEMORY,
-    "communication": Cause.COMMUNICATION,
-}
-_METRIC_LABEL = {
-    "compute": "compute_time",
-    "host": "idle_time (host-side stalls)",
-    "memory": "memory_time",
-    "communication": "communication_time (own, without waiting)",
-    "wait": "collective_wait_time",
-}
-_ESTIMATED = {
-    "communication": "communication_time (estimated own time: least over ranks)",
-    "wait": "collective_wait_time (estimated: time in collectives beyond the least over ranks)",
-}
+
+@dataclass(frozen=True)
+class JobView:
+    """What every rank is compared against: samples, the job's step time and the waits."""
+
+    samples: dict[int, RankSamples]
+    step_us: float
+    waits: dict[int, float]
+    others_waits: dict[int, float]
+    wall: dict[str, dict[int, tuple[float, float]]]
+    """cost -> rank -> (its median wall-clock value per step, the median of the other ranks' medians)"""
+    has_collectives: bool
+    measured_wait: bool
+
+    def others_wait(self, rank: int) -> float:
+        return self.others_waits[rank]
+
+    def lateness(self, rank: int) -> float:
+        """How long the other ranks wait for this one per step (their median wait minus its own)."""
+        return self.others_waits[rank] - self.waits[rank]
+
+
+def _mine_and_theirs(values: dict[int, float]) -> dict[int, tuple[float, float]]:
+    ranks = list(values)
+    others = medians_of_others([values[r] for r in ranks])
+    return {r: (values[r], float(o)) for r, o in zip(ranks, others, strict=True)}
 
 
 @dataclass(frozen=True)
-class _Center:
-    median: float
-    scale: float
+class Flag:
+    cost: str
+    effect: Effect
+    wall_excess_us: float
+    """the excess in wall-clock time (what the job pays), where the effect is measured without CPU stretches"""
 
 
-@dataclass(frozen=True)
-class _Flag:
-    metric: str
-    excess: float
-    z: float
+def wall_excess(view: JobView, rank: int, cost: str) -> float:
+    mine, theirs = view.wall[cost][rank]
+    return mine - theirs
 
 
-def _centers(metrics: list[RankMetrics], step_med: float, cfg: DiagnosisConfig) -> dict[str, list[_Center]]:
-    """Per metric and rank: median and robust scale of the OTHER ranks (an outlier must not widen its own
-    yardstick, and with two ranks the other one is the only reference)."""
-    out: dict[str, list[_Center]] = {}
-    for name in ("compute", "host", "memory", "communication", "wait"):
-        arr = np.asarray([m.values[name] for m in metrics], dtype=np.float64)
-        centers: list[_Center] = []
-        for i in range(arr.size):
-            others = np.delete(arr, i)
-            med = float(np.median(others))
-            spread = float(np.median(np.abs(others - med)))
-            floor = max(cfg.relative_scale_floor * abs(med), cfg.step_scale_floor * step_med)
-            centers.append(_Center(med, max(MAD_TO_SIGMA * spread, floor, 1e-9)))
-        out[name] = centers
+def job_view(ranks: list[RankReport]) -> JobView:
+    samples = {s.rank: s for s in rank_samples(ranks)}
+    pooled = np.concatenate([s.step_us for s in samples.values()])
+    waits = {r: float(np.mean(s.wait)) for r, s in samples.items()}  # per step, as ranks[] quotes it
+    others = {r: theirs for r, (_, theirs) in _mine_and_theirs(waits).items()}
+    wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
+    blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
+    return JobView(samples, float(np.median(pooled)), waits, others, wall, blocked, wait_is_measured(ranks))
+
+
+def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
+    """Per rank, the own costs that stand out (noise-aware, consistent, above the floor)."""
+    floor = cfg.min_slowdown_percent / 100.0 * view.step_us
+    noise_floor = cfg.noise_floor_percent / 100.0 * view.step_us
+    out: dict[int, list[Flag]] = {}
+    for cost in COSTS:
+        if cost == "communication" and not view.measured_wait:
+            continue  # estimated waits leave every rank the same own communication time
+        tested = {r: s.tested[cost] for r, s in view.samples.items()}
+        stretched = {r: float(np.median(s.costs[cost] - s.tested[cost])) for r, s in view.samples.items()}
+        waiting = {r for r in view.samples if view.lateness(r) <= 0} if view.has_collectives else None
+        wall_samples = {r: s.costs[cost] for r, s in view.samples.items()}
+        wall_z = {e.rank: e.z for e in effects(wall_samples, noise_floor, waiting=waiting)}
+        for e in effects(tested, noise_floor, stretched, waiting):
+            wall = wall_excess(view, e.rank, cost)
+            stands_out = e.z >= cfg.outlier_threshold and wall_z[e.rank] >= cfg.wall_corroboration_z
+            if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
+                out.setdefault(e.rank, []).append(Flag(cost, e, wall))
     return out
 
 
-def _sample_factor(n: int) -> float:
-    """Fewer ranks make the median/MAD comparison weaker."""
-    return {1: 0.0, 2: 0.7, 3: 0.85}.get(n, 1.0)
+def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig) -> bool:
+    """The other ranks wait for this one: by at least wait_share of its excess (weighted per cause), and at all."""
+    if not view.has_collectives:
+        return True
+    needed = sum(cfg.wait_share * row_for_cost(f.cost).wait_weight * f.wall_excess_us for f in flags)
+    lateness = view.lateness(rank)
+    return lateness > 0 and lateness >= needed
 
 
-def _confidence(flag: _Flag, excess_pct: float, waited_for: float | None, n: int, cfg: DiagnosisConfig) -> float:
-    thr = cfg.outlier_threshold
-    strength = min(1.0, max(0.0, (flag.z - thr) / thr))
-    size = min(1.0, excess_pct / max(4.0 * cfg.min_slowdown_percent, 1.0))
-    corroboration = 0.5 if waited_for is None else waited_for
-    value = (0.35 + 0.25 * strength + 0.2 * size + 0.2 * corroboration) * _sample_factor(n)
+def _phase_of(view: JobView, rank: int, cost: str) -> str | None:
+    """The phase of `cost` whose median per step exceeds the other ranks' the most."""
+    best, name = 0.0, None
+    for phase in row_for_cost(cost).phases:
+        mine = float(np.median(view.samples[rank].phases[phase]))
+        theirs = median([float(np.median(s.phases[phase])) for r, s in view.samples.items() if r != rank])
+        if mine - theirs > best:
+            best, name = mine - theirs, phase
+    return name
+
+
+def phase_evidence(view: JobView, rank: int, phase: str) -> Evidence:
+    mine = float(np.median(view.samples[rank].phases[phase]))
+    theirs = median([float(np.median(s.phases[phase])) for r, s in view.samples.items() if r != rank])
+    detail = f"step phase {phase}: {mine / 1000:,.2f} ms per step vs {theirs / 1000:,.2f} ms on the other ranks"
+    return Evidence(metric=f"phase {phase}", value=mine, baseline=theirs, detail=detail)
+
+
+def _refine_cause(ranks: dict[int, RankReport], rank: int, cost: str) -> Cause:
+    """compute on a GPU rank whose excess lies in memory copies/sets rather than kernels is `memory`."""
+    cause = row_for_cost(cost).cause
+    r = ranks[rank]
+    if cause is not Cause.COMPUTE or r.device != "cuda":
+        return cause
+
+    def per_step(x: RankReport, attr: str) -> float:
+        return float(getattr(x, attr)) / max(x.steps.count, 1)
+
+    others = [x for k, x in ranks.items() if k != rank]
+    mem = per_step(r, "memory_time") - median([per_step(x, "memory_time") for x in others])
+    comp = per_step(r, "compute_time") - median([per_step(x, "compute_time") for x in others])
+    return Cause.MEMORY if mem > comp else cause
+
+
+def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: DiagnosisConfig) -> float:
+    e = flag.effect
+    strength = min(1.0, max(0.0, (e.z - cfg.outlier_threshold) / (2 * cfg.outlier_threshold)))
+    consistency = e.steps_above / e.steps if e.steps else 0.5
+    corroboration = min(1.0, max(0.0, lateness / excess)) if excess > 0 else 0.5
+    size = {1: 0.0, 2: 0.8, 3: 0.9}.get(n_ranks, 1.0)
+    steps = 1.0 if e.steps >= 4 else 0.85
+    value = (0.45 + 0.2 * strength + 0.15 * consistency + 0.2 * corroboration) * size * steps
     return round(min(0.99, max(0.05, value)), 2)
 
 
 def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowRank]:
-    """Slow ranks among the analysed ones, slowest first; empty for a balanced job."""
+    """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job."""
     if len(ranks) < 2:
         return []
-    metrics = all_metrics(ranks)
-    divisors = per_step_divisor(ranks)
-    step_med = median([m.step_us for m in metrics])
-    if step_med <= 0:
-        step_med = max(median([sum(m.values.values()) for m in metrics]), 1e-9)
-    centers = _centers(metrics, step_med, cfg)
-    min_excess = cfg.min_slowdown_percent / 100.0 * step_med
-    wait_known = any(m.values["wait"] > 0 for m in metrics)
-    labels = _METRIC_LABEL if wait_is_measured(ranks) else {**_METRIC_LABEL, **_ESTIMATED}
-
-    flagged: dict[int, list[_Flag]] = {}
-    late: dict[int, _Flag] = {}
-    for i, m in enumerate(metrics):
-        for name in _OWN_COSTS:
-            c = centers[name][i]
-            excess = m.values[name] - c.median
-            z = excess / c.scale
-            if z >= cfg.outlier_threshold and excess >= min_excess:
-                flagged.setdefault(m.rank, []).append(_Flag(name, excess, z))
-        if wait_known:
-            c = centers["wait"][i]
-            deficit = c.median - m.values["wait"]
-            z = deficit / c.scale
-            if z >= cfg.outlier_threshold and deficit >= min_excess:
-                late[m.rank] = _Flag("wait", deficit, z)
-
-    # Others' time inside collectives grows while they wait for a slow rank; without a separate wait
-    # measure, that looks like slow communication on every other rank. A rank with an own cost other than
-    # communication explains it, so communication flags on the other ranks are dropped then.
-    non_comm = {r for r, fs in flagged.items() if any(f.metric != "communication" for f in fs)}
-    if non_comm:
-        for r in list(flagged):
-            if r not in non_comm:
-                del flagged[r]
-
-    by_rank = {m.rank: m for m in metrics}
-    report_by_rank = {r.rank: r for r in ranks}
+    view = job_view(ranks)
+    by_rank = {r.rank: r for r in ranks}
     tables: dict[Cause, dict[int, dict[tuple[str, str], float]]] = {}
     result: list[SlowRank] = []
-    index = {m.rank: i for i, m in enumerate(metrics)}
-    # A rank that only arrives last, with no own cost standing out, is reported only when the gap is twice the
-    # reporting floor: with an estimated wait, the last arrival of a balanced job is just scheduling noise.
-    late = {r: f for r, f in late.items() if r in flagged or wait_is_measured(ranks) or f.excess >= 2 * min_excess}
-    for rank in sorted(set(flagged) | set(late)):
-        m = by_rank[rank]
-        wait_center = centers["wait"][index[rank]]
-        flags = sorted(flagged.get(rank, []), key=lambda f: -f.excess)
-        late_flag = late.get(rank)
-        waited_for: float | None = None
-        if wait_known:
-            waited_for = 1.0 if late_flag is not None else (0.5 if m.values["wait"] <= wait_center.median else 0.0)
-        primary = flags[0] if flags else late_flag
-        assert primary is not None
-        cause = _OWN_COSTS.get(primary.metric, Cause.HOST)
-        # steps are synchronised: without this rank's excess, a step would take step_med - excess
-        base_step = max(step_med - primary.excess, 0.1 * step_med)
-        slowdown_pct = 100.0 * primary.excess / base_step
-        confidence = _confidence(primary, 100.0 * primary.excess / step_med, waited_for, len(ranks), cfg)
-        if not flags:
-            confidence = round(confidence * 0.7, 2)  # late, but nothing it does stands out
-
-        evidence: list[Evidence] = []
-        for f in flags:
-            evidence.append(
-                Evidence(
-                    metric=labels[f.metric],
-                    value=m.values[f.metric],
-                    baseline=centers[f.metric][index[rank]].median,
-                    detail=f"per step; +{100.0 * f.excess / step_med:.1f}% of the median step, robust z {f.z:.1f}",
-                )
-            )
-        if wait_known:
-            others_wait = wait_center.median
-            detail = (
-                "the other ranks wait for this one inside collectives"
-                if late_flag is not None
-                else "per step, time waiting inside collectives"
-            )
-            evidence.append(
-                Evidence(metric=labels["wait"], value=m.values["wait"], baseline=others_wait, detail=detail)
-            )
+    for rank, flags in sorted(flagged_costs(view, cfg).items()):
+        flags.sort(key=lambda f: -f.wall_excess_us)
+        excess = sum(f.wall_excess_us for f in flags)
+        if not waited_for(view, rank, flags, cfg):
+            continue
+        primary = flags[0]
+        cause = _refine_cause(by_rank, rank, primary.cost)
+        lateness = view.lateness(rank)
+        gain = min(excess, lateness) if view.has_collectives else excess
+        gain = min(max(gain, 0.0), 0.9 * view.step_us)
+        phase = _phase_of(view, rank, primary.cost) if cause_row(cause).phases else None
+        evidence = [cost_evidence(f.cost, f.effect, f.wall_excess_us, view.samples[rank], view.step_us) for f in flags]
+        if phase is not None:
+            evidence.append(phase_evidence(view, rank, phase))
+        if view.has_collectives:
+            evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait))
         if cause not in tables:
-            tables[cause] = {r.rank: name_times(r, cause, divisors[r.rank]) for r in ranks}
-        evidence.extend(name_evidence(rank, cause, tables[cause], step_med, cfg.max_evidence))
+            tables[cause] = {r.rank: name_times(r, cause, float(max(view.samples[r.rank].steps, 1))) for r in ranks}
+        evidence.extend(name_evidence(rank, cause, tables[cause], view.step_us, cfg.max_evidence))
         result.append(
             SlowRank(
                 rank=rank,
                 cause=cause,
-                confidence=confidence,
-                slowdown_pct=round(slowdown_pct, 1),
-                node=report_by_rank[rank].node,
+                confidence=_confidence(primary, lateness, excess, len(ranks), cfg),
+                slowdown_pct=round(100.0 * gain / max(view.step_us - gain, 1e-9), 1),
+                excess_us=round(gain, 1),
+                phase=phase,
+                effect_z=round(primary.effect.z, 1),
+                node=by_rank[rank].node,
                 evidence=evidence,
             )
         )
-    result.sort(key=lambda s: (-s.slowdown_pct, s.rank))
+    result.sort(key=lambda s: (-s.excess_us, s.rank))
     return result

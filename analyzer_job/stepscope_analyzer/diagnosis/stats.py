@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 MAD_TO_SIGMA = 1.4826
 """MAD times this estimates the standard deviation of normally distributed values."""
@@ -29,3 +30,25 @@ def robust_scale(values: Sequence[float], floor: float) -> float:
 
 def robust_z(value: float, center: float, scale: float) -> float:
     return (value - center) / scale
+
+
+def medians_of_others(values: Sequence[float] | npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
+    """For each value, the median of all the other values (O(n log n); 0 where there is no other value)."""
+    arr = np.asarray(values, dtype=np.float64)
+    n = arr.size
+    if n < 2:
+        return np.zeros(n)
+    order = np.argsort(arr, kind="stable")
+    ranked = arr[order]
+    pos = np.empty(n, dtype=np.int64)
+    pos[order] = np.arange(n)
+    m = n - 1  # values left once one is taken out
+
+    def kth(k: int) -> npt.NDArray[np.float64]:
+        """The k-th smallest of the others, for every value at once."""
+        return np.where(k < pos, ranked[k], ranked[np.minimum(k + 1, n - 1)])
+
+    if m % 2:
+        out: npt.NDArray[np.float64] = kth(m // 2)
+        return out
+    return (kth(m // 2 - 1) + kth(m // 2)) / 2.0

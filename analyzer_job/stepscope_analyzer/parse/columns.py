@@ -7,6 +7,7 @@ cut (with a hash, so distinct names stay distinct)."""
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -127,14 +128,29 @@ def _int_arg(value: Any) -> int:
     return -1
 
 
+def _ids(values: list[Any], table: dict[str, int], new: Callable[[str], int]) -> list[Any]:
+    """The id of each value (its text: str() of anything else), numbering unseen ones with `new` in order."""
+    try:
+        ids: list[Any] = [table.get(v) for v in values]  # one C-level pass while nothing is new
+    except TypeError:  # an unhashable value (a JSON array as a name)
+        ids = [None] * len(values)
+    if None in ids:
+        for i, value in enumerate(values):
+            if ids[i] is None:
+                key = value if type(value) is str else str(value)
+                known = table.get(key)
+                ids[i] = new(key) if known is None else known
+    return ids
+
+
 class ColumnBuilder:
     """Accumulates events chunk by chunk; ``finish`` turns them into TraceColumns."""
 
     def __init__(self) -> None:
         self._names: dict[str, int] = {}
         self._cats: dict[str, int] = {}
-        self._name_id: list[int] = []
-        self._cat_id: list[int] = []
+        self._name_id: list[Any] = []  # ids (a row's name until _intern_rows)
+        self._cat_id: list[Any] = []
         self._ts: list[Any] = []
         self._dur: list[Any] = []
         self._pid: list[int] = []
@@ -152,7 +168,8 @@ class ColumnBuilder:
         self._parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _PART_KEYS}
 
     def add(self, events: list[Any]) -> None:
-        names, cats, labels = self._names, self._cats, self._labels
+        """Events decoded as plain JSON objects (the generic path: any shape, checked field by field)."""
+        labels, first = self._labels, len(self._ts)
         name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
         pid_l, tid_l, stream_l, corr_l, ext_l = self._pid, self._tid, self._stream, self._corr, self._ext
         coll = self._collective_args
@@ -168,19 +185,8 @@ class ColumnBuilder:
                 continue
             if cat == "Trace":
                 continue
-            name = ev.get("name", "")
-            if type(name) is not str:
-                name = str(name)
-            nid = names.get(name)
-            if nid is None:
-                nid = self._intern(name)
-            if type(cat) is not str:
-                cat = str(cat)
-            cid = cats.get(cat)
-            if cid is None:
-                cid = cats[cat] = len(cats)
-            name_id.append(nid)
-            cat_id.append(cid)
+            name_id.append(ev.get("name", ""))  # the name itself until _intern_rows
+            cat_id.append(cat)
             ts_l.append(ev.get("ts"))
             dur_l.append(dur)
             pid = ev.get("pid")
@@ -196,15 +202,16 @@ class ColumnBuilder:
                 ext = args.get("External id")
                 ext_l.append(-1 if ext is None else _int_arg(ext))
                 if "Collective name" in args or "Process Group Name" in args:
-                    coll[self._rows + len(name_id) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
+                    coll[self._rows + len(ts_l) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
             else:
                 stream_l.append(-1)
                 corr_l.append(-1)
                 ext_l.append(-1)
+        self._intern_rows(first)
 
     def add_typed(self, events: list[Any]) -> None:
         """Same as ``add`` for events decoded into TraceEvent structs (the fast path)."""
-        names, cats, labels = self._names, self._cats, self._labels
+        labels, first = self._labels, len(self._ts)
         name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
         pid_l, tid_l, stream_l, corr_l, ext_l = self._pid, self._tid, self._stream, self._corr, self._ext
         self.seen += len(events)
@@ -217,19 +224,8 @@ class ColumnBuilder:
                 continue
             if cat == "Trace":
                 continue
-            name = ev.name
-            if type(name) is not str:
-                name = str(name)
-            nid = names.get(name)
-            if nid is None:
-                nid = self._intern(name)
-            if type(cat) is not str:
-                cat = str(cat)
-            cid = cats.get(cat)
-            if cid is None:
-                cid = cats[cat] = len(cats)
-            name_id.append(nid)
-            cat_id.append(cid)
+            name_id.append(ev.name)  # the name itself until _intern_rows
+            cat_id.append(cat)
             ts_l.append(ev.ts)
             dur_l.append(dur)
             pid = ev.pid
@@ -249,9 +245,21 @@ class ColumnBuilder:
             ext = args.external_id
             ext_l.append(ext if type(ext) is int else _int_arg(ext))
             if args.collective_name is not None or args.pg_name is not None:
-                self._collective_args[self._rows + len(name_id) - 1] = {
+                self._collective_args[self._rows + len(ts_l) - 1] = {
                     key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
                 }
+        self._intern_rows(first)
+
+    def _intern_rows(self, first: int) -> None:
+        """Turn the names and categories of the rows from `first` on into ids (in order of first appearance; both
+        paths share this, so an event's ids do not depend on how it was decoded)."""
+        name_id, cat_id = self._name_id, self._cat_id
+        name_id[first:] = _ids(name_id[first:], self._names, self._intern)
+        cat_id[first:] = _ids(cat_id[first:], self._cats, self._new_category)
+
+    def _new_category(self, cat: str) -> int:
+        cid = self._cats[cat] = len(self._cats)
+        return cid
 
     def _intern(self, name: str) -> int:
         """A new name's id, within the limits on distinct names and their characters."""
@@ -353,7 +361,9 @@ class ColumnBuilder:
         table = self._limits
         longest = float(np.max(dur)) if dur.size else 0.0
         if longest > table.max_event_duration_us:
-            raise table.exceeded("max_event_duration_us", f"an event lasts {longest:g} us")
+            names = list(self._names)
+            culprit = names[int(name_id[int(np.argmax(dur))])] if len(name_id) == len(dur) else "?"
+            raise table.exceeded("max_event_duration_us", f"event {clip_name(culprit, 200)!r} lasts {longest:g} us")
         step_ids = [i for i, n in enumerate(self._names) if n.startswith("ProfilerStep#")]
         steps = int(np.count_nonzero(np.isin(name_id, np.asarray(step_ids, dtype=np.int32)))) if step_ids else 0
         if steps > table.max_steps:

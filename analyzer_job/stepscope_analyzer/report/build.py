@@ -24,6 +24,7 @@ def build_report(
     world_size: int | None = None,
     analysis_seconds: float = 0.0,
     generated_at: datetime | None = None,
+    notes: list[str] | None = None,
 ) -> Report:
     ordered = sorted(ranks, key=lambda r: r.rank)
     if world_size is None:
@@ -38,4 +39,5 @@ def build_report(
         ranks=ordered,
         diagnosis=diagnosis,
         errors=list(errors or []),
+        notes=list(notes or []),
     )

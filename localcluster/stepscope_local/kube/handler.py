@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp.web
@@ -109,9 +109,10 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return _json(self._resource_list(group, version))
         return await self._resource_request(raw, data, group, version, rest)
 
-    async def _resource_request(
-        self, raw: aiohttp.web.BaseRequest, data: Any, group: str, version: str, rest: list[str]
-    ) -> aiohttp.web.StreamResponse:
+    def _locate(
+        self, raw: aiohttp.web.BaseRequest, group: str, version: str, rest: list[str]
+    ) -> tuple[ResourceType, str | None, str | None, str | None]:
+        """(type, namespace, name, subresource) of a resource path; the request is recorded for the audit."""
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             with contextlib.suppress(errors.ApiError):
@@ -127,6 +128,12 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if self.audit is not None:
             auth = raw.headers.get("Authorization")
             self.audit.record(auth, raw.method, raw.query, group, rtype.plural, sub, namespace, name)
+        return rtype, namespace, name, sub
+
+    async def _resource_request(
+        self, raw: aiohttp.web.BaseRequest, data: Any, group: str, version: str, rest: list[str]
+    ) -> aiohttp.web.StreamResponse:
+        rtype, namespace, name, sub = self._locate(raw, group, version, rest)
         query = raw.query
         method = raw.method.upper()
         if "protobuf" in raw.headers.get("Content-Type", ""):  # fidelity gap: JSON bodies only
@@ -139,7 +146,25 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             if name:
                 fields = ",".join(f for f in (fields, f"metadata.name={name}") if f)
             return await self._watch(raw, rtype, namespace, query.get("labelSelector"), fields, accept)
-        if method == "GET" and name is None:
+        # server-side field validation of the body (Strict raises here, Warn answers with Warning headers)
+        warnings = field_validation.check(rtype, data, query.get("fieldValidation")) if sub is None else []
+        if name is None:
+            return self._collection_request(method, rtype, namespace, data, query, accept, warnings=warnings)
+        return await self._object_request(raw, data, rtype, namespace, name, sub, warnings=warnings)
+
+    def _collection_request(  # noqa: PLR0917
+        self,
+        method: str,
+        rtype: ResourceType,
+        namespace: str | None,
+        data: Any,
+        query: Mapping[str, str],
+        accept: str,
+        *,
+        warnings: list[str],
+    ) -> aiohttp.web.StreamResponse:
+        """GET (list or Table), POST (create) and DELETE (deletecollection) on a collection."""
+        if method == "GET":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
@@ -153,13 +178,12 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     "items": items,
                 }
             )
-        warnings = field_validation.check(rtype, data, query.get("fieldValidation")) if sub is None else []
-        if method == "POST" and name is None:
+        if method == "POST":
             if not isinstance(data, dict):
                 raise errors.bad_request("the request body must be a JSON object")
             created = self.store.create(rtype, namespace, data, dry_run=bool(query.get("dryRun")))
             return _warned(_json(created, 201), warnings)
-        if name is None and method == "DELETE":
+        if method == "DELETE":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
@@ -172,13 +196,27 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     "items": deleted,
                 }
             )
-        if name is None:
-            raise errors.ApiError(405, "MethodNotAllowed", f"{method} is not supported on collections")
+        raise errors.ApiError(405, "MethodNotAllowed", f"{method} is not supported on collections")
+
+    async def _object_request(  # noqa: PLR0917
+        self,
+        raw: aiohttp.web.BaseRequest,
+        data: Any,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        *,
+        warnings: list[str],
+    ) -> aiohttp.web.StreamResponse:
+        """GET (object, Table or pod log), PUT, PATCH and DELETE on one object or its subresource."""
+        query = raw.query
+        method = raw.method.upper()
         if method == "GET" and sub == "log":
             return self._log(namespace or "default", name, query.get("container"))
         if method == "GET":
             obj = self.store.get(rtype, namespace, name)
-            if wants_table(accept):
+            if wants_table(raw.headers.get("Accept", "")):
                 return _json(
                     table(
                         rtype,

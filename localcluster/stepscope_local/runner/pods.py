@@ -14,7 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -48,6 +48,8 @@ class RunnerConfig:
     pod_network: str | None = None  # loopback network of pod IPs; None: a random 127.N.0.0/16
     # (namespace, serviceAccountName) -> the kubeconfig of that identity; None: kubeconfig_path for every pod
     service_account_kubeconfig: Callable[[str, str], Path] | None = None
+    # what every container's environment starts from, as a node's would (e.g. where OSS regions resolve to)
+    node_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -222,6 +224,7 @@ class PodWorker:
                 "HOSTNAME": self.name,
                 "PYTHONUNBUFFERED": "1",
                 "KUBECONFIG": str(self._kubeconfig(pod)),  # stands in for the in-cluster service account
+                **self.config.node_env,
             }
             env = container_env(
                 container, pod, lambda ns, n: self._read("secrets", n), lambda ns, n: self._read("configmaps", n), base

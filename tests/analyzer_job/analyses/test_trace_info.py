@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer.analyses.summary import summarize_trace
+from stepscope_analyzer.analyses.rank_summary import summarize_trace
 from stepscope_analyzer.analyses.trace_info import cuda_version, device_names
 
 pytestmark = pytest.mark.unit

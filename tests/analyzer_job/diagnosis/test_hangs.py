@@ -156,7 +156,7 @@ def test_a_dead_rank_is_named_although_it_left_nothing() -> None:
 def test_a_rank_that_exited_normally_during_a_capture_blames_no_rank_that_kept_stepping() -> None:
     from fr_dumps import dump, entry, parsed
 
-    from stepscope_analyzer.diagnosis.synthetic import JobShape, synthetic_job
+    from stepscope_testing.synthetic import JobShape, synthetic_job
 
     ranks = synthetic_job(JobShape(world_size=4))
     ranks[3] = ranks[3].model_copy(update={"status": RankStatus.ERROR, "error": "the training process exited"})

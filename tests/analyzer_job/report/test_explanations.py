@@ -28,6 +28,7 @@ from stepscope_contract.session import CaptureSpec
 from stepscope_contract.storage import (
     TRACE_FILE,
     parse_storage_uri,
+    rank_artifact_key,
     rank_location,
     report_location,
     session_location,
@@ -151,6 +152,18 @@ def test_each_rank_links_to_its_trace_relative_to_the_report() -> None:
     elsewhere = with_trace_links(build_report(ranks, d), parse_storage_uri("file:///tmp/out"))
     assert all(r.trace_link is None for r in elsewhere.ranks) and trace_access(elsewhere).linked == 0
     assert "The traces lie in another store than this page" in html_bytes(elsewhere).decode()
+
+
+def test_the_sidecars_layout_links_one_folder_hta_and_tensorboard_open() -> None:
+    ranks, d = _slow_job()
+    flat = [r.model_copy(update={"trace_uri": f"s3://bucket/{rank_artifact_key(SESSION, r.rank, TRACE_FILE)}"})
+            for r in ranks]  # fmt: skip
+    report = with_trace_links(build_report(flat, d), report_location(SESSION))
+    assert [r.trace_link for r in report.ranks] == [f"../traces/rank{r}.pt.trace.json.gz" for r in range(4)]
+    access = trace_access(report)
+    assert (access.folder, access.logdir, access.gather) == ("../traces", "..", None)
+    page = html_bytes(report).decode()
+    assert 'TraceAnalysis(trace_dir="../traces")' in page and "tensorboard --logdir .." in page
 
 
 def test_traces_in_one_folder_need_no_gathering() -> None:

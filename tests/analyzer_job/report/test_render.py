@@ -10,7 +10,6 @@ import jsonschema
 import pytest
 
 from stepscope_analyzer.diagnosis import HangEvidence, build_status_summary, diagnose
-from stepscope_analyzer.diagnosis.synthetic import JobShape, synthetic_job
 from stepscope_analyzer.report import build_report, html_bytes, model_json_bytes, with_trace_links
 from stepscope_contract.report import (
     Bottleneck,
@@ -27,6 +26,7 @@ from stepscope_contract.report import (
     StepPhases,
 )
 from stepscope_contract.storage import parse_storage_uri
+from stepscope_testing.synthetic import JobShape, synthetic_job
 
 pytestmark = pytest.mark.unit
 
@@ -130,7 +130,9 @@ def test_html_is_self_contained_and_leads_with_the_verdict() -> None:
     assert "<script" not in page and "<link" not in page
     body = page[page.index("<body>") :]
     assert body.index(report.diagnosis.verdict.replace("'", "&#39;")) < body.index('id="ranks"')
-    assert page.count("<svg") == 3  # breakdown, step timeline, bottlenecks (no phases, no GPU samples here)
+    # breakdown, phase bars, the slow rank step by step, step timeline, bottlenecks (no GPU samples here)
+    assert page.count("<svg") == 5
+    assert 'id="phase-bars"' in page
     assert "What to look at next" in page
 
 

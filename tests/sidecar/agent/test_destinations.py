@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from stepscope_contract.wire import CaptureRequest
-from stepscope_sidecar.destinations import DestinationError, DestinationPolicy, normalize_endpoint
+from stepscope_sidecar.destinations import DestinationError, DestinationPolicy
+from stepscope_storage.endpoints import ENV_OSS_ENDPOINT_TEMPLATE
 
 pytestmark = pytest.mark.unit
 
@@ -75,6 +76,9 @@ def test_file_bases_take_no_endpoint() -> None:
         policy.check(_request("file:///data/ns/sess-abcdef01", "https://x"))
 
 
-def test_endpoints_are_compared_normalised() -> None:
-    assert normalize_endpoint("MINIO.local:9000/") == "https://minio.local:9000"
-    assert normalize_endpoint("HTTP://Host/Path/") == "http://host/Path"
+def test_an_oss_region_is_checked_as_the_upload_derives_its_endpoint(monkeypatch: pytest.MonkeyPatch) -> None:
+    policy = DestinationPolicy.from_settings("oss://bkt/base", "http://127.0.0.1:9000", "ns")
+    with pytest.raises(DestinationError, match="aliyuncs"):
+        policy.check(_request("oss://bkt/base/ns/sess-abcdef01", region="cn-hangzhou"))
+    monkeypatch.setenv(ENV_OSS_ENDPOINT_TEMPLATE, "http://127.0.0.1:9000")  # where the local cluster sends OSS
+    assert policy.check(_request("oss://bkt/base/ns/sess-abcdef01", region="cn-hangzhou")).bucket == "bkt"

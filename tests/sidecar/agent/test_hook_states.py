@@ -5,7 +5,7 @@ import time
 import pytest
 
 from stepscope_contract.wire import CaptureState, HookPhase, HookState
-from stepscope_sidecar.aggregate import final_state, hook_done, live_state, rank_outcome
+from stepscope_sidecar.hook_states import final_state, hook_done, live_state, rank_outcome
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,8 @@
-"""Cross-rank bottlenecks and the communication summary. Pure."""
+"""Cross-rank tables: the top bottlenecks and the communication summary. Pure.
+
+Bottlenecks are a job's own costs, not time spent waiting for other ranks: a collective's bottleneck ratio is its
+least over the ranks (the last rank to arrive does not wait, so its time in the collective is the transfer),
+and the wait is reported as wait (collective_wait_time, the communication table's wait_us)."""
 
 from __future__ import annotations
 
@@ -6,29 +10,30 @@ from dataclasses import dataclass, field
 
 from stepscope_contract.report import Bottleneck, Collective, RankReport
 
+NOT_FUNCTIONS = frozenset({"user_annotation", "host_gap"})
+"""user regions wrap other work (collectives included) and host gaps are places, not functions: evidence only"""
+
 
 @dataclass
 class _Acc:
     count: int = 0
     total_us: float = 0.0
-    ratio_sum: float = 0.0
+    ratios: list[float] = field(default_factory=list)
     ranks: list[int] = field(default_factory=list)
 
 
 def top_bottlenecks(ranks: list[RankReport], limit: int) -> list[Bottleneck]:
-    """Functions, kernels and ops by bottleneck ratio, averaged over the analysed ranks (absent counts 0).
-
-    User annotations (record_function regions) are left out: they wrap other work, collectives included, so their
-    un-overlapped time is not their own. They still serve as evidence of where a slow rank's time goes."""
+    """Functions, kernels and ops by bottleneck ratio, averaged over the analysed ranks (absent counts 0);
+    collectives by their least ratio over the ranks that ran them (their time without waiting)."""
     acc: dict[tuple[str, str], _Acc] = {}
     for r in ranks:
         for b in r.top_functions:
-            if b.category == "user_annotation":
+            if b.category in NOT_FUNCTIONS:
                 continue
             a = acc.setdefault((b.category, b.name), _Acc())
             a.count += b.count
             a.total_us += b.total_us
-            a.ratio_sum += b.bottleneck_ratio
+            a.ratios.append(b.bottleneck_ratio)
             a.ranks.append(r.rank)
     n = max(len(ranks), 1)
     out = [
@@ -38,7 +43,7 @@ def top_bottlenecks(ranks: list[RankReport], limit: int) -> list[Bottleneck]:
             count=a.count,
             total_us=a.total_us,
             mean_us=a.total_us / a.count if a.count else 0.0,
-            bottleneck_ratio=a.ratio_sum / n,
+            bottleneck_ratio=min(a.ratios) if category == "communication" else sum(a.ratios) / n,
             ranks=sorted(a.ranks),
         )
         for (category, name), a in acc.items()
@@ -48,7 +53,7 @@ def top_bottlenecks(ranks: list[RankReport], limit: int) -> list[Bottleneck]:
 
 
 def communication_summary(ranks: list[RankReport], limit: int) -> list[Collective]:
-    """Collectives per type and process group; times are means per rank that ran them."""
+    """Collectives per type and process group; times (wait included) are means per rank that ran them."""
     acc: dict[tuple[str, str | None], tuple[int, float, float, float, int]] = {}
     for r in ranks:
         for c in r.collectives:

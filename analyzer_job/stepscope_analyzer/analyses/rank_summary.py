@@ -1,4 +1,5 @@
-"""summarize_trace: one rank's trace -> contract RankReport (HTA breakdowns, steps, bottlenecks, collectives)."""
+"""summarize_trace: one rank's trace -> contract RankReport (HTA breakdowns, steps and their phases, bottlenecks,
+collectives, unannotated host time)."""
 
 from __future__ import annotations
 
@@ -11,13 +12,24 @@ from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.bottlenecks import bottlenecks, per_name
 from stepscope_analyzer.analyses.collectives import collectives, default_process_group, process_groups_by_external_id
 from stepscope_analyzer.analyses.cpu_breakdown import cpu_breakdown
+from stepscope_analyzer.analyses.cpu_contention import step_dilation
 from stepscope_analyzer.analyses.gpu_breakdown import KERNEL_CATS, idle_breakdown, kernel_stats, temporal_breakdown
+from stepscope_analyzer.analyses.gpu_breakdown import StreamIdle as StreamIdleParts
+from stepscope_analyzer.analyses.host_gaps import host_gap_functions
 from stepscope_analyzer.analyses.hta_filter import gpu_event_mask, hta_keep_mask
 from stepscope_analyzer.analyses.kernel_types import KernelType, kernel_types_of
-from stepscope_analyzer.analyses.steps import step_rows, step_stats
+from stepscope_analyzer.analyses.step_phases import (
+    StepWindows,
+    cpu_step_phases,
+    gpu_step_phases,
+    mean_phases,
+    step_windows,
+)
+from stepscope_analyzer.analyses.steps import stats_of, step_rows, step_stats
+from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
-from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StreamIdle
+from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StepPhases, StreamIdle
 
 F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -52,19 +64,82 @@ def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int 
         resolved = 0
     if resolved < 0:
         raise TraceError(f"rank must be >= 0, got {resolved}")
+    if len(ev) == 0:
+        raise TraceError("trace has no complete events (nothing with 'ts', 'dur' and 'cat')")
+    check_event_times(ev)
     is_gpu = gpu_event_mask(ev)
     keep = hta_keep_mask(ev, is_gpu)
     lane = keep & (ev.stream != -1)
     has_kernels = bool((lane & ev.cat_mask(*KERNEL_CATS)).any())
-    report = RankReport(rank=resolved, world_size=trace.world_size, steps=step_stats(ev))
-    if len(ev) == 0:
-        raise TraceError("trace has no complete events (nothing with 'ts', 'dur' and 'cat')")
+    windows = step_windows(ev)
+    steps = stats_of(windows.end - windows.start) if windows is not None else step_stats(ev)
+    report = RankReport(rank=resolved, world_size=trace.world_size, steps=steps, job_fingerprint=job_fingerprint(trace))
+    _wall_clock(report, trace, windows)
     if has_kernels:
         _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
+        phases = _gpu_phases(ev, windows)
     else:
         _cpu(report, trace, top_n)
+        phases = _cpu_phases(report, ev, windows, top_n)
+    _set_phases(report, phases)
     report.environment = trace_environment(trace)
     return report
+
+
+def job_fingerprint(trace: ParsedTrace) -> str | None:
+    """backend/world size/process groups from distributedInfo ("gloo/4/0:default_pg[4]"), if the trace says."""
+    info = trace.distributed_info
+    if not info:
+        return None
+    groups = info.get("pg_config")
+    pgs = []
+    if isinstance(groups, list):
+        for g in groups[:32]:
+            if isinstance(g, dict):
+                pgs.append(f"{g.get('pg_name')}:{g.get('pg_desc')}[{g.get('pg_size')}]")
+    return f"{info.get('backend')}/{info.get('world_size')}/{','.join(pgs)}"[:512]
+
+
+def _wall_clock(report: RankReport, trace: ParsedTrace, windows: StepWindows | None) -> None:
+    """Wall-clock time of the recorded steps: Kineto's ts are µs after baseTimeNanoseconds (or since the epoch)."""
+    ev = trace.events
+    lo, hi = (float(windows.start[0]), float(windows.end[-1])) if windows else (float(ev.ts.min()), float(ev.end.max()))
+    base = trace.metadata.get("baseTimeNanoseconds")
+    if isinstance(base, int | float) and not isinstance(base, bool) and 0 < base < 1e20:
+        offset = float(base) / 1e9
+    elif lo > 1e15:  # already µs since the epoch (older Kineto)
+        offset = 0.0
+    else:
+        return
+    report.captured_from_unix_s = offset + lo / 1e6
+    report.captured_to_unix_s = offset + hi / 1e6
+
+
+def _cpu_phases(report: RankReport, ev: TraceColumns, windows: StepWindows | None, top_n: int) -> list[StepPhases]:
+    if windows is None:
+        return []
+    phases, _, sets = cpu_step_phases(ev, windows)
+    gaps = host_gap_functions(ev, windows, sets, report.window_us, top_n=min(top_n, 10))
+    merged = sorted(report.top_functions + gaps, key=lambda b: b.bottleneck_ratio, reverse=True)
+    report.top_functions = merged[: top_n * 2]
+    report.step_dilation = [round(d, 4) for d in step_dilation(ev, windows)]
+    return phases
+
+
+def _gpu_phases(ev: TraceColumns, windows: StepWindows | None) -> list[StepPhases]:
+    if windows is None:
+        return []
+    rows = np.flatnonzero((ev.stream != -1) & ev.cat_mask(*KERNEL_CATS))
+    return gpu_step_phases(ev, windows, rows, kernel_types_of(ev.names, ev.name_id[rows]))
+
+
+def _set_phases(report: RankReport, phases: list[StepPhases]) -> None:
+    """Phases per step and their mean; host time is the steps' data_loading + other (the same on CPU and GPU)."""
+    if not phases or len(phases) != report.steps.count:
+        return
+    report.step_phases = phases
+    report.phases = mean_phases(phases)
+    report.host_time = sum(p.data_loading + p.other for p in phases)
 
 
 def _host_bottlenecks(
@@ -117,11 +192,7 @@ def _gpu(report: RankReport, trace: ParsedTrace, *, keep: Mask, is_gpu: Mask, la
     report.idle_breakdown_by_stream = [
         StreamIdle(stream=s.stream, host_wait=s.host_wait, kernel_wait=s.kernel_wait, other=s.other) for s in streams
     ]
-    report.idle_breakdown = IdleBreakdown(
-        host_wait=sum(s.host_wait for s in streams),
-        kernel_wait=sum(s.kernel_wait for s in streams),
-        other=sum(s.other for s in streams),
-    )
+    report.idle_breakdown = merged_idle_breakdown(streams, tb.idle_time)
     report.top_kernels = [
         KernelStat(
             name=ev.names[k.name_id],
@@ -197,11 +268,9 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
     comm = intervals.length(*cb.comm_union)
     overlap = intervals.intersection_length(cb.comm_union, cb.compute_union)
     report.comp_comm_overlap_pctg = round(100.0 * overlap / comm, 2) if comm > 0 else 0.0
-    report.gpu_utilization = cb.compute_time / window if window > 0 else 0.0
+    report.cpu_utilization = cb.compute_time / window if window > 0 else 0.0
     report.communication_time = comm
     report.exposed_communication_time = comm - overlap
-    report.idle_breakdown = IdleBreakdown(host_wait=0.0, kernel_wait=cb.kernel_wait, other=cb.other_idle)
-    report.idle_breakdown_by_stream = [StreamIdle(stream=-1, kernel_wait=cb.kernel_wait, other=cb.other_idle)]
     report.host_gap_time = cb.host_gap_time
     report.host_time = cb.host_time
     in_window = (ev.ts < cb.window[1]) & (ev.ts + ev.dur > cb.window[0])
@@ -222,3 +291,14 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
         process_groups_by_external_id(ev),
         default_process_group(trace.metadata),
     )
+
+
+def merged_idle_breakdown(streams: list[StreamIdleParts], idle_time: float) -> IdleBreakdown:
+    """The GPU's idle time (streams merged, so it never exceeds the window) split in the proportions that HTA's
+    per-stream breakdown gives host_wait, kernel_wait and other."""
+    parts = [sum(s.host_wait for s in streams), sum(s.kernel_wait for s in streams), sum(s.other for s in streams)]
+    total = sum(parts)
+    if total <= 0 or idle_time <= 0:
+        return IdleBreakdown()
+    host, kernel, other = (idle_time * p / total for p in parts)
+    return IdleBreakdown(host_wait=host, kernel_wait=kernel, other=other)

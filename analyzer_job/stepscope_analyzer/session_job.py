@@ -29,12 +29,13 @@ from stepscope_analyzer.pipeline import (
     discover,
     flight_recorder_dumps,
     reduce_outcomes,
+    summarise,
     summarize_all,
-    summarize_input,
 )
+from stepscope_analyzer.rank_reading import read_rank
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.status_patch import status_patch
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store, read_bounded
+from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
@@ -49,6 +50,7 @@ from stepscope_contract.storage import (
     session_location,
     summary_key,
 )
+from stepscope_storage.credentials import Credentials
 
 READ_WORKERS = 16
 PATCH_ATTEMPTS = 5
@@ -117,7 +119,7 @@ def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
     base = parse_storage_uri(spec.uri)
     meta = session.metadata
     location = session_location(base, meta.namespace, meta.name, meta.uid)
-    return location, open_store(location, StorageOptions(spec.endpoint, spec.region, spec.addressing_style))
+    return location, open_store(location, spec, Credentials.from_env())
 
 
 def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
@@ -150,7 +152,7 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
             message = f"no usable summary from the map step ({str(exc)[:300]})"
             return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
         if summary.status is RankStatus.HUNG:
-            return summarize_input(store, inp)  # reads manifest and stacks only
+            return summarise(read_rank(store, inp, with_trace=False), store)  # manifest and stacks only
         return RankOutcome(summary)
 
     with ThreadPoolExecutor(READ_WORKERS) as pool:
@@ -187,7 +189,7 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     _log(f"session {args.namespace}/{args.name}: storage {location.uri}, mode {args.mode}")
     layout = discover(store, location)
     if not layout.session or not layout.inputs:
-        raise JobError(f"no rank folders under {location.uri}/ranks/")
+        raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if args.mode == "map":
         index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
         run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)

@@ -1,4 +1,7 @@
-"""The short report summary that goes into the ProfileSession's status. Pure."""
+"""The short report summary that goes into the ProfileSession's status, for `kubectl get` and pipelines. Pure.
+
+It carries the culprit (slowest rank = the top slow rank, and its cause), the top bottleneck (waiting for other
+ranks left out) and the job's numbers, each the same figure as in report.json."""
 
 from __future__ import annotations
 
@@ -12,6 +15,10 @@ def safe_text(text: str, limit: int) -> str:
     """Valid UTF-8 (lone surrogates from undecodable names replaced), cut to `limit` characters."""
     clean = text.encode("utf-8", "replace").decode("utf-8")
     return clean if len(clean) <= limit else clean[: limit - 3] + "..."
+
+
+def _ms(us: float | None) -> float | None:
+    return round(us / 1000.0, 3) if us else None
 
 
 def build_status_summary(report: Report) -> ReportSummary:
@@ -29,4 +36,8 @@ def build_status_summary(report: Report) -> ReportSummary:
         errored_ranks=sorted(r.rank for r in report.ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))[
             :MAX_LISTED
         ],
+        median_step_ms=_ms(d.median_step_us),
+        p90_step_ms=_ms(d.p90_step_us),
+        slowdown_percent=top.slowdown_pct if top and top.slowdown_pct else None,
+        estimated_speedup=round(d.estimated_speedup, 3) if d.estimated_speedup else None,
     )

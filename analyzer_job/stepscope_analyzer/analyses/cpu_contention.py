@@ -1,0 +1,74 @@
+"""How much a CPU rank's training thread was slowed by waiting for a CPU, per recorded step. Pure.
+
+On a shared or oversubscribed CPU a process is descheduled now and then: an op that normally takes 0.5 ms takes
+30 ms once. Such stretches land on whichever rank the scheduler picks, often the same one for many steps, and make
+its wall-clock compute and host time look several times the others' in a perfectly balanced job. Ops repeat every
+step, so each op call (the k-th call of an op name inside a step) can be compared with the same call in other steps.
+Each call is measured by its own time (its duration minus its child ops'), where a stretch lands, against its
+least over the steps. What a call takes beyond a quarter more than that (and beyond 20 µs more) is taken as waiting for
+the CPU, not as the op's cost. A step's dilation is its ops' own time over that time without the excess
+(1.0: no contention). A rank that really computes more (a larger batch, a slower device) has every call longer in
+every step, so the least of each call grows with it and its dilation stays near 1.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.analyses.phase_names import COMM, name_mask
+from stepscope_analyzer.analyses.step_phases import StepWindows
+from stepscope_analyzer.parse import TraceColumns
+
+F64 = npt.NDArray[np.float64]
+STRETCH = 1.25
+MIN_EXCESS_US = 20.0
+
+
+def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.int64], F64]:
+    """cpu_ops of the training thread in time order, and each one's own time (its duration minus its children's)."""
+    rows = np.flatnonzero(
+        ev.cat_mask("cpu_op") & (ev.pid == steps.pid) & (ev.tid == steps.tid) & (ev.stream == -1) & ~name_mask(ev, COMM)
+    )
+    rows = rows[np.lexsort((-ev.dur[rows], ev.ts[rows]))]
+    ts = ev.ts[rows].tolist()
+    dur = ev.dur[rows].tolist()
+    own = list(dur)
+    stack: list[int] = []
+    for i, (t, d) in enumerate(zip(ts, dur, strict=True)):
+        while stack and ts[stack[-1]] + dur[stack[-1]] <= t:
+            stack.pop()
+        if stack:
+            own[stack[-1]] -= d
+        stack.append(i)
+    return rows, np.maximum(np.asarray(own, dtype=np.float64), 0.0)
+
+
+def step_dilation(ev: TraceColumns, steps: StepWindows) -> list[float]:
+    """Per recorded step, the ops' own time over that time without CPU-wait stretches (>= 1)."""
+    leaves, own = _self_times(ev, steps)
+    step = steps.index_of(ev.ts[leaves])
+    leaves, own, step = leaves[step >= 0], own[step >= 0], step[step >= 0]
+    if leaves.size == 0 or steps.count < 3:
+        return [1.0] * steps.count
+    names = ev.name_id[leaves]
+    order = np.lexsort((ev.ts[leaves], names, step))
+    leaves, step, names, own = leaves[order], step[order], names[order], own[order]
+    new_group = np.ones(leaves.size, dtype=bool)
+    new_group[1:] = (step[1:] != step[:-1]) | (names[1:] != names[:-1])
+    group_start = np.maximum.accumulate(np.where(new_group, np.arange(leaves.size), 0))
+    nth = np.arange(leaves.size) - group_start  # the k-th call of this name in its step
+    dur = own
+    slot = names.astype(np.int64) * (int(nth.max()) + 1) + nth
+    slot_ids, inverse = np.unique(slot, return_inverse=True)
+    typical = np.zeros(slot_ids.size)
+    by_slot = np.argsort(inverse, kind="stable")
+    cuts = np.flatnonzero(np.diff(inverse[by_slot])) + 1
+    for i, members in enumerate(np.split(by_slot, cuts)):
+        typical[i] = float(np.min(dur[members]))
+    t = typical[inverse]
+    excess = np.maximum(dur - np.maximum(STRETCH * t, t + MIN_EXCESS_US), 0.0)
+    wall = np.bincount(step, weights=dur, minlength=steps.count)
+    stretched = np.bincount(step, weights=excess, minlength=steps.count)
+    own = np.maximum(wall - stretched, 1e-9)
+    return [float(x) for x in np.where(wall > 0, wall / own, 1.0)]

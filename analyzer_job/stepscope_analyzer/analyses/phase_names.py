@@ -1,0 +1,40 @@
+"""Which trace events mark which part of a training step, decided on the names PyTorch itself emits. Pure.
+
+The markers come from PyTorch, not from user code: the DataLoader's `enumerate(DataLoader)#...__next__`
+region and its Python frames (`torch/utils/data/`), the optimizer's `Optimizer.step#...`/`Optimizer.zero_grad#...`
+regions, autograd's `autograd::engine::evaluate_function: ...` ops, DDP's reducer ops and its
+`DistributedDataParallel.forward` region (FSDP's likewise), collectives (`gloo:*`, `nccl:*`, `c10d::*`,
+`record_param_comms`). Regions users commonly add with `record_function` (`## forward ##`, `## backward ##`,
+`## optimizer ##`, `## data_load ##`, ...) are read as the same markers. A region with any other name is the
+user's own work: it counts as host time (phase `other`) and is named in the evidence.
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import numpy.typing as npt
+
+from stepscope_analyzer.parse import TraceColumns
+
+Mask = npt.NDArray[np.bool_]
+
+COMM = re.compile(r"^(gloo:|c10d::|nccl:|record_param_comms$)")
+DATA = re.compile(
+    r"^enumerate\(DataLoader\)|torch/utils/data/|"
+    r"(?i:^(## ?)?(data_?load(ing|er)?|load_?(batch|data)|(next|get|fetch|wait_for)_?batch)\b)"
+)
+OPTIMIZER = re.compile(r"^Optimizer\.(step|zero_grad)#|(?i:^## ?(optimizer|zero_grad)\b)")
+BACKWARD = re.compile(r"^autograd::engine::evaluate_function|^torch\.distributed\.ddp\.reducer::|(?i:^## ?backward\b)")
+FORWARD = re.compile(r"^(DistributedDataParallel|FullyShardedDataParallel)\.forward$|(?i:^## ?forward\b)")
+STEP = re.compile(r"^ProfilerStep#\d+")
+
+
+def name_mask(ev: TraceColumns, pattern: re.Pattern[str]) -> Mask:
+    """Rows whose name matches `pattern` (each distinct name is tested once)."""
+    ids = [i for i, n in enumerate(ev.names) if pattern.search(n)]
+    if not ids:
+        return np.zeros(len(ev), dtype=bool)
+    mask: Mask = np.isin(ev.name_id, np.asarray(ids, dtype=np.int32))
+    return mask

@@ -1,0 +1,107 @@
+"""The causes a slow rank can have, as one table that every stage of the diagnosis reads. Pure.
+
+One row per cause: the rank cost it is measured by (and the step phases that make that cost), how that cost is
+labelled in the evidence, which per-rank entries (function categories, HTA kernel class) name what differs, the
+verdict's words and the next step to suggest. Adding a cause means adding a row here (and a test).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stepscope_contract.report import Cause
+
+
+@dataclass(frozen=True)
+class CauseRow:
+    cause: Cause
+    cost: str
+    """the per-step rank cost compared across ranks (diagnosis.rank_costs.COSTS), '' when not a cost"""
+    phases: tuple[str, ...]
+    """StepPhases keys whose time makes the cost"""
+    label: str
+    """how the cost reads in the evidence"""
+    evidence_categories: frozenset[str]
+    """Bottleneck categories of RankReport.top_functions that may name what differs"""
+    kernel_type: str | None
+    """HTA kernel class of RankReport.top_kernels that may name what differs"""
+    wait_weight: float
+    """how much of its excess the other ranks must be seen waiting for (times DiagnosisConfig.wait_share); host
+    work that burns a shared CPU slows the others through contention rather than in collectives, so for host time
+    it is enough that the others wait for the rank at all"""
+    verdict: str
+    """what the rank does, in the verdict line"""
+    next_step: str
+    """what to look at next; {r} is the rank"""
+
+
+CAUSES: tuple[CauseRow, ...] = (
+    CauseRow(
+        cause=Cause.COMPUTE,
+        cost="compute",
+        phases=("forward", "backward", "optimizer"),
+        label="compute per step (forward + backward + optimizer)",
+        evidence_categories=frozenset({"cpu_op", "kernel", "python"}),
+        kernel_type="COMPUTATION",
+        wait_weight=1.0,
+        verdict="more compute per step than the other ranks",
+        next_step="Compare the listed kernels/ops on rank {r} with another rank: different input shapes or batch "
+        "sizes, a throttled or different device, or extra work on that rank.",
+    ),
+    CauseRow(
+        cause=Cause.HOST,
+        cost="host",
+        phases=("data_loading", "other"),
+        label="host time per step outside forward/backward/optimizer (data_loading + other)",
+        evidence_categories=frozenset({"python", "user_annotation", "host_gap", "runtime", "cpu_op"}),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="host-side work outside the model's steps (input pipeline, Python code, logging, GC, CPU)",
+        next_step="Look at rank {r}'s host code around the listed places: DataLoader workers and collate_fn, Python "
+        "preprocessing, logging or checkpointing on that rank, garbage collection, CPU contention on its node.",
+    ),
+    CauseRow(
+        cause=Cause.MEMORY,
+        cost="",
+        phases=(),
+        label="memory copies/sets per step",
+        evidence_categories=frozenset({"memory"}),
+        kernel_type="MEMORY",
+        wait_weight=1.0,
+        verdict="more time in memory copies/sets",
+        next_step="Look for host<->device copies or allocator churn on rank {r} (pinned memory, .item(), .cpu()).",
+    ),
+    CauseRow(
+        cause=Cause.COMMUNICATION,
+        cost="communication",
+        phases=("communication_wait",),
+        label="own time in collectives per step (without waiting for other ranks)",
+        evidence_categories=frozenset({"communication"}),
+        kernel_type="COMMUNICATION",
+        wait_weight=1.0,
+        verdict="slow collectives of its own",
+        next_step="Check rank {r}'s network path (NIC, links, NCCL/gloo settings) and its process groups.",
+    ),
+    CauseRow(
+        cause=Cause.HANG,
+        cost="",
+        phases=(),
+        label="seconds since the last step boundary",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="it stopped reaching step boundaries (hang)",
+        next_step="Read rank {r}'s stacks below: it is where the job is stuck; the other ranks wait for it.",
+    ),
+)
+
+_BY_CAUSE = {row.cause: row for row in CAUSES}
+_BY_COST = {row.cost: row for row in CAUSES if row.cost}
+
+
+def cause_row(cause: Cause) -> CauseRow:
+    return _BY_CAUSE[cause]
+
+
+def row_for_cost(cost: str) -> CauseRow:
+    return _BY_COST[cost]

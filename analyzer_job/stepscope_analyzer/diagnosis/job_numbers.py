@@ -1,0 +1,46 @@
+"""The job's step numbers, defined once: step time (median and p90 over every analysed step of every rank), the
+step time expected without the slow ranks' excess, and the speedup that fixing them would bring. Pure.
+
+Stragglers overlap: the job waits for the slowest one, so fixing all of them removes the largest excess."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepscope_contract.report import RankReport, SlowRank
+
+
+@dataclass(frozen=True)
+class StepNumbers:
+    median_step_us: float = 0.0
+    p90_step_us: float = 0.0
+    expected_step_us: float | None = None
+    estimated_speedup: float | None = None
+
+
+def step_numbers(ranks: list[RankReport], slow: list[SlowRank]) -> StepNumbers:
+    steps = [d for r in ranks for d in r.steps.durations_us]
+    if not steps:
+        steps = [r.steps.median_us for r in ranks if r.steps.median_us > 0]
+    if not steps:
+        return StepNumbers()
+    arr = np.asarray(steps, dtype=np.float64)
+    med = float(np.median(arr))
+    p90 = float(np.percentile(arr, 90))
+    gains = [s.excess_us for s in slow if s.excess_us > 0]
+    if not gains or med <= 0:
+        return StepNumbers(med, p90)
+    expected = max(med - max(gains), 0.1 * med)
+    return StepNumbers(med, p90, expected, med / expected)
+
+
+def slowdown_sentence(numbers: StepNumbers, rank_text: str) -> str:
+    """'steps take 77.0 ms; without rank 2's excess ~16.0 ms (~4.8x faster)'."""
+    if numbers.expected_step_us is None or numbers.estimated_speedup is None:
+        return f"steps take {numbers.median_step_us / 1000:,.1f} ms"
+    return (
+        f"steps take {numbers.median_step_us / 1000:,.1f} ms; without {rank_text} excess they would take "
+        f"~{numbers.expected_step_us / 1000:,.1f} ms (~{numbers.estimated_speedup:.2f}x faster)"
+    )

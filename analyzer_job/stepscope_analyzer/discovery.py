@@ -1,0 +1,119 @@
+"""Finding the ranks' artifacts in storage, and telling trace files from other files.
+
+Two layouts are understood:
+- a session folder (stepscope_contract.storage): traces/rank<R>.pt.trace.json.gz with traces/rank<R>/{manifest.json,
+  stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz}, or the first layout's
+  ranks/<rank>/{trace.pt.trace.json.gz, ...};
+- a plain folder of Kineto traces (files directly inside it) or one trace file. Only trace files are read:
+  `*.pt.trace.json[.gz]`, and other `*.json[.gz]` files whose content is a Kineto document (checked on its first
+  bytes when read); anything else (a README, a truth.json, a manifest) is skipped with a note.
+"""
+
+from __future__ import annotations
+
+import zlib
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from stepscope_analyzer import limits
+from stepscope_analyzer.storage_io import Store
+from stepscope_contract.storage import (
+    FLIGHT_RECORDER_FILE,
+    GPU_METRICS_FILE,
+    MANIFEST_FILE,
+    STACKS_FILE,
+    TRACE_FILE,
+    StorageLocation,
+    rank_artifact,
+)
+
+TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
+MAYBE_TRACE_SUFFIXES = (".json", ".json.gz")
+PEEK_BYTES = 1 << 20
+_KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"')
+
+
+@dataclass
+class RankInput:
+    """One rank's artifacts in storage (any may be missing)."""
+
+    rank: int | None
+    name: str
+    trace_key: str | None = None
+    manifest_key: str | None = None
+    stacks_key: str | None = None
+    gpu_metrics_key: str | None = None
+    flight_recorder_key: str | None = None
+    must_be_kineto: bool = False
+    """a plain-folder file whose name alone does not say it is a trace: read it only if it is a Kineto document"""
+
+
+@dataclass
+class Layout:
+    session: bool
+    inputs: list[RankInput] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+_KEY_FIELDS = {
+    TRACE_FILE: "trace_key",
+    MANIFEST_FILE: "manifest_key",
+    STACKS_FILE: "stacks_key",
+    GPU_METRICS_FILE: "gpu_metrics_key",
+    FLIGHT_RECORDER_FILE: "flight_recorder_key",
+}
+
+
+def _session_inputs(location: StorageLocation, keys: list[str]) -> list[RankInput]:
+    by_rank: dict[int, RankInput] = {}
+    most = limits.current().max_world_size
+    for key in keys:
+        found = rank_artifact(location, key)  # either layout
+        if found is None or found[0] >= most:  # a rank beyond any world size is no rank
+            continue
+        rank, artifact = found
+        entry = by_rank.setdefault(rank, RankInput(rank=rank, name=f"rank {rank}"))
+        field_name = _KEY_FIELDS.get(artifact)
+        if field_name is not None:
+            setattr(entry, field_name, key)
+    return [by_rank[r] for r in sorted(by_rank)]
+
+
+def discover(store: Store, location: StorageLocation) -> Layout:
+    keys = store.list_keys(location)
+    ranks = _session_inputs(location, keys)
+    most = limits.current().max_ranks
+    if ranks:
+        return Layout(session=True, inputs=ranks[:most])
+    root = location.prefix.rstrip("/")
+    layout = Layout(session=False)
+    for key in keys:
+        name = PurePosixPath(key).name
+        directly_inside = key == root or PurePosixPath(key).parent == PurePosixPath(root or ".")
+        if not directly_inside:
+            continue
+        if name.endswith(TRACE_SUFFIXES):
+            layout.inputs.append(RankInput(rank=None, name=name, trace_key=key))
+        elif name.endswith(MAYBE_TRACE_SUFFIXES):
+            layout.inputs.append(RankInput(rank=None, name=name, trace_key=key, must_be_kineto=True))
+        else:
+            layout.notes.append(f"{name}: skipped, not a trace file (*.pt.trace.json[.gz] or a Kineto *.json[.gz])")
+    layout.inputs = layout.inputs[:most]
+    return layout
+
+
+def looks_like_kineto(data: bytes) -> bool:
+    """Whether the (plain or gzip) bytes start like a Kineto document: a JSON object with traceEvents or, first
+    of all, schemaVersion. Only the first PEEK_BYTES of the text are inflated."""
+    head = data[:PEEK_BYTES]
+    if data[:2] == b"\x1f\x8b":
+        try:
+            head = zlib.decompressobj(wbits=31).decompress(data[: 4 * PEEK_BYTES], PEEK_BYTES)
+        except zlib.error:
+            return False
+    text = head.lstrip()
+    if not text.startswith(b"{"):
+        return False
+    if _KINETO_KEYS[0] in head:
+        return True
+    return text[1:].lstrip().startswith(_KINETO_KEYS[1])

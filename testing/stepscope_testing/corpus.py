@@ -1,0 +1,164 @@
+"""The diagnosis' scenario corpus: real gloo jobs on CPU and multi-rank GPU jobs derived from real Kineto traces,
+each with its truth. bench/diagnosis_accuracy.py generates them (cached), analyses each folder as a user would
+and scores the verdicts.
+
+Built to resemble real jobs, not the detector: balanced jobs and jobs where every rank got uniformly slower
+(several runs each, 2 to 16 ranks, to measure false alarms), compute stragglers from 20% to 2x, host stalls with
+and without annotations (collate_fn, plain Python, time.sleep in logging, GC pressure, a user's own region), two
+stragglers at once, GPU jobs (balanced, uniform, a ~7% compute straggler, host stalls), and hangs (one rank stuck in
+data loading, one in a different collective) whose verdict the hang diagnosis owns.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stepscope_testing.gloo_jobs import GlooJob, run_job
+from stepscope_testing.gpu_jobs import GpuJob, write_job
+
+HTA_TRACES = Path("/work/shared/data/traces/hta")
+QUIET = (3.0, 600.0)
+"""before each real gloo job: wait up to 10 minutes for a 1-minute load average of at most 3 (the machine is
+shared; the load it ran under is recorded in truth.json)"""
+GPU_SOURCES = {
+    "ddp": "nccl_2rank_rank0.json.gz",  # DDP CNN on A100s, all-reduce
+    "dlrm": "nccl_8rank_rank3.json.gz",  # recommendation model: all-to-all + all-reduce
+}
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    group: str
+    job: GlooJob | GpuJob
+
+    @property
+    def truth(self) -> dict[str, Any]:
+        return self.job.truth()
+
+    @property
+    def is_hang(self) -> bool:
+        return isinstance(self.job, GlooJob) and self.job.fault.startswith("hang")
+
+    @property
+    def balanced(self) -> bool:
+        return self.truth.get("kind") == "balanced"
+
+    def generate(self, out: Path) -> Path:
+        if isinstance(self.job, GlooJob):
+            return run_job(self.job, out, timeout_s=240.0 if self.is_hang else 900.0, quiet=QUIET)
+        return write_job(self.job, out)
+
+
+def _gloo(group: str, name: str, world: int, **kw: Any) -> Scenario:
+    return Scenario(name, group, GlooJob(name=name, world=world, **kw))
+
+
+def _gpu(group: str, name: str, source: str, world: int, **kw: Any) -> Scenario:
+    return Scenario(name, group, GpuJob(name=name, source=str(HTA_TRACES / GPU_SOURCES[source]), world=world, **kw))
+
+
+def balanced() -> list[Scenario]:
+    out = [_gloo("balanced", f"cpu-balanced-2r-mlp-{s}", 2, seed=s) for s in range(3)]
+    out += [_gloo("balanced", f"cpu-balanced-2r-loader-{s}", 2, model="loader", seed=s) for s in range(2)]
+    out += [_gloo("balanced", f"cpu-balanced-4r-mlp-{s}", 4, seed=s) for s in range(4)]
+    out += [_gloo("balanced", f"cpu-balanced-4r-loader-{s}", 4, model="loader", seed=s) for s in range(2)]
+    out += [_gloo("balanced", "cpu-balanced-4r-cnn", 4, model="cnn", batch=32)]
+    out += [_gloo("balanced", "cpu-balanced-4r-accum", 4, model="accum")]
+    out += [_gloo("balanced", f"cpu-balanced-4r-hook-{s}", 4, capture="hook", seed=s) for s in range(2)]
+    out += [_gloo("balanced", f"cpu-balanced-8r-mlp-{s}", 8, seed=s, steps=6) for s in range(2)]
+    out += [_gloo("balanced", "cpu-balanced-8r-cnn", 8, model="cnn", steps=6, batch=32)]
+    out += [_gloo("balanced", f"cpu-balanced-16r-mlp-{s}", 16, seed=s, steps=6, batch=64) for s in range(2)]
+    out += [_gpu("balanced", f"gpu-balanced-{w}r-{src}-{s}", src, w, seed=s, repeat=2 if src == "ddp" else 1)
+            for w, src, s in ((2, "ddp", 0), (2, "ddp", 1), (4, "dlrm", 0), (4, "dlrm", 1), (8, "dlrm", 2),
+                              (8, "ddp", 3), (16, "dlrm", 4), (16, "ddp", 5))]  # fmt: skip
+    return out
+
+
+def uniform() -> list[Scenario]:
+    return [
+        _gloo("uniform", "cpu-uniform-2r-mlp-1.5x", 2, fault="uniform", amount=1.5),
+        _gloo("uniform", "cpu-uniform-4r-cnn-1.5x", 4, model="cnn", fault="uniform", amount=1.5, batch=32),
+        _gloo("uniform", "cpu-uniform-8r-mlp-2x", 8, fault="uniform", amount=2.0, steps=6),
+        _gloo("uniform", "cpu-uniform-16r-mlp-1.5x", 16, fault="uniform", amount=1.5, steps=6, batch=64),
+        _gpu("uniform", "gpu-uniform-4r-dlrm-1.3x", "dlrm", 4, scale=dict.fromkeys(range(4), 1.3), seed=7),
+        _gpu("uniform", "gpu-uniform-8r-ddp-1.2x", "ddp", 8, scale=dict.fromkeys(range(8), 1.2), repeat=2, seed=8),
+    ]
+
+
+def compute_stragglers() -> list[Scenario]:
+    """Real CPU jobs: 2 ranks have a core each; from 4 ranks on, the ranks share 2 cores and the scheduler alone
+    makes healthy ranks differ by up to ~1.75x, so the stragglers there do twice the work (a batch twice as large).
+    16 ranks on 2 cores (8 per core) are balanced and uniform runs only: there the scheduler's stretches exceed a
+    2x straggler's own work. GPU jobs are quiet: 20% to 2x, 2 to 16 ranks."""
+    return [
+        _gloo("compute", "cpu-compute-2r-mlp-1.5x", 2, fault="compute", slow_ranks=(0,), amount=1.5),
+        _gloo("compute", "cpu-compute-2r-mlp-2x", 2, fault="compute", slow_ranks=(1,), amount=2.0),
+        _gloo("compute", "cpu-compute-4r-mlp-2x", 4, fault="compute", slow_ranks=(2,), amount=2.0),
+        _gloo(
+            "compute", "cpu-compute-4r-cnn-2x", 4, model="cnn", fault="compute", slow_ranks=(3,), amount=2.0, batch=32
+        ),
+        _gloo("compute", "cpu-compute-4r-loader-2x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=2.0),
+        _gloo("compute", "cpu-compute-8r-mlp-2x", 8, fault="compute", slow_ranks=(5,), amount=2.0, steps=6),
+        _gpu("compute", "gpu-compute-2r-ddp-2x", "ddp", 2, scale={1: 2.0}, repeat=2, seed=11),
+        _gpu("compute", "gpu-compute-4r-dlrm-1.2x", "dlrm", 4, scale={2: 1.2}, seed=12),
+        _gpu("compute", "gpu-compute-8r-dlrm-1.11x-7pct", "dlrm", 8, scale={6: 1.11}, seed=13),
+        _gpu("compute", "gpu-compute-16r-ddp-1.5x", "ddp", 16, scale={12: 1.5}, repeat=2, seed=14),
+    ]
+
+
+def host_stalls() -> list[Scenario]:
+    return [
+        _gloo("host", "cpu-host-2r-loader-collate", 2, model="loader", fault="collate", slow_ranks=(0,), amount=25),
+        _gloo("host", "cpu-host-4r-loader-collate", 4, model="loader", fault="collate", slow_ranks=(1,), amount=30),
+        _gloo("host", "cpu-host-4r-mlp-python", 4, fault="python", slow_ranks=(2,), amount=30),
+        _gloo(
+            "host",
+            "cpu-host-8r-cnn-python",
+            8,
+            model="cnn",
+            fault="python",
+            slow_ranks=(6,),
+            amount=40,
+            steps=6,
+            batch=32,
+        ),
+        _gloo("host", "cpu-host-4r-mlp-sleep-log", 4, fault="sleep_log", slow_ranks=(3,), amount=30),
+        _gloo("host", "cpu-host-4r-accum-sleep-log", 4, model="accum", fault="sleep_log", slow_ranks=(0,), amount=25),
+        _gloo("host", "cpu-host-4r-mlp-gc", 4, fault="gc", slow_ranks=(1,)),
+        _gloo("host", "cpu-host-4r-hook-annotated", 4, fault="annotated", slow_ranks=(2,), amount=30, capture="hook"),
+        _gloo("host", "cpu-host-2r-hook-python", 2, fault="python", slow_ranks=(1,), amount=25, capture="hook"),
+        _gpu("host", "gpu-host-4r-dlrm-stall", "dlrm", 4, host_stall_us={1: 8000.0}, seed=21),
+        _gpu("host", "gpu-host-8r-ddp-stall", "ddp", 8, host_stall_us={3: 30000.0}, repeat=2, seed=22),
+    ]
+
+
+def two_stragglers() -> list[Scenario]:
+    return [
+        _gloo("two", "cpu-two-4r-mlp-compute", 4, fault="compute", slow_ranks=(1, 3), amount=2.0),
+        _gloo(
+            "two",
+            "cpu-two-8r-loader-collate",
+            8,
+            model="loader",
+            fault="collate",
+            slow_ranks=(2, 5),
+            amount=40,
+            steps=6,
+        ),
+        _gpu("two", "gpu-two-8r-dlrm-compute", "dlrm", 8, scale={1: 1.25, 6: 1.25}, seed=31),
+        _gpu("two", "gpu-two-4r-dlrm-compute-host", "dlrm", 4, scale={0: 1.3}, host_stall_us={3: 12000.0}, seed=32),
+    ]
+
+
+def hangs() -> list[Scenario]:
+    return [
+        _gloo("hang", "cpu-hang-4r-data", 4, fault="hang_data", slow_ranks=(2,), capture="hook"),
+        _gloo("hang", "cpu-hang-4r-collective", 4, fault="hang_collective", slow_ranks=(1,), capture="hook"),
+    ]
+
+
+def corpus() -> list[Scenario]:
+    return balanced() + uniform() + compute_stragglers() + host_stalls() + two_stragglers() + hangs()

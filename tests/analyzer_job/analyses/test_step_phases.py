@@ -1,0 +1,54 @@
+"""Step phases on real CPU traces (the committed 2-rank gloo pair): the six phases add up to each step, the rank
+that sleeps before its all_reduce shows it as host time outside the step's work (`other`, no annotation around it),
+named by where it happens, and the rank that waits for it shows `communication_wait`."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from stepscope_analyzer.analyses import summarize_trace
+from stepscope_contract.report import RankReport
+
+pytestmark = pytest.mark.unit
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SLEEP_US = 20_000.0
+
+
+@pytest.fixture(scope="module")
+def pair() -> tuple[RankReport, RankReport]:
+    r0, r1 = (summarize_trace(FIXTURES / f"gloo_2rank_rank{i}.pt.trace.json.gz") for i in (0, 1))
+    return r0, r1
+
+
+def test_phases_add_up_to_each_step(pair: tuple[RankReport, RankReport]) -> None:
+    for r in pair:
+        assert r.phases is not None and len(r.step_phases) == r.steps.count == 4
+        for phases, step in zip(r.step_phases, r.steps.durations_us, strict=True):
+            assert math.isclose(sum(phases.model_dump().values()), step, rel_tol=1e-6)
+        assert math.isclose(sum(r.phases.model_dump().values()), r.steps.mean_us, rel_tol=1e-6)
+        assert r.phases.forward > 0 and r.phases.backward > 0 and r.phases.optimizer > 0
+
+
+def test_an_unannotated_sleep_is_host_time_and_the_other_rank_waits(pair: tuple[RankReport, RankReport]) -> None:
+    r0, r1 = pair
+    assert r1.phases is not None and r0.phases is not None
+    assert r1.phases.other >= 0.9 * SLEEP_US and r0.phases.other < 0.2 * SLEEP_US
+    assert r0.phases.communication_wait >= 0.9 * SLEEP_US and r1.phases.communication_wait < 0.3 * SLEEP_US
+    assert r1.host_time >= 0.9 * SLEEP_US * r1.steps.count
+    gap = max((b for b in r1.top_functions if b.category == "host_gap"), key=lambda b: b.total_us)
+    assert gap.total_us >= 0.9 * SLEEP_US * (r1.steps.count - 1)  # the first step may start elsewhere
+    assert gap.name.startswith("host time between") and "c10d::allreduce_" in gap.name
+
+
+def test_cpu_ranks_show_cpu_figures_and_no_gpu_ones(pair: tuple[RankReport, RankReport]) -> None:
+    for r in pair:
+        assert r.device == "cpu"
+        assert r.gpu_utilization is None and r.idle_breakdown is None and r.idle_breakdown_by_stream == []
+        assert r.cpu_utilization is not None and 0.0 < r.cpu_utilization < 1.0
+        assert len(r.step_dilation) == r.steps.count and all(d >= 1.0 for d in r.step_dilation)
+        assert r.captured_from_unix_s is not None and r.captured_to_unix_s is not None
+        assert r.captured_to_unix_s > r.captured_from_unix_s
+        assert r.job_fingerprint == "gloo/2/0:default_pg[2]"

@@ -1,0 +1,47 @@
+"""Telling traces of different jobs apart: world size, process groups, recording time; the largest group is the
+job that is diagnosed, and ranks that say nothing of this go with it."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope_analyzer.job_groups import split_jobs
+from stepscope_contract.report import RankReport
+
+pytestmark = pytest.mark.unit
+T0 = 1_790_000_000.0
+
+
+def _rank(
+    rank: int, world: int | None = 4, start: float | None = T0, fp: str | None = "gloo/4/0:default_pg[4]"
+) -> RankReport:
+    end = None if start is None else start + 2.0
+    return RankReport(rank=rank, world_size=world, job_fingerprint=fp, captured_from_unix_s=start,
+                      captured_to_unix_s=end)  # fmt: skip
+
+
+def test_one_job_is_one_group() -> None:
+    ranks = [_rank(r, start=T0 + 0.05 * r) for r in range(4)]  # clocks of different nodes differ a little
+    assert split_jobs(ranks).foreign == {}
+
+
+def test_another_world_size_is_another_job() -> None:
+    ranks = [_rank(r) for r in range(4)] + [_rank(4, world=8, fp="gloo/8/0:default_pg[8]")]
+    groups = split_jobs(ranks)
+    assert groups.foreign == {4: "world size 8, not 4"}
+    assert groups.note is not None and "rank 4 is not from the job of ranks 0-3, left out" in groups.note
+
+
+def test_other_process_groups_are_another_job() -> None:
+    ranks = [_rank(r) for r in range(3)] + [_rank(3, fp="gloo/4/0:default_pg[4],1:tp[2]")]
+    assert "process groups" in split_jobs(ranks).foreign[3]
+
+
+def test_a_later_recording_is_another_job() -> None:
+    ranks = [_rank(r) for r in range(3)] + [_rank(r, start=T0 + 1800) for r in (3, 4)]
+    assert split_jobs(ranks).foreign == {3: "recorded 30 min apart", 4: "recorded 30 min apart"}
+
+
+def test_ranks_that_say_nothing_go_with_the_largest_group() -> None:
+    ranks = [_rank(r) for r in range(3)] + [_rank(3, world=None, start=None, fp=None)]
+    assert split_jobs(ranks).foreign == {}
