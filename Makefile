@@ -86,6 +86,7 @@ bench: $(BENCH_STAMP) ## benchmarks against the peers (HTA), printed as ratios
 
 crds: venv ## regenerate crds/ and the chart's CRD from the contract models
 	$(BIN)/python tools/gen_crds.py crds/profilesessions.stepscope.dev.yaml helm/stepscope/crds/profilesessions.stepscope.dev.yaml
+	$(BIN)/python tools/gen_crds.py crds/profiletriggers.stepscope.dev.yaml helm/stepscope/crds/profiletriggers.stepscope.dev.yaml
 
 images: ## build the three images (needs a Docker engine; not part of make test)
 	docker build -f images/operator.Dockerfile -t stepscope/operator:dev .

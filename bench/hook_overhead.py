@@ -1,7 +1,9 @@
 """Step time of a ~10 ms CPU training step: without the hook, with the idle hook, and while the hook captures,
 beside plain torch.profiler on the same steps. One process, interleaved blocks, medians. Exit 1 if the idle
-overhead (the hook's measured cost per step boundary over the step time) is 0.5% or more; the end-to-end
-median ratio is printed beside it, but on a shared machine its noise is larger than the effect.
+overhead (the hook's measured cost per step boundary over the step time) is 0.5% or more, or if the hook with step
+telemetry on (its boundary writing the step into the ring file, plus the timing of one backward() call) costs 0.1%
+of the step or more; the end-to-end median ratio is printed beside them, but on a shared machine its noise is larger
+than the effect.
 
 Then the cost of PyTorch's Flight Recorder, which injection turns on (TORCH_FR_BUFFER_SIZE, 2000 entries by
 default): the time of one collective with the recorder off and on (a one-rank gloo group, so that the network's
@@ -29,8 +31,10 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sidecar"))
 from stepscope_hook._runtime import Hook
+from stepscope_hook._telemetry import ENV_SWITCH, _Timing
 
 IDLE_BAR = 0.005
+TELEMETRY_BAR = 0.001
 
 
 def make_step(target_ms: float) -> tuple[torch.optim.Optimizer, object]:
@@ -98,12 +102,10 @@ def main() -> int:
             statistics.median(idle[-args.steps_per_block :]) / statistics.median(plain[-args.steps_per_block :])
         )
 
-    # 2. the hook's own idle cost per boundary, measured directly (the figure noise cannot hide)
+    # 2. the hook's own idle cost per boundary, measured directly (the figure noise cannot hide): with step telemetry
+    # off and on (the deployed default), in alternating rounds; plus what timing one backward() call adds
     n = 200_000
-    t0 = time.perf_counter()
-    for _ in range(n):
-        hook.on_step()
-    per_call = (time.perf_counter() - t0) / n
+    per_call, per_call_off, wrapper = direct_costs(n)
 
     # 3. capture: the hook recording N steps vs plain torch.profiler on N steps
     handle = register(hook.optimizer_hook)
@@ -150,7 +152,13 @@ def main() -> int:
     m_cap, m_prof = statistics.median(captured), statistics.median(prof_steps)
     print(f"step (no hook)          median {m_plain * 1e3:8.3f} ms over {len(plain)} steps")
     print(f"step (idle hook)        median {m_idle * 1e3:8.3f} ms over {len(idle)} steps")
-    print(f"hook idle cost per step        {per_call * 1e6:8.3f} us (direct, {n} calls)")
+    print(f"hook idle cost per step        {per_call_off * 1e6:8.3f} us (direct, {n} calls, step telemetry off)")
+    telemetry = per_call + wrapper - per_call_off
+    print(
+        f"hook idle cost per step        {per_call * 1e6:8.3f} us (direct, step telemetry on: the ring write)"
+        f" + {wrapper * 1e6:.3f} us (timing one backward() call)"
+    )
+    print(f"step telemetry's own cost      {telemetry * 1e6:8.3f} us per step")
     print(
         f"step (hook capturing)   median {m_cap * 1e3:8.3f} ms over {len(captured)} steps;"
         f" export {t_export * 1e3:.1f} ms"
@@ -159,17 +167,60 @@ def main() -> int:
         f"step (torch.profiler)   median {m_prof * 1e3:8.3f} ms over {len(prof_steps)} steps;"
         f" export {plain_export * 1e3:.1f} ms"
     )
-    direct = per_call / m_plain
+    direct = per_call_off / m_plain
+    with_telemetry = (per_call + wrapper) / m_plain
     print(f"ratio idle/no-hook (medians)   {m_idle / m_plain:.4f}")
     print(f"ratio idle/no-hook (median of {len(pair_ratios)} block pairs) {statistics.median(pair_ratios):.4f}")
     print(f"idle overhead (direct)         {direct * 100:.4f} % of a step  (bar < {IDLE_BAR * 100:.1f} %)")
+    print(
+        f"overhead, telemetry on         {with_telemetry * 100:.4f} % of a {m_plain * 1e3:.1f} ms step"
+        f"  (bar < {TELEMETRY_BAR * 100:.1f} %; ratio to the bar {with_telemetry / TELEMETRY_BAR:.3f})"
+    )
     print(f"ratio capturing/no-hook        {m_cap / m_plain:.4f}")
     print(f"ratio torch.profiler/no-hook   {m_prof / m_plain:.4f}")
     print(f"ratio capturing/torch.profiler {m_cap / m_prof:.4f}")
-    ok = direct < IDLE_BAR
-    print("idle overhead under the bar" if ok else "IDLE OVERHEAD OVER THE BAR")
+    ok = direct < IDLE_BAR and with_telemetry < TELEMETRY_BAR
+    print("idle overhead and telemetry overhead under their bars" if ok else "OVERHEAD OVER THE BAR")
     flight_recorder_cost(args.fr_rounds, m_plain)
     return 0 if ok else 1
+
+
+def direct_costs(calls: int, rounds: int = 6) -> tuple[float, float, float]:
+    """(per boundary with step telemetry on, per boundary with it off, the backward() timing wrapper per call), the
+    median of `rounds` alternating rounds of `calls` calls each, on hooks of their own."""
+    hooks = {}
+    for on in (True, False):
+        os.environ[ENV_SWITCH] = "1" if on else "0"
+        hooks[on] = Hook(tempfile.mkdtemp(prefix="stepscope-bench-"), poll_seconds=0.2)
+        hooks[on].on_step()  # registers (the recorder opens here when on)
+    os.environ.pop(ENV_SWITCH, None)
+    assert hooks[True].telemetry is not None and hooks[False].telemetry is None
+    costs: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for on in (True, False) if r % 2 == 0 else (False, True):
+            on_step = hooks[on].on_step
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                on_step()
+            costs[on].append((time.perf_counter() - t0) / calls)
+    for h in hooks.values():
+        h.enabled = False
+
+    def plain(x: int) -> int:
+        return x
+
+    timed = _Timing.wrap(plain, "backward_s")
+    _Timing.recorder = hooks[True].telemetry
+    deltas = []
+    for _ in range(rounds):
+        t0 = time.perf_counter()
+        for i in range(calls):
+            plain(i)
+        t1 = time.perf_counter()
+        for i in range(calls):
+            timed(i)
+        deltas.append(((time.perf_counter() - t1) - (t1 - t0)) / calls)
+    return statistics.median(costs[True]), statistics.median(costs[False]), max(statistics.median(deltas), 0.0)
 
 
 FR_BUFFER = 2000

@@ -8,7 +8,14 @@ from pathlib import Path
 
 # diagnosis_accuracy.py generates its scenario corpus once (real gloo jobs: about an hour on 2 shared cores) and
 # keeps it in .corpus/; later runs only analyse it.
-BENCHES = ["analyzer_vs_hta.py", "hook_overhead.py", "fanout.py", "report_browser.py", "diagnosis_accuracy.py"]
+BENCHES = [
+    "analyzer_vs_hta.py",
+    "hook_overhead.py",
+    "fanout.py",
+    "report_browser.py",
+    "diagnosis_accuracy.py",
+    "trigger_soak.py",
+]
 
 
 def main() -> int:

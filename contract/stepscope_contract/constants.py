@@ -44,3 +44,14 @@ ENV_STORAGE_ENDPOINT: Final = "STEPSCOPE_STORAGE_ENDPOINT"
 # the session's storage folder and the credentials that may delete it are recomputed from it (never from status,
 # which the analyzer may write); the analyzer reads its storage from it too.
 ACCEPTED_SPEC_ANNOTATION: Final = "stepscope.dev/accepted-spec"
+
+# The ProfileTrigger custom resource (same group and version): creates ProfileSessions from step telemetry.
+TRIGGER_KIND: Final = "ProfileTrigger"
+TRIGGER_PLURAL: Final = "profiletriggers"
+TRIGGER_SINGULAR: Final = "profiletrigger"
+TRIGGER_SHORT_NAME: Final = "proftrig"
+TRIGGER_CRD_NAME: Final = f"{TRIGGER_PLURAL}.{GROUP}"
+TRIGGER_LABEL: Final = "stepscope.dev/trigger"  # on the sessions a trigger creates: the trigger's name
+TRIGGER_CONDITION_ANNOTATION: Final = "stepscope.dev/trigger-condition"  # on those sessions: what fired
+TRIGGER_REASON_ANNOTATION: Final = "stepscope.dev/trigger-reason"  # on those sessions: why
+ENV_JOB_NAME: Final = "STEPSCOPE_JOB_NAME"  # the sidecar's job, as a label of its step metrics

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from pydantic import BaseModel
 
 from stepscope_contract.constants import (
     CATEGORY,
@@ -58,7 +59,7 @@ def _resolve(node: Any, defs: dict[str, Any]) -> Any:
     return out
 
 
-def structural_schema(model: type[ProfileSessionSpec] | type[ProfileSessionStatus]) -> dict[str, Any]:
+def structural_schema(model: type[BaseModel]) -> dict[str, Any]:
     raw = model.model_json_schema(by_alias=True, mode="validation")
     defs = raw.pop("$defs", {})
     schema = _resolve(raw, defs)

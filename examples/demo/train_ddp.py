@@ -2,7 +2,9 @@
 arrives through the environment only (PYTHONPATH + STEPSCOPE_HOOK_DIR set by the pod spec).
 
 Rank: JOB_COMPLETION_INDEX (Indexed Job) or RANK. World size: WORLD_SIZE (default 4).
-Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data) or compute (extra matmuls), SLOW_MS.
+Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data) or compute (extra matmuls), SLOW_MS;
+SLOW_AFTER_STEPS=<n>: balanced for n steps first, then that rank slows down (the trigger demo); SLOW_FOR_STEPS=<m>:
+slow for m steps, balanced for m steps, and so on (separate slowdowns).
 SLOW_MODE=hang: that rank stops for good in its data loading after HANG_AFTER_STEPS steps (default 100); the
 others then wait in their next all-reduce.
 SLOW_MODE=desync: every rank all-reduces 4 metrics after its optimizer step; after HANG_AFTER_STEPS steps that rank
@@ -63,6 +65,12 @@ def extra_compute(slow_ms: float) -> None:
             a = torch.tanh(a @ a)  # a slower device on this rank: more compute per step
 
 
+def slowed(step: int, after: int, period: int) -> bool:
+    """Whether the slow rank is slow at `step`: from step `after` on, for `period` steps out of every 2 x `period`
+    (always, when `period` is 0)."""
+    return step >= after and (period <= 0 or (step - after) // period % 2 == 0)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--steps", type=int, default=int(os.environ.get("STEPS", "0")), help="0: until killed")
@@ -77,7 +85,8 @@ def main(argv: list[str] | None = None) -> int:
     slow_rank = int(os.environ.get("SLOW_RANK", "-1"))
     mode = os.environ.get("SLOW_MODE", "host")
     slow_ms = float(os.environ.get("SLOW_MS", "60"))
-    slow = rank == slow_rank
+    slow_after = int(os.environ.get("SLOW_AFTER_STEPS", "0"))
+    slow_for = int(os.environ.get("SLOW_FOR_STEPS", "0"))
     torch.set_num_threads(1)
     torch.manual_seed(rank)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -88,11 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     )
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     loss_fn = nn.CrossEntropyLoss()
-    print(f"rank {rank}/{world} started (slow={slow} mode={mode} {slow_ms} ms)", flush=True)
+    print(f"rank {rank}/{world} started (slow={rank == slow_rank} mode={mode} {slow_ms} ms)", flush=True)
     step = 0
     started = time.perf_counter()
     hang_after = int(os.environ.get("HANG_AFTER_STEPS", "100"))
     while args.steps == 0 or step < args.steps:
+        slow = rank == slow_rank and slowed(step, slow_after, slow_for)
+        if rank == slow_rank and step > 0 and slow != slowed(step - 1, slow_after, slow_for):
+            what = "slows down" if slow else "is back to normal"
+            print(f"rank {rank} {what} at step {step} ({mode}, {slow_ms:g} ms per step)", flush=True)
         if slow and mode == "hang" and step >= hang_after:
             print(f"rank {rank} hangs at step {step}", flush=True)
             wait_forever()

@@ -22,6 +22,7 @@ from stepscope_storage.endpoints import ENV_OSS_ENDPOINT_TEMPLATE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "profilesessions.stepscope.dev.yaml"
+TRIGGER_CRD_PATH = REPO_ROOT / "crds" / "profiletriggers.stepscope.dev.yaml"
 
 
 class LocalCluster:
@@ -74,6 +75,7 @@ class LocalCluster:
             self.api.log_reader = self.runner.log_reader
             if self._apply_crd:
                 self.apply_file(CRD_PATH)
+                self.apply_file(TRIGGER_CRD_PATH)
         except BaseException:
             self.stop()
             raise

@@ -237,6 +237,10 @@ def run(args: argparse.Namespace) -> int:
         operator = start_operator(cluster, workdir, command, health_port, namespaces=TRAINING_NAMESPACE)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
+            if args.trigger:
+                from stepscope_local.demo_trigger import run_trigger
+
+                return run_trigger(args, cluster, workdir, operator=operator, health_port=health_port, started=started)
             stands_still = args.slow_mode in FAULT_LOG and args.slow_rank >= 0
             extra = {"HANG_AFTER_STEPS": str(args.fault_after)} if stands_still else None
             cluster.api.apply(
@@ -320,6 +324,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--hang-timeout", type=int, default=5, help="hang/desync: the session's stepTimeoutSeconds")
     parser.add_argument("--ready-timeout", type=float, default=120.0, help="seconds to wait for the training pods")
+    parser.add_argument(
+        "--trigger",
+        action="store_true",
+        help="no session by hand: the ProfileTrigger examples/triggers/profiletrigger.yaml fires when the slow rank "
+        "slows down (after --slow-after balanced steps) and creates the session",
+    )
+    parser.add_argument("--slow-after", type=int, default=600, help="--trigger: balanced steps before the slowdown")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
     parser.add_argument(

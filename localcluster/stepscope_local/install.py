@@ -98,6 +98,7 @@ def operator_env(cluster: LocalCluster, workdir: Path, health_port: int, namespa
         "STEPSCOPE_METRICS_PORT": str(free_port()),
         "STEPSCOPE_HEALTH_PORT": str(health_port),
         "STEPSCOPE_TICK_SECONDS": "0.5",
+        "STEPSCOPE_TRIGGER_TICK_SECONDS": "1",
         **storage_settings(cluster),
     }
 

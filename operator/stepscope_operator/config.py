@@ -24,6 +24,7 @@ class OperatorConfig:
     metrics_port: int = 8080
     health_port: int = 8081
     tick_seconds: float = 1.0
+    trigger_tick_seconds: float = 5.0  # how often ProfileTriggers are looked at (each has its own evaluation interval)
     shard_threshold: int = 64  # ranks above which the analysis is sharded into an Indexed Job
     local_mode: bool = False  # the embedded local cluster: file:// artifacts may be deleted
     extra_env: Mapping[str, str] = field(default_factory=dict)
@@ -57,6 +58,7 @@ class OperatorConfig:
             metrics_port=int(e.get("STEPSCOPE_METRICS_PORT", cls.metrics_port)),
             health_port=int(e.get("STEPSCOPE_HEALTH_PORT", cls.health_port)),
             tick_seconds=float(e.get("STEPSCOPE_TICK_SECONDS", cls.tick_seconds)),
+            trigger_tick_seconds=float(e.get("STEPSCOPE_TRIGGER_TICK_SECONDS", cls.trigger_tick_seconds)),
             shard_threshold=int(e.get("STEPSCOPE_SHARD_THRESHOLD", cls.shard_threshold)),
             local_mode=e.get("STEPSCOPE_LOCAL_MODE", "").strip().lower() in ("1", "true", "yes"),
             extra_env=extra,

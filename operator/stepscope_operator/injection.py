@@ -26,6 +26,7 @@ from typing import Any
 from stepscope_contract.constants import (
     DEFAULT_SIDECAR_PORT,
     ENV_HOOK_DIR,
+    ENV_JOB_NAME,
     ENV_NODE_NAME,
     ENV_POD_NAME,
     ENV_POD_NAMESPACE,
@@ -36,6 +37,7 @@ from stepscope_contract.constants import (
     SIDECAR_CONTAINER_NAME,
     SIDECAR_PORT_ANNOTATION,
 )
+from stepscope_operator.targets import JOB_NAME, JOB_NAME_LEGACY, JOBSET_NAME, PYTORCHJOB_NAME
 from stepscope_storage.credentials import ENV_ACCESS_KEY_ID, ENV_SECRET_ACCESS_KEY, secret_env
 
 JSONPatchOp = dict[str, Any]
@@ -269,6 +271,19 @@ def _training_env(existing: list[dict[str, Any]], fr_buffer_size: int = DEFAULT_
     return env
 
 
+JOB_NAME_LABELS = (PYTORCHJOB_NAME, JOBSET_NAME, JOB_NAME, JOB_NAME_LEGACY)
+
+
+def with_job_name(sidecar: dict[str, Any], pod: Mapping[str, Any]) -> dict[str, Any]:
+    """The sidecar with STEPSCOPE_JOB_NAME (the job_name label of its step metrics) from the pod's job label, when the
+    pod has one (PyTorchJob, JobSet and TrainJob, batch Job)."""
+    labels = (pod.get("metadata") or {}).get("labels") or {}
+    key = next((k for k in JOB_NAME_LABELS if labels.get(k)), None)
+    if key is not None:
+        sidecar["env"].append(_field_env(ENV_JOB_NAME, f"metadata.labels['{key}']"))
+    return sidecar
+
+
 def _training_indices(pod: Mapping[str, Any]) -> list[int]:
     metadata = pod.get("metadata") or {}
     containers = (pod.get("spec") or {}).get("containers") or []
@@ -320,7 +335,7 @@ def mutate(
             {"name": RUN_VOLUME, "mountPath": RUN_PATH},
         ]
         ops.extend(_append_ops(f"/spec/containers/{i}/volumeMounts", container.get("volumeMounts"), mounts))
-    added = [init_container(config), sidecar_container(config)]
+    added = [init_container(config), with_job_name(sidecar_container(config), pod)]
     ops.extend(_append_ops("/spec/initContainers", spec.get("initContainers"), added))
     ops.extend(_append_ops("/spec/volumes", spec.get("volumes"), volumes(config)))
     return ops

@@ -110,3 +110,48 @@ class Kube:
 
     def close(self) -> None:
         self._api.close()
+
+    # -- what ProfileTriggers need: their sessions, listed by label, created and pruned ----------------------------
+
+    async def list_sessions_selected(self, namespace: str, label_selector: str) -> list[dict[str, Any]]:
+        def call() -> list[dict[str, Any]]:
+            listed = self._custom.list_namespaced_custom_object(
+                GROUP, VERSION, namespace, PLURAL, label_selector=label_selector
+            )
+            items: list[dict[str, Any]] = listed.get("items") or []
+            return items
+
+        return await asyncio.to_thread(call)
+
+    async def create_session(self, namespace: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """(the session, created); one of that name that exists already (a retry) is returned as is."""
+
+        def call() -> tuple[dict[str, Any], bool]:
+            try:
+                obj: dict[str, Any] = self._custom.create_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, body
+                )
+                return obj, True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                existing: dict[str, Any] = self._custom.get_namespaced_custom_object(
+                    GROUP, VERSION, namespace, PLURAL, body["metadata"]["name"]
+                )
+                return existing, False
+
+        return await asyncio.to_thread(call)
+
+    async def delete_session(self, namespace: str, name: str) -> bool:
+        """Delete a session (its finalizer then runs); False when it was gone already."""
+
+        def call() -> bool:
+            try:
+                self._custom.delete_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+                return True
+            except ApiException as exc:
+                if exc.status == 404:
+                    return False
+                raise
+
+        return await asyncio.to_thread(call)

@@ -42,6 +42,16 @@ def iso(moment: datetime) -> str:
     return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def parse_time(text: object) -> datetime | None:
+    """An RFC 3339 time as written by `iso` (None when absent or unreadable)."""
+    if not isinstance(text, str) or not text:
+        return None
+    try:
+        return datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
 def target_state(capture: CaptureState) -> TargetState:
     return _CAPTURE_TO_TARGET[capture]
 

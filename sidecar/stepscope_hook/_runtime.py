@@ -27,6 +27,7 @@ from ._files import read_json, write_json_atomic, write_text_atomic
 from ._flight_recorder import write_flight_recorder
 from ._options import dump_only, read_options, step_timeout
 from ._stacks import WATCHDOG_THREAD, format_all_stacks, format_exit_stacks
+from ._telemetry import StepRecorder, open_recorder
 
 REQUEST_FILE = "request.json"
 STATE_DIR = "state"
@@ -90,6 +91,8 @@ class Hook:
         self._pending: Optional[Dict[str, Any]] = None
         self._watchdog: Optional[threading.Thread] = None
         self._handle: Any = None
+        self.telemetry: Optional[StepRecorder] = None  # step telemetry ring (from the first step boundary)
+        self._was_busy = False  # a capture was in hand at the previous boundary (its export ends the next step)
 
     # ------------------------------------------------------------------ step boundaries (training thread)
 
@@ -107,6 +110,11 @@ class Hook:
         if not self.enabled:
             return
         now = time.monotonic()
+        recorder = self.telemetry
+        if recorder is not None:
+            busy = self.active is not None
+            recorder.record(now, busy or self._was_busy)
+            self._was_busy = busy
         self.last_step = now
         self.step_count += 1
         if self.active is None and now < self.next_check:
@@ -121,15 +129,15 @@ class Hook:
             if not self.enabled:
                 return
             if not self.registered:
-                self._register()
+                self._register(now)
             if now >= self.next_check:
                 self.next_check = now + self.poll_seconds
                 self._poll_request(now)
             if self.active is not None:
                 self._advance(now)
 
-    def _register(self) -> None:
-        """First step boundary: learn who we are, report in, start the watchdog."""
+    def _register(self, now: float) -> None:
+        """First step boundary: learn who we are, report in, start the watchdog and the step telemetry."""
         self.registered = True
         rank = _env_int("RANK")
         world = _env_int("WORLD_SIZE")
@@ -147,6 +155,9 @@ class Hook:
         self._watchdog = threading.Thread(target=self._watch, name=WATCHDOG_THREAD, daemon=True)
         self._watchdog.start()
         atexit.register(self.at_exit)
+        self.telemetry = open_recorder(self.hook_dir, self.rank, self.world_size, now)
+        if self.telemetry is not None:
+            atexit.register(self.telemetry.close)
 
     # ------------------------------------------------------------------ requests
 
@@ -458,6 +469,8 @@ class Hook:
     def disable(self, reason: str, capture_id: Optional[str] = None) -> None:
         """Switch the hook off for good; best effort to say why. Never raises."""
         self.enabled = False
+        if self.telemetry is not None:
+            self.telemetry.close(2)
         with contextlib.suppress(Exception):
             active, self.active = self.active, None
             if active is not None:

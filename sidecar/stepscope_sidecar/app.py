@@ -13,6 +13,7 @@ from stepscope_contract.wire import CaptureRequest, ErrorBody
 from stepscope_sidecar.agent import Agent, Busy
 from stepscope_sidecar.auth import authorized
 from stepscope_sidecar.destinations import DestinationError, DestinationPolicy
+from stepscope_sidecar.step_routes import add_step_telemetry
 
 AGENT_KEY: web.AppKey[Agent] = web.AppKey("agent", Agent)
 TOKEN_KEY: web.AppKey[str] = web.AppKey("token", str)
@@ -111,5 +112,6 @@ def build_app(agent: Agent, token: str, destinations: DestinationPolicy) -> web.
     app.router.add_get("/v1/status", agent_status)
     app.router.add_get("/healthz", healthz)
     app.router.add_get("/metrics", metrics)
+    add_step_telemetry(app, agent.hooks.root, agent.config.pod, agent.metrics.registry)
     app.on_shutdown.append(_on_shutdown)
     return app

@@ -1,5 +1,6 @@
 """RBAC checked against real traffic: a whole session on the local cluster (operator, sidecars, analyzer Job, and the
-cleanup Job that deletes the artifacts on delete), with the emulator recording which identity made which request.
+cleanup Job that deletes the artifacts on delete), then a ProfileTrigger that fires on a slow rank, whose session runs
+and is deleted by its history limit, with the emulator recording which identity made which request.
 Every request of the operator and of the analyzer's ServiceAccount is allowed by the Roles/ClusterRoles the Helm
 chart renders for the same install (operator watching `default`, release namespace stepscope-system); every rule the
 chart grants is used, or listed in GRANTED_BUT_UNUSED with the reason; the training pods (sidecars) make no request at
@@ -18,7 +19,9 @@ from stepscope_local.demo import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE
 from stepscope_local.kube.identity import ANONYMOUS, Request, service_account_user
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helm"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from helm_chart import HELM, Rule, grants, render
+from trigger_manifests import write_trigger
 
 API = "stepscope.dev/v1alpha1"
 BUCKET = "stepscope-demo"  # the e2e cluster's bucket
@@ -41,6 +44,10 @@ GRANTED_BUT_UNUSED: dict[str, dict[Rule, str]] = {
         ),
         ("jobset.x-k8s.io", "jobsets", "get"): (
             "a JobSet or TrainJob reference reads the JobSet for its ranks (test_trainjob.py); this one targets a Job"
+        ),
+        ("stepscope.dev", "profiletriggers/finalizers", "update"): (
+            "OwnerReferencesPermissionEnforcement checks it when the operator creates a session owned by a trigger "
+            "(blockOwnerDeletion); a permission check, never a request"
         ),
     },
     ANALYZER: {},
@@ -65,6 +72,28 @@ def _wait_gone(env: Env, name: str, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
+def _trigger_fires_and_prunes(e2e: Env) -> None:
+    """A trigger on a training whose rank 2 is slow: it fires, its session runs, history limit 0 deletes it."""
+    e2e.start_training("rbac-slow", slow_rank=2)
+    try:
+        e2e.ready_pods("rbac-slow")
+        limits = {"successfulSessionsHistoryLimit": 0, "failedSessionsHistoryLimit": 0}
+        path = write_trigger(e2e.workdir, "rbac-watch", "rbac-slow", {"straggler": {"forSeconds": 0}}, **limits)
+        applied = e2e.cluster.kubectl("apply", "-f", str(path))
+        assert applied.returncode == 0, applied.stderr
+        deadline = time.monotonic() + 300
+        while True:
+            status = (e2e.cluster.api.get(API, "profiletriggers", "default", "rbac-watch") or {}).get("status") or {}
+            sessions = status.get("sessions") or []
+            if sessions and sessions[0].get("phase") == "Deleted":
+                break
+            assert time.monotonic() < deadline, status
+            time.sleep(0.5)
+        _wait_gone(e2e, sessions[0]["name"])
+    finally:
+        e2e.stop_training("rbac-slow")
+
+
 def test_every_request_is_granted_by_the_chart_and_every_grant_is_used(e2e: Env) -> None:
     assert HELM.is_file(), "run `make tools` (the pinned helm binary)"
     e2e.start_training("rbac-train")
@@ -83,6 +112,7 @@ def test_every_request_is_granted_by_the_chart_and_every_grant_is_used(e2e: Env)
         assert s3.list_objects_v2(Bucket=BUCKET, Prefix=folder + "/").get("KeyCount", 0) == 0
     finally:
         e2e.stop_training("rbac-train")
+    _trigger_fires_and_prunes(e2e)
 
     audit = e2e.cluster.api.audit
     docs = render(sets=("operator.watchNamespaces={default}",))
@@ -104,4 +134,5 @@ def test_every_request_is_granted_by_the_chart_and_every_grant_is_used(e2e: Env)
     assert not audit.requests(TRAINING), f"training pods called the API: {audit.requests(TRAINING)[:5]}"
     # kubectl sends no bearer token over plain HTTP: the user's `kubectl apply` of the session is anonymous here
     anonymous = {(r.resource, r.verb) for r in audit.requests(ANONYMOUS)}
-    assert anonymous <= {("profilesessions", "create"), ("profilesessions", "get")}, audit.requests(ANONYMOUS)
+    allowed = {(kind, verb) for kind in ("profilesessions", "profiletriggers") for verb in ("create", "get")}
+    assert anonymous <= allowed, audit.requests(ANONYMOUS)

@@ -25,7 +25,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
 # Kinds of other projects' CRDs (cert-manager, Prometheus Operator): no schema in kubernetes-validate.
-FOREIGN_KINDS = {"cert-manager.io/v1": {"Issuer", "Certificate"}, "monitoring.coreos.com/v1": {"ServiceMonitor"}}
+FOREIGN_KINDS = {
+    "cert-manager.io/v1": {"Issuer", "Certificate"},
+    "monitoring.coreos.com/v1": {"ServiceMonitor", "PodMonitor"},
+}
 VALUE_SETS = {"default": (), "ci": (CI_VALUES,)}
 
 
@@ -79,7 +82,9 @@ def test_rendered_objects_are_valid_kubernetes(values: str, version: str) -> Non
     for doc in docs:
         if doc["kind"] in FOREIGN_KINDS.get(doc["apiVersion"], set()):
             seen_foreign.add(doc["kind"])
-            assert doc["metadata"]["namespace"] == RELEASE_NAMESPACE and doc["spec"]
+            training = doc["kind"] == "PodMonitor"  # one per training namespace
+            assert training or doc["metadata"]["namespace"] == RELEASE_NAMESPACE
+            assert doc["spec"]
             continue
         kubernetes_validate.validate(doc, version, strict=True)
     assert {d["kind"] for d in docs} >= {
@@ -90,7 +95,7 @@ def test_rendered_objects_are_valid_kubernetes(values: str, version: str) -> Non
         "Service",
         "MutatingWebhookConfiguration",
     }
-    assert seen_foreign == ({"Issuer", "Certificate", "ServiceMonitor"} if values == "ci" else set())
+    assert seen_foreign == ({"Issuer", "Certificate", "ServiceMonitor", "PodMonitor"} if values == "ci" else set())
 
 
 def test_rendered_objects_validate_through_the_cli(tmp_path: Path) -> None:
@@ -110,14 +115,16 @@ def test_rendered_objects_validate_through_the_cli(tmp_path: Path) -> None:
     assert "ERROR" not in result.stdout
 
 
-def test_chart_crd_is_the_generated_one() -> None:
-    chart_crd = CHART / "crds" / "profilesessions.stepscope.dev.yaml"
-    assert chart_crd.read_bytes() == (REPO / "crds" / "profilesessions.stepscope.dev.yaml").read_bytes(), (
-        "helm/stepscope/crds differs from crds/: run `make crds`"
-    )
-    assert sorted(p.name for p in (CHART / "crds").iterdir()) == ["profilesessions.stepscope.dev.yaml"]
-    crd = one(render(include_crds=True), "CustomResourceDefinition")
-    assert crd == yaml.safe_load(chart_crd.read_text())
+def test_chart_crds_are_the_generated_ones() -> None:
+    names = ["profilesessions.stepscope.dev.yaml", "profiletriggers.stepscope.dev.yaml"]
+    assert sorted(p.name for p in (CHART / "crds").iterdir()) == names
+    rendered = {d["metadata"]["name"]: d for d in by_kind(render(include_crds=True), "CustomResourceDefinition")}
+    for name in names:
+        chart_crd = CHART / "crds" / name
+        assert chart_crd.read_bytes() == (REPO / "crds" / name).read_bytes(), (
+            "helm/stepscope/crds differs from crds/: run `make crds`"
+        )
+        assert rendered[name.removesuffix(".yaml")] == yaml.safe_load(chart_crd.read_text())
 
 
 def _env(container: dict[str, Any]) -> dict[str, str]:

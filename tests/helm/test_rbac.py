@@ -17,9 +17,12 @@ BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 
 # exactly what the operator's requests need (tests/e2e/test_rbac_traffic.py checks them against real traffic)
 OPERATOR_RULES: set[Rule] = {
-    *{("stepscope.dev", "profilesessions", v) for v in ("get", "list", "watch", "patch")},
+    *{("stepscope.dev", "profilesessions", v) for v in ("get", "list", "watch", "patch", "create", "delete")},
     ("stepscope.dev", "profilesessions/status", "patch"),
     ("stepscope.dev", "profilesessions/finalizers", "update"),
+    *{("stepscope.dev", "profiletriggers", v) for v in ("list", "watch", "patch")},
+    ("stepscope.dev", "profiletriggers/status", "patch"),
+    ("stepscope.dev", "profiletriggers/finalizers", "update"),
     ("", "pods", "list"),
     ("batch", "jobs", "create"),
     ("batch", "jobs", "get"),

@@ -21,6 +21,7 @@ from stepscope_local.kube import EmulatorServer
 def api() -> Iterator[EmulatorServer]:
     with EmulatorServer() as server:
         server.apply(yaml.safe_load((REPO / "crds" / "profilesessions.stepscope.dev.yaml").read_text()))
+        server.apply(yaml.safe_load((REPO / "crds" / "profiletriggers.stepscope.dev.yaml").read_text()))
         yield server
 
 

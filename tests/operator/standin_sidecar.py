@@ -13,6 +13,7 @@ from typing import Any
 
 from aiohttp import web
 
+from stepscope_contract.step_telemetry import PodSteps
 from stepscope_contract.wire import CaptureRequest, CaptureState, CaptureStatus, UploadedArtifact
 
 
@@ -54,6 +55,7 @@ class StandinSidecar:
     requests: Counter[str] = field(default_factory=Counter)
     captures: dict[str, Capture] = field(default_factory=dict)
     unauthorized: int = 0
+    steps: PodSteps | None = None  # what GET /v1/steps serves (404 while None, as a sidecar without telemetry)
 
     def app(self) -> web.Application:
         app = web.Application()
@@ -61,7 +63,26 @@ class StandinSidecar:
         app.router.add_get("/v1/captures/{cid}", self._get)
         app.router.add_post("/v1/captures/{cid}/abort", self._abort)
         app.router.add_get("/healthz", self._healthz)
+        app.router.add_get("/v1/steps", self._steps)
         return app
+
+    async def _steps(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return web.json_response({"error": "unauthorized"}, status=401)
+        self.requests["steps"] += 1
+        if self.steps is None:
+            return web.json_response({"error": "not found"}, status=404)
+        last = int(request.query.get("last", "256"))
+        ranks = [
+            r.model_copy(
+                update={
+                    k: getattr(r, k)[-last:]
+                    for k in ("ended_at", "duration_ms", "backward_ms", "data_wait_ms", "profiled")
+                }
+            )
+            for r in self.steps.ranks
+        ]
+        return web.json_response(PodSteps(pod=self.steps.pod, ranks=ranks).wire())
 
     async def _healthz(self, _: web.Request) -> web.Response:
         return web.Response(text="ok")

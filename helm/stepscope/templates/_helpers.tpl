@@ -106,10 +106,11 @@ Exactly what the operator's requests need (tests/e2e/test_rbac_traffic.py checks
 kopf discovers the CRD once at startup through discovery (scanning disabled), so nothing cluster-wide is needed.
 */ -}}
 {{- define "stepscope.operatorRules" -}}
-# ProfileSessions: watched by kopf, patched for its progress annotations, the accepted spec and the finalizer.
+# ProfileSessions: watched by kopf, patched for its progress annotations, the accepted spec and the finalizer;
+# created by ProfileTriggers when they fire and deleted beyond their history limits.
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions"]
-  verbs: ["get", "list", "watch", "patch"]
+  verbs: ["get", "list", "watch", "patch", "create", "delete"]
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/status"]
   verbs: ["patch"]
@@ -117,6 +118,18 @@ kopf discovers the CRD once at startup through discovery (scanning disabled), so
 # analyzer Job owned by a session (blockOwnerDeletion).
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/finalizers"]
+  verbs: ["update"]
+# ProfileTriggers: watched by kopf (and patched for its finalizer), their status written at each evaluation.
+- apiGroups: ["stepscope.dev"]
+  resources: ["profiletriggers"]
+  verbs: ["list", "watch", "patch"]
+- apiGroups: ["stepscope.dev"]
+  resources: ["profiletriggers/status"]
+  verbs: ["patch"]
+# Never a request: OwnerReferencesPermissionEnforcement checks it when the operator creates a session owned by a
+# trigger (blockOwnerDeletion).
+- apiGroups: ["stepscope.dev"]
+  resources: ["profiletriggers/finalizers"]
   verbs: ["update"]
 # Target resolution by label selector.
 - apiGroups: [""]

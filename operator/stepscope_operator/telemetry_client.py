@@ -1,0 +1,89 @@
+"""Pulls the step telemetry of a trigger's target pods from their sidecars (`GET /v1/steps`, contract
+step_telemetry.PodSteps), with the token of each pod's namespace derived from the master (as the capture requests),
+bounded concurrency and a timeout per pod. No Prometheus server is involved: the operator reads the sidecars it
+already talks to."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+from pydantic import ValidationError
+
+from stepscope_contract.constants import AUTH_SCHEME, SIDECAR_API_PREFIX
+from stepscope_contract.step_telemetry import MAX_STEPS_PER_REQUEST, PodSteps, RankSteps
+from stepscope_contract.tokens import namespace_token
+from stepscope_operator.targets import Target
+
+MAX_BODY = 8 * 1024 * 1024  # a pod's reply: 256 ranks x 2048 steps would be more; the sidecar is asked for less
+
+
+@dataclass(frozen=True)
+class Pull:
+    """What the target pods' sidecars said: every rank's steps, and the pods that did not answer (and why)."""
+
+    ranks: tuple[RankSteps, ...] = ()
+    answered: int = 0
+    failures: dict[str, str] = field(default_factory=dict)  # pod -> why
+
+    def describe_failures(self, limit: int = 3) -> str:
+        parts = [f"{pod}: {why}" for pod, why in list(self.failures.items())[:limit]]
+        more = len(self.failures) - limit
+        return "; ".join(parts) + (f" and {more} more" if more > 0 else "")
+
+
+class TelemetryClient:
+    def __init__(self, master: str, *, concurrency: int = 64, timeout: float = 5.0) -> None:
+        self._master = master
+        self._semaphore = asyncio.Semaphore(concurrency)
+        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 3.0))
+        self._concurrency = concurrency
+        self._session: aiohttp.ClientSession | None = None
+
+    async def __aenter__(self) -> TelemetryClient:
+        connector = aiohttp.TCPConnector(limit=self._concurrency)
+        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    async def _one(self, target: Target, last: int) -> PodSteps | str:
+        assert self._session is not None, "use TelemetryClient as an async context manager"
+        url = f"{target.base_url}{SIDECAR_API_PREFIX}/steps"
+        headers = {"Authorization": f"{AUTH_SCHEME} {namespace_token(self._master, target.namespace)}"}
+        try:
+            async with (
+                self._semaphore,
+                self._session.get(url, params={"last": str(last)}, headers=headers) as resp,
+            ):
+                body = await resp.content.read(MAX_BODY + 1)
+                if resp.status != 200:
+                    return f"sidecar answered {resp.status}: {body[:200].decode(errors='replace')}"
+                if len(body) > MAX_BODY:
+                    return f"reply larger than {MAX_BODY} bytes"
+                return PodSteps.model_validate_json(body)
+        except ValidationError as exc:
+            return f"invalid reply: {exc.errors()[0]['msg']}"
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            return f"unreachable at {url} ({type(exc).__name__}{': ' + str(exc) if str(exc) else ''})"
+
+    async def pull(self, targets: Sequence[Target], last: int, ranks: frozenset[int] | None = None) -> Pull:
+        """Every target's ranks (only those in `ranks` when given), each rank once, by rank."""
+        last = max(1, min(last, MAX_STEPS_PER_REQUEST))
+        replies = await asyncio.gather(*(self._one(t, last) for t in targets))
+        seen: dict[int, RankSteps] = {}
+        failures: dict[str, str] = {}
+        answered = 0
+        for target, reply in zip(targets, replies, strict=True):
+            if isinstance(reply, str):
+                failures[target.pod] = reply
+                continue
+            answered += 1
+            for steps in reply.ranks:
+                if (ranks is None or steps.rank in ranks) and steps.rank not in seen:
+                    seen[steps.rank] = steps
+        return Pull(tuple(seen[r] for r in sorted(seen)), answered, failures)

@@ -1,0 +1,118 @@
+"""ProfileTriggers end to end on the local cluster: a real 4-rank gloo DDP training whose hooks record step telemetry,
+real sidecars serving it, the real operator pulling it, and the analyzer Job of the session the trigger creates.
+
+- A run that is balanced at first, then whose rank 2 slows down twice (two separate slowdowns within the cooldown):
+  nothing fires while it is balanced, the first slowdown fires exactly one session, whose report names rank 2 as the
+  slow rank; the second slowdown is suppressed by the cooldown (an Event says so) and creates nothing.
+- A balanced run (a minute of evaluations every 2 s, every condition on) fires nothing. The several-minute
+  balanced soak is `bench/trigger_soak.py` (`make bench`), kept out of `make test` for its cost.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from typing import Any as Env
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trigger_manifests import API, write_trigger
+
+pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+
+
+def apply_trigger(env: Env, name: str, job: str, conditions: dict[str, Any], cooldown: int) -> None:
+    path = write_trigger(env.workdir, name, job, conditions, cooldownSeconds=cooldown)
+    applied = env.cluster.kubectl("apply", "-f", str(path))
+    assert applied.returncode == 0, applied.stderr
+
+
+def status_of(env: Env, name: str) -> dict[str, Any]:
+    obj = env.cluster.api.get(API, "profiletriggers", "default", name)
+    assert obj is not None
+    status: dict[str, Any] = obj.get("status") or {}
+    return status
+
+
+def created_sessions(env: Env, trigger: str) -> list[str]:
+    sessions = env.cluster.api.list(API, "profilesessions", "default", f"stepscope.dev/trigger={trigger}")
+    return sorted(s["metadata"]["name"] for s in sessions)
+
+
+def log_lines(env: Env, pods: list[dict[str, Any]], text: str) -> int:
+    return sum(env.cluster.pod_log("default", p["metadata"]["name"], "trainer").count(text) for p in pods)
+
+
+def wait(what: str, check: Any, timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.5)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+
+
+def test_a_slowdown_fires_exactly_once_and_the_session_names_the_slowed_rank(e2e: Env) -> None:
+    # balanced for 400 steps, then rank 2 is slow for 250 steps, balanced for 250, slow again, ...
+    extra = {"SLOW_AFTER_STEPS": "400", "SLOW_FOR_STEPS": "250"}
+    e2e.start_training("trig-train", slow_rank=2, mode="host", slow_ms=60.0, extra_env=extra)
+    try:
+        pods = e2e.ready_pods("trig-train")
+        conditions = {"straggler": {"forSeconds": 10}, "stall": {"seconds": 120}}
+        apply_trigger(e2e, "trig", "trig-train", conditions, cooldown=900)
+        wait("a first evaluation", lambda: status_of(e2e, "trig").get("lastEvaluationTime"), 120)
+        wait("the slowdown", lambda: log_lines(e2e, pods, "slows down at step"), 300)
+        assert created_sessions(e2e, "trig") == [], status_of(e2e, "trig")  # nothing while it was balanced
+        status = wait("the trigger to fire", lambda: (s := status_of(e2e, "trig")).get("sessionCount") and s, 180)
+        assert status["lastFiredCondition"] == "Straggler", status
+        assert status["lastFiredReason"].startswith("rank 2's own time"), status
+        (name,) = created_sessions(e2e, "trig")
+        obj = e2e.wait_phase(name, timeout=300)
+        assert obj["status"]["phase"] in ("Succeeded", "PartiallySucceeded"), obj["status"]
+        assert obj["metadata"]["ownerReferences"][0]["name"] == "trig"
+        report = e2e.report(obj)
+        slow = [s["rank"] for s in report["diagnosis"]["slow_ranks"]]
+        assert slow == [2], report["diagnosis"]["verdict"]
+        assert obj["status"]["summary"]["slowestRank"] == 2
+
+        # back to normal, then slow again: a new slowdown within the cooldown is reported, not profiled
+        wait("the second slowdown", lambda: log_lines(e2e, pods, "slows down at step") >= 2, 300)
+        suppressed = wait(
+            "the cooldown to suppress it",
+            lambda: [
+                e
+                for e in e2e.cluster.api.list("v1", "events", "default")
+                if (e.get("involvedObject") or {}).get("name") == "trig" and e.get("reason") == "Suppressed"
+            ],
+            120,
+        )
+        assert "cooling down until" in suppressed[0]["message"], suppressed
+        time.sleep(6)  # a few more evaluations of it
+        assert created_sessions(e2e, "trig") == [name]
+        assert status_of(e2e, "trig")["sessionCount"] == 1
+    finally:
+        e2e.stop_training("trig-train")
+
+
+def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
+    e2e.start_training("calm-train", slow_rank=-1)
+    try:
+        e2e.ready_pods("calm-train")
+        conditions = {"straggler": {}, "stepTimeRegression": {"thresholdPercent": 50}, "stall": {"seconds": 60}}
+        apply_trigger(e2e, "calm", "calm-train", conditions, cooldown=0)
+        wait("telemetry", lambda: (status_of(e2e, "calm").get("observed") or {}).get("ranks") == 4, 120)
+        began = time.monotonic()
+        evaluations = set()
+        while time.monotonic() - began < 60:
+            status = status_of(e2e, "calm")
+            evaluations.add(status.get("lastEvaluationTime"))
+            assert status.get("sessionCount", 0) == 0 and status.get("condition") == "None", status
+            time.sleep(1)
+        assert len(evaluations) >= 15, evaluations  # the trigger kept evaluating
+        assert created_sessions(e2e, "calm") == []
+    finally:
+        e2e.stop_training("calm-train")
