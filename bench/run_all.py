@@ -8,28 +8,31 @@ from pathlib import Path
 
 # diagnosis_accuracy.py generates its scenario corpus once (real gloo jobs: about an hour on 2 shared cores) and
 # keeps it in .corpus/; later runs only analyse it.
-BENCHES = [
-    "analyzer_vs_hta.py",
-    "hook_overhead.py",
-    "fanout.py",
-    "report_browser.py",
-    "diagnosis_accuracy.py",
-    "trigger_soak.py",
+BENCHES: list[list[str]] = [
+    ["analyzer_vs_hta.py"],
+    ["ranks_vs_hta.py", "--ranks", "8"],
+    ["hook_overhead.py"],
+    ["fanout.py", "--targets", "1000"],
+    ["fanout.py", "--targets", "3000"],
+    ["fanout.py", "--targets", "10000"],
+    ["report_browser.py"],
+    ["diagnosis_accuracy.py"],
+    ["trigger_soak.py"],
 ]
 
 
 def main() -> int:
     here = Path(__file__).resolve().parent
     failed: list[str] = []
-    for name in BENCHES:
+    for name, *args in BENCHES:
         script = here / name
-        print(f"\n=== bench/{name}", flush=True)
+        print(f"\n=== bench/{' '.join([name, *args])}", flush=True)
         if not script.exists():
             print(f"missing: {script}")
             failed.append(name)
             continue
-        if subprocess.run([sys.executable, str(script)], cwd=here.parent, check=False).returncode != 0:
-            failed.append(name)
+        if subprocess.run([sys.executable, str(script), *args], cwd=here.parent, check=False).returncode != 0:
+            failed.append(" ".join([name, *args]))
     if failed:
         print(f"\nfailed: {', '.join(failed)}")
     return 1 if failed else 0

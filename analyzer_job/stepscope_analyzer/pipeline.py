@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from stepscope_analyzer import limits, missing
-from stepscope_analyzer.analyses import summarize_parsed
+from stepscope_analyzer.cpu_quota import worker_count
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose, with_collective_waits
 from stepscope_analyzer.discovery import Layout, RankInput, discover
 from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.job_groups import split_jobs
-from stepscope_analyzer.parse import parse_trace
 from stepscope_analyzer.rank_artifacts import rank_extras
-from stepscope_analyzer.rank_reading import MAX_ERROR_CHARS, RankRead, error_text, read_rank
+from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
+from stepscope_analyzer.rank_reading import MAX_ERROR_CHARS, RankRead, read_rank
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import Store
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
@@ -109,10 +109,10 @@ def _without_trace(read: RankRead, base: dict[str, object]) -> RankOutcome:
     return _failed(read, base, status, f"no trace ({state}){': ' + why if why else ''}", inp.manifest_key or inp.name)
 
 
-def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
-    """One rank's artifacts -> its outcome; every failure becomes a rank with status error, never an exception."""
+def _without_analysis(read: RankRead, base: dict[str, object]) -> RankOutcome | None:
+    """The outcome of a rank that has no trace to analyse (not a trace, hung, nothing or nothing readable), else
+    None."""
     inp = read.inp
-    base = _base(read, store)
     if read.not_a_trace:
         return RankOutcome(RankReport(rank=0), skipped=f"{inp.name}: skipped, not a Kineto trace")
     hang = _hang_of(read)
@@ -121,17 +121,28 @@ def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
         return RankOutcome(summary, list(read.errors), hang)
     if read.trace is None:
         return _without_trace(read, base)
-    rank = inp.rank if inp.rank is not None else _rank_in_name(inp.name)
-    try:
-        trace = parse_trace(read.trace)
-        rank = inp.rank if inp.rank is not None else (trace.rank if trace.rank is not None else rank)
-        summary = summarize_parsed(trace, rank=rank if rank is not None else 0, top_n=top_n)
-    except Exception as exc:  # a bad rank never stops the others
-        return _failed(read, base, RankStatus.ERROR, error_text(exc), inp.trace_key or inp.name, rank=rank)
+    return None
+
+
+def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Computed) -> RankOutcome:
+    inp, rank = read.inp, computed.rank
+    if computed.summary is None:
+        message = computed.error or "no summary"
+        return _failed(read, base, RankStatus.ERROR, message, inp.trace_key or inp.name, rank=rank)
     update = {k: v for k, v in base.items() if v is not None}
-    extras, extra_errors = rank_extras(store, inp.gpu_metrics_key, read.manifest, summary)
+    extras, extra_errors = rank_extras(store, inp.gpu_metrics_key, read.manifest, computed.summary)
     errors = list(read.errors) + extra_errors
-    return RankOutcome(summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
+    return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
+
+
+def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
+    """One rank's artifacts -> its outcome; every failure becomes a rank with status error, never an exception."""
+    base = _base(read, store)
+    early = _without_analysis(read, base)
+    if early is not None:
+        return early
+    assert read.trace is not None
+    return _finish(read, store, base, compute(read.trace, read.inp.rank, _rank_in_name(read.inp.name), top_n))
 
 
 def assign_ranks(outcomes: list[RankOutcome]) -> None:
@@ -158,21 +169,69 @@ def assign_ranks(outcomes: list[RankOutcome]) -> None:
         o.needs_rank = False
 
 
+def _state(outcome: RankOutcome) -> str:
+    s = outcome.summary
+    return outcome.skipped or (s.status.value if s.status is not RankStatus.OK else f"{s.steps.count} steps")
+
+
 def summarize_all(
-    store: Store, layout: Layout, *, top_n: int = 50, progress: Progress = _quiet, ranks: set[int] | None = None
+    store: Store,
+    layout: Layout,
+    *,
+    top_n: int = 50,
+    progress: Progress = _quiet,
+    ranks: set[int] | None = None,
+    workers: int | None = None,
 ) -> list[RankOutcome]:
-    outcomes: list[RankOutcome] = []
+    """Every chosen rank's outcome, in the layout's order. With more than one worker (default: the CPUs the
+    process may use, cpu_quota), traces are parsed and summarised in worker processes (rank_pool) while this
+    process reads the next ones."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    for n, inp in enumerate(chosen, 1):
-        started = time.perf_counter()
-        outcome = summarise(read_rank(store, inp), store, top_n=top_n)
-        s = outcome.summary
-        state = outcome.skipped or (s.status.value if s.status is not RankStatus.OK else f"{s.steps.count} steps")
-        progress(f"[{n}/{len(chosen)}] {inp.name}: {state} in {time.perf_counter() - started:.2f} s")
-        outcomes.append(outcome)
+    count = workers if workers is not None else worker_count(len(chosen))
+    outcomes = _in_pool(store, chosen, top_n, count, progress) if count > 1 else _serial(store, chosen, top_n, progress)
     if not layout.session:
         assign_ranks(outcomes)
     return outcomes
+
+
+def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> list[RankOutcome]:
+    outcomes: list[RankOutcome] = []
+    for n, inp in enumerate(chosen, 1):
+        started = time.perf_counter()
+        outcome = summarise(read_rank(store, inp), store, top_n=top_n)
+        progress(f"[{n}/{len(chosen)}] {inp.name}: {_state(outcome)} in {time.perf_counter() - started:.2f} s")
+        outcomes.append(outcome)
+    return outcomes
+
+
+def _in_pool(store: Store, chosen: list[RankInput], top_n: int, workers: int, progress: Progress) -> list[RankOutcome]:
+    results: dict[int, RankOutcome] = {}
+    waiting: dict[int, tuple[RankRead, dict[str, object]]] = {}
+    started = time.perf_counter()
+
+    def done(index: int, outcome: RankOutcome) -> None:
+        results[index] = outcome
+        elapsed = time.perf_counter() - started
+        progress(f"[{len(results)}/{len(chosen)}] {chosen[index].name}: {_state(outcome)} at {elapsed:.2f} s")
+
+    def tasks() -> Iterator[Task]:
+        for index, inp in enumerate(chosen):
+            read = read_rank(store, inp)
+            base = _base(read, store)
+            early = _without_analysis(read, base)
+            if early is not None:
+                done(index, early)
+                continue
+            assert read.trace is not None
+            trace, read.trace = read.trace, None  # the worker holds the bytes from here on
+            waiting[index] = (read, base)
+            yield Task(index, trace, inp.rank, _rank_in_name(inp.name))
+
+    progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
+    for index, computed in compute_all(tasks(), top_n=top_n, workers=workers):
+        read, base = waiting.pop(index)
+        done(index, _finish(read, store, base, computed))
+    return [results[i] for i in range(len(chosen))]
 
 
 def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:

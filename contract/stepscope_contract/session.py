@@ -98,7 +98,7 @@ class TargetSpec(CamelModel):
     container: Annotated[str, Field(max_length=63, pattern=DNS_LABEL)] | None = Field(
         default=None, description="training container (for its RANK env); the first container when absent"
     )
-    max_targets: Annotated[int, Field(ge=1, le=4096)] = Field(
+    max_targets: Annotated[int, Field(ge=1, le=16_384)] = Field(
         default=256, description="at most this many pods are profiled (lowest ranks first)"
     )
     wait_seconds: Annotated[int, Field(ge=0, le=86_400)] = Field(

@@ -5,8 +5,14 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
+import json
 import os
+import socket
 import sys
+from pathlib import Path
+
+PORT_VARIABLES = {"metrics": "STEPSCOPE_METRICS_PORT", "health": "STEPSCOPE_HEALTH_PORT"}
+PORTS_FILE_VARIABLE = "STEPSCOPE_PORTS_FILE"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -24,12 +30,43 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def any_free_port() -> int:
+    """A port no socket holds now (the caller binds it right away, in this process)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("0.0.0.0", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def resolve_ports() -> dict[str, int]:
+    """The metrics and health ports; `0` in their variables means any free port, chosen here and put back into the
+    environment (the handlers read it from there). When STEPSCOPE_PORTS_FILE is set, the ports are written to it as
+    JSON ({"metrics": N, "health": M}) so that a harness can find them."""
+    ports: dict[str, int] = {}
+    for name, variable in PORT_VARIABLES.items():
+        text = os.environ.get(variable, "").strip()
+        port = int(text) if text else {"metrics": 8080, "health": 8081}[name]
+        chosen = port
+        while port == 0 and (chosen == 0 or chosen in ports.values()):  # any free port, not the other one
+            chosen = any_free_port()
+        ports[name] = chosen
+        os.environ[variable] = str(ports[name])
+    target = os.environ.get(PORTS_FILE_VARIABLE, "").strip()
+    if target:
+        partial = Path(target + ".partial")
+        partial.write_text(json.dumps(ports))
+        partial.replace(target)
+    return ports
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
     if args.namespace:
         os.environ["STEPSCOPE_WATCH_NAMESPACES"] = ",".join(args.namespace)
+
+    resolve_ports()
 
     import kopf
 

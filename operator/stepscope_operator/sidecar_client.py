@@ -42,7 +42,9 @@ class SidecarClient:
         self._concurrency = concurrency
 
     async def __aenter__(self) -> SidecarClient:
-        connector = aiohttp.TCPConnector(limit=self._concurrency, force_close=False)
+        # every target is its own endpoint, so kept-alive connections are never shared: closing each after its
+        # request keeps the open sockets at the concurrency, not at the number of targets (10,000 sessions' pods)
+        connector = aiohttp.TCPConnector(limit=self._concurrency, force_close=True)
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self
 

@@ -1,0 +1,124 @@
+"""Parsing and summarising ranks' traces in worker processes, one per usable CPU (cpu_quota).
+
+Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport (or the error text) out. Reading
+from storage and everything that needs the store stay in the calling process, which keeps at most two traces per
+worker in flight, so its memory holds a few stored (gzip) traces while each worker holds one inflated trace at a
+time: the per-worker peak is the serial path's peak for the largest trace (about 1.5x its inflated JSON; 79 MB for
+the 54 MB HTA trace), bounded by the same limits table (limits.py), which the workers receive with every task.
+
+Workers start from a fork server that has imported the parser and analyses once. A worker that dies (killed for
+memory) breaks the pool: the ranks it was running are then analysed again one at a time, each in a fresh process,
+so only the rank that kills its process is marked failed and the others are still analysed.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Generator, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import dataclass
+
+from stepscope_analyzer import limits
+from stepscope_analyzer.analyses import summarize_parsed
+from stepscope_analyzer.parse import parse_trace
+from stepscope_analyzer.rank_reading import error_text
+from stepscope_contract.report import RankReport
+
+IN_FLIGHT_PER_WORKER = 2
+PRELOAD = ["stepscope_analyzer.parse", "stepscope_analyzer.analyses", "stepscope_analyzer.rank_pool"]
+
+
+@dataclass(frozen=True)
+class Computed:
+    """One trace's summary, or why there is none; `rank` as the trace or file name says (None: unknown)."""
+
+    summary: RankReport | None
+    error: str | None
+    rank: int | None
+
+
+@dataclass(frozen=True)
+class Task:
+    index: int
+    trace: bytes
+    fixed_rank: int | None
+    name_rank: int | None
+
+
+def compute(trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int) -> Computed:
+    """Parse and summarise one trace; any failure is the rank's error text, never an exception."""
+    rank = fixed_rank if fixed_rank is not None else name_rank
+    try:
+        parsed = parse_trace(trace)
+        if fixed_rank is None and parsed.rank is not None:
+            rank = parsed.rank
+        summary = summarize_parsed(parsed, rank=rank if rank is not None else 0, top_n=top_n)
+    except Exception as exc:  # a bad rank never stops the others
+        return Computed(None, error_text(exc), rank)
+    return Computed(summary, None, rank)
+
+
+def _in_worker(task: Task, top_n: int, table: limits.Limits) -> Computed:
+    limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
+    return compute(task.trace, task.fixed_rank, task.name_rank, top_n)
+
+
+def _executor(workers: int) -> ProcessPoolExecutor:
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx)
+
+
+def _alone(task: Task, top_n: int) -> Computed:
+    """One task in a fresh process of its own: a death there is this rank's."""
+    with _executor(1) as pool:
+        try:
+            return pool.submit(_in_worker, task, top_n, limits.current()).result()
+        except BrokenProcessPool:
+            rank = task.fixed_rank if task.fixed_rank is not None else task.name_rank
+            return Computed(None, "the process analysing this trace died (out of memory?)", rank)
+
+
+def _pool_run(source: Iterator[Task], top_n: int, workers: int) -> Generator[tuple[int, Computed], None, list[Task]]:
+    """Run tasks from `source` in one pool until it runs out (returns []) or a worker dies (returns the tasks
+    that were in the pool then: the suspects)."""
+    pending: dict[Future[Computed], Task] = {}
+    suspects: list[Task] = []
+    with _executor(workers) as pool:
+        while not suspects:
+            while len(pending) < workers * IN_FLIGHT_PER_WORKER:
+                task = next(source, None)
+                if task is None:
+                    break
+                try:
+                    pending[pool.submit(_in_worker, task, top_n, limits.current())] = task
+                except BrokenProcessPool:
+                    suspects.append(task)
+                    break
+            if not pending:
+                break
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                task = pending.pop(future)
+                try:
+                    yield task.index, future.result()
+                except BrokenProcessPool:
+                    suspects.append(task)
+            if suspects:
+                suspects += pending.values()
+    return suspects
+
+
+def compute_all(tasks: Iterable[Task], *, top_n: int, workers: int) -> Iterator[tuple[int, Computed]]:
+    """(task index, result) as they finish; tasks are pulled lazily, at most IN_FLIGHT_PER_WORKER per worker."""
+    source = iter(tasks)
+    while True:
+        suspects: list[Task] = yield from _pool_run(source, top_n, workers)
+        if not suspects:
+            return
+        for task in suspects:
+            yield task.index, _alone(task, top_n)
+
+
+__all__ = ["Computed", "Task", "compute", "compute_all"]

@@ -1,0 +1,159 @@
+"""A multi-rank job, analysed whole: `stepscope analyze` (worker processes on every usable CPU) vs HTA, in one run.
+
+The job is N copies of the largest shared trace (nccl_2rank_rank1_large: 54 MB of JSON) with distributedInfo.rank
+set to 0..N-1, written once into .bench-cache/ranks-<N>/. Each side runs in a fresh subprocess:
+- hta:  TraceAnalysis(trace_dir) (HTA parses the ranks in a process pool of its own) + temporal breakdown, kernel
+        breakdown, comm/comp overlap and idle-time breakdown of every rank;
+- ours: `stepscope analyze DIR -o OUT` with the default worker count (the CPUs the process may use), and with
+        STEPSCOPE_ANALYZER_WORKERS=1 (one process) for the scaling figure.
+Peak RSS is that of the largest process of each side (ru_maxrss over the process and every descendant it waited
+for). Prints wall-time and memory ratios against the bars (>= 20x HTA, <= 0.2 of its largest process) and whether
+every rank's temporal breakdown agrees within 1%.
+
+    python bench/ranks_vs_hta.py [--ranks 8] [--repeat 2]
+Needs the bench dependency group (make bench-deps).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT.parent / "shared" / "data" / "traces" / "hta" / "nccl_2rank_rank1_large.json.gz"
+CACHE = ROOT / ".bench-cache"
+KEYS = ("idle_time", "compute_time", "non_compute_time", "kernel_time")
+
+
+def _peak_mb() -> float:
+    own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return max(own, children) / 1024.0
+
+
+def job_folder(ranks: int) -> Path:
+    folder = CACHE / f"ranks-{ranks}"
+    if len(list(folder.glob("rank*.pt.trace.json.gz"))) == ranks:
+        return folder
+    folder.mkdir(parents=True, exist_ok=True)
+    doc = json.loads(gzip.decompress(TRACE.read_bytes()))
+    for rank in range(ranks):
+        doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": ranks}
+        data = json.dumps(doc).encode()
+        (folder / f"rank{rank}.pt.trace.json.gz").write_bytes(gzip.compress(data, compresslevel=6))
+    return folder
+
+
+def side_hta(folder: Path) -> dict[str, Any]:
+    import logging
+
+    from hta.trace_analysis import TraceAnalysis
+
+    logging.disable(logging.WARNING)
+    t0 = time.perf_counter()
+    analysis = TraceAnalysis(trace_dir=str(folder))
+    temporal = analysis.get_temporal_breakdown(visualize=False)
+    analysis.get_gpu_kernel_breakdown(
+        visualize=False, num_kernels=10**9, duration_ratio=1.0, include_memory_kernels=True
+    )
+    analysis.get_comm_comp_overlap(visualize=False)
+    analysis.get_idle_time_breakdown(ranks=[int(r) for r in temporal["rank"]], visualize=False)
+    seconds = time.perf_counter() - t0
+    ranks = {
+        int(row["rank"]): {
+            "idle_time": float(row["idle_time(us)"]),
+            "compute_time": float(row["compute_time(us)"]),
+            "non_compute_time": float(row["non_compute_time(us)"]),
+            "kernel_time": float(row["kernel_time(us)"]),
+        }
+        for _, row in temporal.iterrows()
+    }
+    return {"seconds": seconds, "peak_rss_mb": _peak_mb(), "ranks": ranks}
+
+
+def side_ours(folder: Path) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as out:
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            [str(Path(sys.executable).parent / "stepscope"), "analyze", str(folder), "-o", out],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+        seconds = time.perf_counter() - t0
+        if proc.returncode != 0:
+            raise RuntimeError(proc.stderr[-3000:])
+        report = json.loads((Path(out) / "report.json").read_text())
+    ranks = {int(r["rank"]): {k: float(r[k]) for k in KEYS} for r in report["ranks"]}
+    return {"seconds": seconds, "peak_rss_mb": _peak_mb(), "ranks": ranks}
+
+
+SIDES = {"hta": side_hta, "ours": side_ours}
+
+
+def run_once(side: str, folder: Path, env: dict[str, str] | None = None) -> dict[str, Any]:
+    proc = subprocess.run(
+        [sys.executable, __file__, "--side", side, str(folder)],
+        capture_output=True, text=True, check=False, cwd=ROOT, env={**os.environ, **(env or {})},
+    )  # fmt: skip
+    if proc.returncode != 0:
+        raise RuntimeError(f"{side} failed:\n{proc.stderr[-3000:]}")
+    result: dict[str, Any] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return result
+
+
+def disagreements(hta: dict[str, Any], ours: dict[str, Any]) -> list[str]:
+    out = []
+    for rank, h in hta["ranks"].items():
+        o = ours["ranks"].get(rank)
+        if o is None:
+            out.append(f"rank {rank}: missing in ours")
+            continue
+        out += [f"rank {rank} {k}: hta {h[k]} ours {o[k]}" for k in KEYS if not math.isclose(h[k], o[k], rel_tol=0.01)]
+    return out
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("folder", nargs="?", type=Path)
+    p.add_argument("--side", choices=sorted(SIDES))
+    p.add_argument("--ranks", type=int, default=8)
+    p.add_argument("--repeat", type=int, default=2, help="fresh runs per side, interleaved; the fastest is kept")
+    args = p.parse_args()
+    if args.side:
+        print(json.dumps(SIDES[args.side](args.folder)))
+        return 0
+    folder = job_folder(args.ranks)
+    runs: dict[str, list[dict[str, Any]]] = {"hta": [], "ours": [], "ours-1": []}
+    for _ in range(args.repeat):
+        runs["hta"].append(run_once("hta", folder))
+        runs["ours"].append(run_once("ours", folder))
+        runs["ours-1"].append(run_once("ours", folder, {"STEPSCOPE_ANALYZER_WORKERS": "1"}))
+    best = {
+        k: min(v, key=lambda r: r["seconds"]) | {"peak_rss_mb": max(r["peak_rss_mb"] for r in v)}
+        for k, v in runs.items()
+    }
+    hta, ours, one = best["hta"], best["ours"], best["ours-1"]
+    speed, mem = hta["seconds"] / ours["seconds"], ours["peak_rss_mb"] / hta["peak_rss_mb"]
+    print(f"{args.ranks} ranks x {TRACE.name} (54 MB JSON each); best of {args.repeat}; load {os.getloadavg()[0]:.1f}")
+    print(f"  HTA      : {hta['seconds']:.2f} s, largest process {hta['peak_rss_mb']:.0f} MB")
+    print(f"  ours     : {ours['seconds']:.2f} s, largest process {ours['peak_rss_mb']:.0f} MB (default workers)")
+    print(f"  ours (1) : {one['seconds']:.2f} s, largest process {one['peak_rss_mb']:.0f} MB (one process)")
+    print(f"  speed    : {speed:.1f}x HTA (bar >= 20x) {'OK' if speed >= 20 else 'BELOW BAR'}; "
+          f"workers vs one process {one['seconds'] / ours['seconds']:.2f}x")  # fmt: skip
+    print(f"  memory   : {mem:.2f} of HTA's largest process (bar <= 0.2) {'OK' if mem <= 0.2 else 'ABOVE BAR'}")
+    problems = disagreements(hta, ours)
+    print(f"  agree    : {problems[:3] or 'yes (every rank: idle, compute, non-compute, kernel time within 1%)'}")
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,60 @@
+"""Ranks analysed in worker processes give the same report as one process, bad traces included (each fails only
+its own rank), and the caller's limits reach the workers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from stepscope_analyzer import limits
+from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.storage_io import location_of
+from stepscope_contract.report import RankStatus, Report
+from stepscope_storage import open_store
+
+pytestmark = pytest.mark.integration
+
+
+def _report(folder: Path, workers: int) -> Report:
+    location = location_of(str(folder))
+    store = open_store(location)
+    outcomes = summarize_all(store, discover(store, location), workers=workers)
+    return reduce_outcomes(outcomes)
+
+
+def _comparable(report: Report) -> dict[str, Any]:
+    return report.model_dump(mode="json", exclude={"analysis_seconds", "generated_at"})
+
+
+def test_workers_give_the_serial_report_and_bad_traces_fail_alone(
+    tmp_path: Path, gloo_traces: list[bytes], malformed_traces: dict[str, bytes]
+) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank, data in enumerate(gloo_traces):
+        (folder / f"rank{rank}.pt.trace.json.gz").write_bytes(data)
+    bad = ["truncated gzip", "invalid json", "truncated plain json"]
+    for i, name in enumerate(bad, start=len(gloo_traces)):
+        (folder / f"rank{i}.pt.trace.json.gz").write_bytes(malformed_traces[name])
+    serial, pooled = _report(folder, 1), _report(folder, 2)
+    assert _comparable(pooled) == _comparable(serial)
+    statuses = {r.rank: r.status for r in pooled.ranks}
+    assert statuses == {
+        0: RankStatus.OK,
+        1: RankStatus.OK,
+        2: RankStatus.ERROR,
+        3: RankStatus.ERROR,
+        4: RankStatus.ERROR,
+    }
+
+
+def test_the_callers_limits_reach_the_workers(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank, data in enumerate(gloo_traces):
+        (folder / f"rank{rank}.pt.trace.json.gz").write_bytes(data)
+    with limits.override(max_steps=1):
+        report = _report(folder, 2)
+    assert all(r.status is RankStatus.ERROR and "max_steps" in (r.error or "") for r in report.ranks)
