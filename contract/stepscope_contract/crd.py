@@ -118,21 +118,29 @@ def printer_columns() -> list[dict[str, Any]]:
     ]
 
 
-def build_crd() -> dict[str, Any]:
-    spec_schema = with_rules(structural_schema(ProfileSessionSpec))
+def crd_document(
+    *,
+    kinds: tuple[str, str, str, str],
+    description: str,
+    spec_schema: dict[str, Any],
+    status_schema: dict[str, Any],
+    columns: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """A namespaced CRD of the stepscope group; `kinds` = (kind, plural, singular, short name)."""
+    kind, plural, singular, short_name = kinds
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": CRD_NAME, "labels": {"app.kubernetes.io/part-of": "stepscope"}},
+        "metadata": {"name": f"{plural}.{GROUP}", "labels": {"app.kubernetes.io/part-of": "stepscope"}},
         "spec": {
             "group": GROUP,
             "scope": "Namespaced",
             "names": {
-                "kind": KIND,
-                "listKind": f"{KIND}List",
-                "plural": PLURAL,
-                "singular": SINGULAR,
-                "shortNames": [SHORT_NAME],
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": plural,
+                "singular": singular,
+                "shortNames": [short_name],
                 "categories": [CATEGORY],
             },
             "versions": [
@@ -141,18 +149,18 @@ def build_crd() -> dict[str, Any]:
                     "served": True,
                     "storage": True,
                     "subresources": {"status": {}},
-                    "additionalPrinterColumns": printer_columns(),
+                    "additionalPrinterColumns": columns,
                     "schema": {
                         "openAPIV3Schema": {
                             "type": "object",
-                            "description": "A profiling campaign over the ranks of a distributed PyTorch job.",
+                            "description": description,
                             "required": ["spec"],
                             "properties": {
                                 "apiVersion": {"type": "string"},
                                 "kind": {"type": "string"},
                                 "metadata": {"type": "object"},
                                 "spec": spec_schema,
-                                "status": status_schema(),
+                                "status": status_schema,
                             },
                         }
                     },
@@ -162,6 +170,22 @@ def build_crd() -> dict[str, Any]:
     }
 
 
-def render_crd_yaml() -> str:
+def render_yaml(crd: dict[str, Any]) -> str:
     header = "# Generated from stepscope_contract by `make crds`; do not edit by hand.\n"
-    return header + yaml.safe_dump(build_crd(), sort_keys=False, width=120)
+    return header + yaml.safe_dump(crd, sort_keys=False, width=120)
+
+
+def build_crd() -> dict[str, Any]:
+    crd = crd_document(
+        kinds=(KIND, PLURAL, SINGULAR, SHORT_NAME),
+        description="A profiling campaign over the ranks of a distributed PyTorch job.",
+        spec_schema=with_rules(structural_schema(ProfileSessionSpec)),
+        status_schema=status_schema(),
+        columns=printer_columns(),
+    )
+    assert crd["metadata"]["name"] == CRD_NAME
+    return crd
+
+
+def render_crd_yaml() -> str:
+    return render_yaml(build_crd())

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from stepscope_contract.constants import (
-    CATEGORY,
-    GROUP,
     TRIGGER_CRD_NAME,
     TRIGGER_KIND,
     TRIGGER_PLURAL,
     TRIGGER_SHORT_NAME,
     TRIGGER_SINGULAR,
-    VERSION,
 )
-from stepscope_contract.crd import structural_schema, with_rules
+from stepscope_contract.crd import crd_document, render_yaml, structural_schema, with_rules
 from stepscope_contract.trigger import ProfileTriggerSpec, ProfileTriggerStatus
 from stepscope_contract.trigger_rules import TRIGGER_RULES
 
@@ -49,50 +44,17 @@ def trigger_printer_columns() -> list[dict[str, Any]]:
 
 
 def build_trigger_crd() -> dict[str, Any]:
-    spec_schema = with_rules(structural_schema(ProfileTriggerSpec), TRIGGER_RULES)
-    return {
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": TRIGGER_CRD_NAME, "labels": {"app.kubernetes.io/part-of": "stepscope"}},
-        "spec": {
-            "group": GROUP,
-            "scope": "Namespaced",
-            "names": {
-                "kind": TRIGGER_KIND,
-                "listKind": f"{TRIGGER_KIND}List",
-                "plural": TRIGGER_PLURAL,
-                "singular": TRIGGER_SINGULAR,
-                "shortNames": [TRIGGER_SHORT_NAME],
-                "categories": [CATEGORY],
-            },
-            "versions": [
-                {
-                    "name": VERSION,
-                    "served": True,
-                    "storage": True,
-                    "subresources": {"status": {}},
-                    "additionalPrinterColumns": trigger_printer_columns(),
-                    "schema": {
-                        "openAPIV3Schema": {
-                            "type": "object",
-                            "description": "Creates ProfileSessions by itself when a job's step telemetry shows a "
-                            "regression, a straggler or a stall, or on a schedule.",
-                            "required": ["spec"],
-                            "properties": {
-                                "apiVersion": {"type": "string"},
-                                "kind": {"type": "string"},
-                                "metadata": {"type": "object"},
-                                "spec": spec_schema,
-                                "status": trigger_status_schema(),
-                            },
-                        }
-                    },
-                }
-            ],
-        },
-    }
+    crd = crd_document(
+        kinds=(TRIGGER_KIND, TRIGGER_PLURAL, TRIGGER_SINGULAR, TRIGGER_SHORT_NAME),
+        description="Creates ProfileSessions by itself when a job's step telemetry shows a regression, a straggler "
+        "or a stall, or on a schedule.",
+        spec_schema=with_rules(structural_schema(ProfileTriggerSpec), TRIGGER_RULES),
+        status_schema=trigger_status_schema(),
+        columns=trigger_printer_columns(),
+    )
+    assert crd["metadata"]["name"] == TRIGGER_CRD_NAME
+    return crd
 
 
 def render_trigger_crd_yaml() -> str:
-    header = "# Generated from stepscope_contract by `make crds`; do not edit by hand.\n"
-    return header + yaml.safe_dump(build_trigger_crd(), sort_keys=False, width=120)
+    return render_yaml(build_trigger_crd())

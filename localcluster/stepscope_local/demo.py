@@ -281,28 +281,38 @@ def run(args: argparse.Namespace) -> int:
             if applied.returncode != 0:
                 return 1
             obj = follow_session(cluster, "demo", args.timeout)
-            status = (obj or {}).get("status") or {}
-            phase = status.get("phase")
-            message = status.get("message") or ""
-            say(f"session phase: {phase}" + (f" ({message})" if message else ""))
-            summary = status.get("summary") or {}
-            if summary.get("verdict"):
-                say(f"verdict: {summary['verdict']}")
-            report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
-            if report is not None:
-                say(f"report: {report}")
-                linked = fetch_session_folder(cluster, status, workdir)
-                if linked is not None:
-                    say(f"session folder, where the report links to each rank's trace: {linked}")
-                    traces = linked.parent.parent / TRACES_DIR
-                    say(f'HTA: TraceAnalysis(trace_dir="{traces}")   TensorBoard: tensorboard --logdir {traces.parent}')
-            if phase not in ("Succeeded",):
-                explain_failure(status, workdir)
+            phase, report = report_outcome(cluster, obj, workdir, tools_hint=True)
             say(f"done in {time.monotonic() - started:.0f} s")
             return 0 if phase in ("Succeeded", "PartiallySucceeded") and report is not None else 1
         finally:
             kill_group(operator, 5)
             say("stopping everything")
+
+
+def report_outcome(
+    cluster: LocalCluster, obj: dict[str, Any] | None, workdir: Path, *, tools_hint: bool = False
+) -> tuple[str | None, Path | None]:
+    """Print the session's phase, verdict, report and session folder (and how to open the traces in HTA and
+    TensorBoard); explain a failure; return the phase and the report's path."""
+    status = (obj or {}).get("status") or {}
+    phase = status.get("phase")
+    message = status.get("message") or ""
+    say(f"session phase: {phase}" + (f" ({message})" if message else ""))
+    summary = status.get("summary") or {}
+    if summary.get("verdict"):
+        say(f"verdict: {summary['verdict']}")
+    report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
+    if report is not None:
+        say(f"report: {report}")
+        linked = fetch_session_folder(cluster, status, workdir)
+        if linked is not None:
+            say(f"session folder, where the report links to each rank's trace: {linked}")
+            if tools_hint:
+                traces = linked.parent.parent / TRACES_DIR
+                say(f'HTA: TraceAnalysis(trace_dir="{traces}")   TensorBoard: tensorboard --logdir {traces.parent}')
+    if phase != "Succeeded":
+        explain_failure(status, workdir)
+    return phase, report
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -13,11 +13,8 @@ from typing import Any
 from stepscope_local.cluster import REPO_ROOT, LocalCluster
 from stepscope_local.demo import (
     API,
-    TERMINAL,
-    explain_failure,
-    fetch_report,
-    fetch_session_folder,
     follow_session,
+    report_outcome,
     say,
     wait_operator_healthy,
     wait_ready_pods,
@@ -74,24 +71,6 @@ def _created_by(session: dict[str, Any]) -> str:
     return ", ".join(f"{o.get('kind')} {o.get('name')}" for o in owners) or "nobody"
 
 
-def _report(cluster: LocalCluster, obj: dict[str, Any] | None, workdir: Path) -> tuple[str | None, Path | None]:
-    status = (obj or {}).get("status") or {}
-    phase = status.get("phase")
-    summary = status.get("summary") or {}
-    say(f"session phase: {phase}" + (f" ({status.get('message')})" if status.get("message") else ""))
-    if summary.get("verdict"):
-        say(f"verdict: {summary['verdict']}")
-    report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
-    if report is not None:
-        say(f"report: {report}")
-        linked = fetch_session_folder(cluster, status, workdir)
-        if linked is not None:
-            say(f"session folder, where the report links to each rank's trace: {linked}")
-    if phase != "Succeeded":
-        explain_failure(status, workdir)
-    return phase, report
-
-
 def run_trigger(
     args: argparse.Namespace,
     cluster: LocalCluster,
@@ -129,7 +108,7 @@ def run_trigger(
     session = cluster.api.get(API, "profilesessions", "default", name) or {}
     say(f"ProfileSession {name} was created by {_created_by(session)}; following it")
     obj = follow_session(cluster, name, args.timeout)
-    phase, report = _report(cluster, obj, workdir)
+    phase, report = report_outcome(cluster, obj, workdir)
     say(f"the session {name} was created by ProfileTrigger {TRIGGER} ({status.get('lastFiredCondition')}), not by hand")
     say(f"done in {time.monotonic() - started:.0f} s")
     return 0 if phase in ("Succeeded", "PartiallySucceeded") and report is not None else 1

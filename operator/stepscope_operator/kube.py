@@ -5,12 +5,24 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+from collections.abc import Callable
 from typing import Any
 
 from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
+
+
+def _none_if_missing(read: Callable[[], Any]) -> dict[str, Any] | None:
+    """The object `read` returns, or None when the API server says 404."""
+    try:
+        obj: dict[str, Any] = read()
+        return obj
+    except ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
 
 
 class Kube:
@@ -49,43 +61,24 @@ class Kube:
         return await asyncio.to_thread(call)
 
     async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
-        def call() -> dict[str, Any] | None:
-            try:
-                obj: dict[str, Any] = self._custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-                return obj
-            except ApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise
-
-        return await asyncio.to_thread(call)
+        return await self.get_custom((GROUP, VERSION, PLURAL), namespace, name)
 
     async def get_custom(self, api: tuple[str, str, str], namespace: str, name: str) -> dict[str, Any] | None:
         """A namespaced custom object by (group, version, plural); None when it (or its kind) does not exist."""
         group, version, plural = api
 
         def call() -> dict[str, Any] | None:
-            try:
-                obj: dict[str, Any] = self._custom.get_namespaced_custom_object(group, version, namespace, plural, name)
-                return obj
-            except ApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise
+            return _none_if_missing(
+                lambda: self._custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+            )
 
         return await asyncio.to_thread(call)
 
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         def call() -> dict[str, Any] | None:
-            try:
-                job: dict[str, Any] = self._json(
-                    self._batch.read_namespaced_job(name, namespace, _preload_content=False)
-                )
-                return job
-            except ApiException as exc:
-                if exc.status == 404:
-                    return None
-                raise
+            return _none_if_missing(
+                lambda: self._json(self._batch.read_namespaced_job(name, namespace, _preload_content=False))
+            )
 
         return await asyncio.to_thread(call)
 
