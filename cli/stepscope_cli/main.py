@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "sidecar": ("stepscope_sidecar.main", "main", "run the sidecar agent next to a training container"),
     "install-hook": ("stepscope_sidecar.install", "main", "copy the in-process hook into a shared volume"),
     "analyze": ("stepscope_analyzer.cli", "analyze_main", "analyse traces from a folder or storage URI"),
+    "diff": ("stepscope_analyzer.diff.command", "diff_main", "compare a run with a baseline: the regression gate"),
     "analyzer-job": ("stepscope_analyzer.cli", "job_main", "the analyzer Job's entry point"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
