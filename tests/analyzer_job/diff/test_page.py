@@ -47,9 +47,7 @@ def _hostile_diff() -> bytes:
     phases = StepPhases(forward=4000, backward=6000)
     base = report([rank(0, steps, functions={n: (1000.0, 8) for n in HOSTILE}, phases=phases)])
     base.session = SessionInfo(namespace=HOSTILE[1], name=HOSTILE[0])
-    cand = report(
-        [rank(0, [14_000.0] * 8, functions={n: (9000.0, 16) for n in HOSTILE}, phases=phases)], world_size=3
-    )
+    cand = report([rank(0, [14_000.0] * 8, functions={n: (9000.0, 16) for n in HOSTILE}, phases=phases)], world_size=3)
     d = diff_reports(base, cand, DiffConfig(max_regression_pct=15), baseline_source=HOSTILE[3], candidate_source="b")
     return diff_html_bytes(d)
 

@@ -53,7 +53,7 @@ def test_a_folder_without_traces_uses_its_report(tmp_path: Path, traces: Path, w
 def test_unusable_sources_say_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(SideError, match="no traces and no report.json in file://"):
+    with pytest.raises(SideError, match=r"no traces and no report\.json in file://"):
         load_side(str(empty))
     with pytest.raises(SideError, match="is not a folder or a file"):
         load_side(str(tmp_path / "absent"))
@@ -61,9 +61,8 @@ def test_unusable_sources_say_why(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
         load_side("ftp://host/x")
     bad = tmp_path / "report.json"
     bad.write_text('{"ranks": "nope"}')
-    with pytest.raises(SideError, match="is not a stepscope report.json"):
+    with pytest.raises(SideError, match=r"is not a stepscope report\.json"):
         load_side(str(bad))
     monkeypatch.setattr(sides_module, "MAX_REPORT_BYTES", 10)
     with pytest.raises(SideError, match="more than a report may be"):
         load_side(str(bad))
-

@@ -1,0 +1,143 @@
+"""The regression gate's accuracy on real runs of this machine: false alarms over identical pairs, catches of a
+planted slowdown.
+
+Each round records three real gloo trainings (tests/analyzer_job/diff/gate_job.py, 2 ranks on CPU): a baseline, an
+identical run, and a candidate with added work on every rank (N extra matmul+tanh rounds per step, about +25% of a
+step on an idle machine). `stepscope diff`'s core then compares baseline/identical (a pass is right) and
+baseline/candidate (a regression is right) at --max-regression. Two protocols:
+- together: the three runs record their steps at the same moment and keep training until all are done (duet
+  benchmarking), so what other users do to the machine meanwhile weighs on all three alike;
+- sequential: one run after the other, as a CI pipeline compares today's run with a stored baseline.
+Bars (docs/design.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
+"planted" is the added work's measured time per step over the baseline's median step.
+
+Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 20] [--added-work 8]
+                                     [--protocol together|sequential|both] [--keep DIR]
+Exit 0 when the bars hold for every protocol run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from stepscope_analyzer.diff import DiffConfig, diff_reports, load_side
+from stepscope_contract.diff import DiffResult, DiffVerdict
+
+ROOT = Path(__file__).resolve().parent.parent
+GATE_JOB = ROOT / "tests" / "analyzer_job" / "diff" / "gate_job.py"
+ADDED_NAME = "added_work"
+
+
+@dataclass
+class Round:
+    same: DiffResult
+    slow: DiffResult
+    planted_pct: float
+    load: float
+    seconds: float
+
+
+def _record(root: Path, i: int, args: argparse.Namespace, together: bool) -> tuple[Path, Path, Path]:
+    base, same, slow = (root / f"{i:02d}-{name}" for name in ("base", "same", "slow"))
+    specs = [f"{base}:0", f"{same}:0", f"{slow}:{args.added_work}"]
+    cmd = [sys.executable, str(GATE_JOB), "group", *specs, "--steps", str(args.steps), "--world", str(args.world)]
+    if together:
+        cmd.append("--together")
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
+    return base, same, slow
+
+
+def _planted(diff: DiffResult) -> float:
+    added = next((c for c in diff.top_changes if c.name == ADDED_NAME), None)
+    base = diff.baseline.median_step_us
+    return 100.0 * added.candidate_us_per_step / base if added and base > 0 else 0.0
+
+
+def run_protocol(root: Path, args: argparse.Namespace, together: bool) -> list[Round]:
+    config = DiffConfig(max_regression_pct=args.max_regression, confidence=args.confidence)
+    rounds = []
+    for i in range(args.pairs):
+        started = time.perf_counter()
+        base, same, slow = _record(root, i, args, together)
+        b = load_side(str(base))
+        same_diff = diff_reports(b, load_side(str(same)), config)
+        slow_diff = diff_reports(b, load_side(str(slow)), config)
+        load = os.getloadavg()[0]
+        rounds.append(Round(same_diff, slow_diff, _planted(slow_diff), load, time.perf_counter() - started))
+        r = rounds[-1]
+        print(
+            f"  {i:>2}  identical {_cell(r.same)}   planted {r.planted_pct:5.1f}%  {_cell(r.slow)}"
+            f"   load {load:5.1f}  {r.seconds:5.1f} s",
+            flush=True,
+        )
+    return rounds
+
+
+def _cell(d: DiffResult) -> str:
+    if d.regression_pct is None or d.regression_ci_low_pct is None or d.regression_ci_high_pct is None:
+        return f"{'n/a':>28} {d.verdict.value:<9}"
+    interval = f"[{d.regression_ci_low_pct:+6.1f}, {d.regression_ci_high_pct:+6.1f}]"
+    return f"{d.regression_pct:+6.1f}% {interval:>18}  {d.verdict.value:<9}"
+
+
+def summarize(name: str, rounds: list[Round], gate: float) -> bool:
+    false_alarms = sum(r.same.verdict is DiffVerdict.REGRESSED for r in rounds)
+    unusable = sum(DiffVerdict.UNUSABLE in (r.same.verdict, r.slow.verdict) for r in rounds)
+    caught = sum(r.slow.verdict is DiffVerdict.REGRESSED for r in rounds)
+    drift = [abs(r.same.regression_pct or 0.0) for r in rounds]
+    planted = [r.planted_pct for r in rounds]
+    n = len(rounds)
+    print(f"\n{name}: {n} identical pairs and {n} pairs with the planted slowdown, gate {gate:g}%")
+    print(f"  false alarms        {false_alarms}/{n} = {false_alarms / n:.0%}   (bar: 0)")
+    print(f"  regressions caught  {caught}/{n} = {caught / n:.0%}   (bar: {n}/{n})")
+    print(f"  unusable            {unusable}")
+    print(f"  identical pairs: median |difference| {statistics.median(drift):.1f}%, largest {max(drift):.1f}%")
+    print(f"  planted slowdown: median {statistics.median(planted):.1f}% of the baseline's step")
+    return false_alarms == 0 and caught == n and unusable == 0
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--pairs", type=int, default=10)
+    p.add_argument("--max-regression", type=float, default=15.0)
+    p.add_argument("--confidence", type=float, default=0.90)
+    p.add_argument("--steps", type=int, default=20, help="recorded steps per run")
+    p.add_argument("--world", type=int, default=2)
+    p.add_argument("--added-work", type=int, default=8, help="matmul+tanh rounds per step (8: about +25%%)")
+    p.add_argument("--protocol", choices=["together", "sequential", "both"], default="both")
+    p.add_argument("--keep", default=None, help="keep the recorded runs in this folder")
+    args = p.parse_args()
+    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="stepscope-gate-"))
+    root.mkdir(parents=True, exist_ok=True)
+    protocols = ["together", "sequential"] if args.protocol == "both" else [args.protocol]
+    print(f"gate accuracy: {args.pairs} rounds per protocol, {args.steps} steps per run, {args.world} ranks, ")
+    print(
+        f"added work {args.added_work} rounds/step, --max-regression {args.max_regression:g}, "
+        f"confidence {args.confidence:g}, {os.cpu_count()} CPUs"
+    )
+    ok = True
+    try:
+        results = {}
+        for name in protocols:
+            print(f"\n{name}:  slowdown estimate [interval] verdict", flush=True)
+            results[name] = run_protocol(root / name, args, together=name == "together")
+        for name, rounds in results.items():
+            ok &= summarize(name, rounds, args.max_regression)
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(f"\n{'bars met' if ok else 'bars NOT met'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
