@@ -58,9 +58,11 @@ def interval_chart(diff: DiffResult) -> Chart:
     color = SLOWER if diff.verdict is DiffVerdict.REGRESSED else "#2f7ed8"
     chart.rects.append(Rect(x(low), 18, max(x(high) - x(low), 1.0), 8, color, f"interval {low:+.1f}% to {high:+.1f}%"))
     chart.rects.append(Rect(x(est) - 2, 14, 4, 16, "#1d232a", f"estimate {est:+.1f}%"))
+    chart.labels.append(Label(x(0.0), 50, "0", anchor="middle"))
+    chart.labels.append(Label(x(est), 10, f"{est:+.1f}%", anchor="middle", bold=True))
     chart.labels.append(Label(x(low), 50, f"{low:+.1f}%", anchor="middle"))
     chart.labels.append(Label(x(high), 50, f"{high:+.1f}%", anchor="middle"))
-    chart.labels.append(Label(x(gate), 4 + 6, f"gate +{gate:g}%", anchor="start"))
+    chart.labels.append(Label(x(gate) - 4, 10, f"gate +{gate:g}%", anchor="end"))
     return chart
 
 

@@ -25,6 +25,7 @@ import socket
 import subprocess
 import sys
 import time
+from datetime import timedelta
 from pathlib import Path
 
 import torch
@@ -36,8 +37,6 @@ from torch.nn.parallel import DistributedDataParallel
 WARMUP_STEPS = 2
 BATCH = 512
 MAX_TAIL_STEPS = 5000
-START_FILE = ".start"
-WINDOW_DONE = ".window-done"
 WAIT_S = 300.0
 
 
@@ -45,14 +44,6 @@ def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
-
-
-def _wait_for(path: Path, deadline_s: float = WAIT_S) -> None:
-    deadline = time.monotonic() + deadline_s
-    while not path.exists():
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{path} did not appear within {deadline_s} s")
-        time.sleep(0.005)
 
 
 def _added_work(rounds: int, a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
@@ -85,17 +76,22 @@ class Trainer:
         self.opt.step()
 
 
-def _keep_training(trainer: Trainer, peers: list[Path]) -> None:
-    """Train on (not recorded) until every other job's recording is done; the ranks agree when to stop."""
+def _group_store(address: str) -> dist.TCPStore:
+    host, _, port = address.rpartition(":")
+    return dist.TCPStore(host, int(port), is_master=False, timeout=timedelta(seconds=WAIT_S))
+
+
+def _keep_training(trainer: Trainer, store: dist.TCPStore, jobs: int) -> None:
+    """Train on (not recorded) until every job's recording is done; the ranks agree when to stop."""
     for _ in range(MAX_TAIL_STEPS):
-        flag = torch.tensor([1 if all((p / WINDOW_DONE).exists() for p in peers) else 0])
+        flag = torch.tensor([1 if store.add("done", 0) >= jobs else 0])
         dist.all_reduce(flag, op=dist.ReduceOp.MAX)
         if int(flag.item()):
             return
         trainer.step()
 
 
-def _worker(rank: int, world: int, port: int, out: str, steps: int, added: int, peer: str) -> None:
+def _worker(rank: int, world: int, port: int, out: str, steps: int, added: int, group: str) -> None:
     os.environ["MASTER_ADDR"] = "127.0.0.1"
     os.environ["MASTER_PORT"] = str(port)
     torch.set_num_threads(1)
@@ -104,9 +100,15 @@ def _worker(rank: int, world: int, port: int, out: str, steps: int, added: int, 
     rank_dir = Path(out) / "ranks" / str(rank)
     rank_dir.mkdir(parents=True, exist_ok=True)
     raw = rank_dir / "trace.pt.trace.json"
-    if peer:  # duet: both jobs record from the same moment
-        (Path(out) / f".ready-{rank}").touch()
-        _wait_for(Path(out) / START_FILE)
+    store = _group_store(group.split("/", maxsplit=1)[0]) if group else None
+    if store is not None:  # together: every job records from the same moment, with the profiler and the model warm
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
+            trainer.step()
+        for _ in range(WARMUP_STEPS):
+            trainer.step()
+        dist.barrier()
+        store.add("ready", 1)
+        store.wait(["go"])
     sched = torch.profiler.schedule(wait=0, warmup=WARMUP_STEPS, active=steps, repeat=1)
     with torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
@@ -116,11 +118,11 @@ def _worker(rank: int, world: int, port: int, out: str, steps: int, added: int, 
         for _ in range(steps + WARMUP_STEPS):
             trainer.step()
             prof.step()
-    if peer:
+    if store is not None:
         dist.barrier()
         if rank == 0:
-            (Path(out) / WINDOW_DONE).touch()
-        _keep_training(trainer, [Path(p) for p in peer.split(",")])
+            store.add("done", 1)
+        _keep_training(trainer, store, int(group.split("/")[1]))
     dist.barrier()
     dist.destroy_process_group()
     _finish(rank_dir, raw, rank, world)
@@ -147,8 +149,11 @@ def _finish(rank_dir: Path, raw: Path, rank: int, world: int) -> None:
     (rank_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
-def run(out: str, *, world: int, steps: int, added: int, peer: str = "") -> None:
-    mp.start_processes(_worker, args=(world, _free_port(), out, steps, added, peer), nprocs=world, start_method="spawn")
+def run(out: str, *, world: int, steps: int, added: int, group: str = "") -> None:
+    """group: "host:port/jobs" of the launcher's store when several jobs record together."""
+    mp.start_processes(
+        _worker, args=(world, _free_port(), out, steps, added, group), nprocs=world, start_method="spawn"
+    )
 
 
 def _spec(text: str) -> tuple[Path, int]:
@@ -161,22 +166,19 @@ def group(specs: list[tuple[Path, int]], *, world: int, steps: int, together: bo
         for out, added in specs:
             run(str(out), world=world, steps=steps, added=added)
         return
-    for out, _ in specs:
-        out.mkdir(parents=True, exist_ok=True)
+    port = _free_port()
+    store = dist.TCPStore("127.0.0.1", port, is_master=True, wait_for_workers=False, timeout=timedelta(seconds=WAIT_S))
     procs = []
     for out, added in specs:
-        peers = ",".join(str(o) for o, _ in specs if o != out)
         cmd = [sys.executable, __file__, "run", str(out), "--world", str(world), "--steps", str(steps)]
-        procs.append(subprocess.Popen([*cmd, "--added-work", str(added), "--peer", peers]))
+        procs.append(subprocess.Popen([*cmd, "--added-work", str(added), "--group", f"127.0.0.1:{port}/{len(specs)}"]))
     try:
         deadline = time.monotonic() + WAIT_S
-        expected = len(specs) * world
-        while sum(1 for out, _ in specs for r in range(world) if (out / f".ready-{r}").exists()) < expected:
+        while store.add("ready", 0) < len(specs) * world:
             if time.monotonic() > deadline or any(p.poll() not in (None, 0) for p in procs):
                 raise RuntimeError("the jobs did not all get ready")
             time.sleep(0.01)
-        for out, _ in specs:
-            (out / START_FILE).touch()
+        store.set("go", "1")  # every rank waits on this key: they start at once
         codes = [p.wait(WAIT_S) for p in procs]
     finally:
         for p in procs:
@@ -192,7 +194,7 @@ def main() -> None:
     sub = p.add_subparsers(dest="what", required=True)
     r = sub.add_parser("run")
     r.add_argument("out")
-    r.add_argument("--peer", default="", help="the other job's folder (duet), internal")
+    r.add_argument("--group", default="", help="host:port/jobs of the launcher's store (together), internal")
     q = sub.add_parser("group")
     q.add_argument("specs", nargs="+", type=_spec, help="OUT:N, a folder and its added work")
     q.add_argument("--together", action="store_true")
@@ -202,7 +204,7 @@ def main() -> None:
         s.add_argument("--steps", type=int, default=12)
     a = p.parse_args()
     if a.what == "run":
-        run(a.out, world=a.world, steps=a.steps, added=a.added_work, peer=a.peer)
+        run(a.out, world=a.world, steps=a.steps, added=a.added_work, group=a.group)
     else:
         group(a.specs, world=a.world, steps=a.steps, together=a.together)
 
