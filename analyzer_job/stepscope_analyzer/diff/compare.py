@@ -15,7 +15,13 @@ from datetime import UTC, datetime
 from stepscope_analyzer.diff.name_deltas import name_changes
 from stepscope_analyzer.diff.phase_deltas import mean_phases, phase_deltas
 from stepscope_analyzer.diff.shift_interval import Shift, hodges_lehmann
-from stepscope_analyzer.diff.step_samples import analysed_ranks, job_steps, median_and_p90
+from stepscope_analyzer.diff.step_samples import (
+    MAX_STEP_US,
+    MIN_STEP_US,
+    analysed_ranks,
+    job_steps,
+    median_and_p90,
+)
 from stepscope_analyzer.report.build import tool_version
 from stepscope_contract.diff import DiffResult, DiffVerdict, RankDelta, SideSummary, TopChange
 from stepscope_contract.report import RankReport, Report
@@ -83,7 +89,7 @@ def rank_deltas(baseline: Report, candidate: Report) -> list[RankDelta]:
 
 
 def _median(rank: RankReport | None) -> float | None:
-    if rank is None or rank.steps.count == 0 or rank.steps.median_us <= 0:
+    if rank is None or rank.steps.count == 0 or not MIN_STEP_US <= rank.steps.median_us <= MAX_STEP_US:
         return None
     return rank.steps.median_us
 

@@ -17,6 +17,8 @@ from stepscope_contract.diff import ChangeKind, TopChange
 from stepscope_contract.report import Report
 
 KERNEL_KIND = {"COMPUTATION": "kernel", "COMMUNICATION": "communication", "MEMORY": "memory"}
+MAX_TOTAL_US = 1e15
+"""a name's time beyond this (or not finite) in a report.json is not a measurement: left out"""
 MIN_DELTA_US = 0.5
 """|delta| per step below this, with the same calls per step, is no change"""
 
@@ -30,6 +32,8 @@ class NameTimes:
     steps: int = 0
 
     def add(self, key: Key, us: float, calls: int) -> None:
+        if not 0.0 <= us <= MAX_TOTAL_US or not 0 <= calls <= MAX_TOTAL_US:
+            return
         self.us[key] = self.us.get(key, 0.0) + us
         self.calls[key] = self.calls.get(key, 0.0) + calls
 

@@ -9,11 +9,17 @@ from stepscope_contract.diff import PhaseDelta
 from stepscope_contract.report import RankReport, StepPhases
 
 PHASES: tuple[str, ...] = tuple(StepPhases.model_fields)
+MAX_PHASE_US = 1e12
+"""a phase beyond this (or not finite) in a report.json is not a measurement: that rank's phases are left out"""
 
 
 def mean_phases(ranks: list[RankReport]) -> dict[str, float] | None:
     """Mean over the ranks that carry phases of their mean µs per step in each phase; None when none does."""
-    rows = [r.phases for r in ranks if r.phases is not None]
+    rows = [
+        r.phases
+        for r in ranks
+        if r.phases is not None and all(0.0 <= getattr(r.phases, p) <= MAX_PHASE_US for p in PHASES)
+    ]
     if not rows:
         return None
     return {p: sum(getattr(row, p) for row in rows) / len(rows) for p in PHASES}

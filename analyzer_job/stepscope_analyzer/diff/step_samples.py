@@ -17,6 +17,9 @@ from stepscope_contract.report import RankReport, RankStatus, Report
 
 MAX_STEPS_PER_RANK = 1000
 """the contract's most recorded steps (CaptureOptions.steps); more in a report.json are cut"""
+MIN_STEP_US = 1e-3
+MAX_STEP_US = 1e12
+"""durations outside [1 ns, ~11.6 days] are not steps (a hostile or broken report.json): left out"""
 
 
 @dataclass(frozen=True)
@@ -33,7 +36,7 @@ def analysed_ranks(report: Report) -> list[RankReport]:
 
 def job_steps(report: Report) -> StepSamples:
     rows = [
-        [d for d in r.steps.durations_us[:MAX_STEPS_PER_RANK] if d > 0 and math.isfinite(d)]
+        [d for d in r.steps.durations_us[:MAX_STEPS_PER_RANK] if MIN_STEP_US <= d <= MAX_STEP_US]
         for r in analysed_ranks(report)
     ]
     rows = [row for row in rows if row]
@@ -48,9 +51,14 @@ def job_steps(report: Report) -> StepSamples:
 def median_and_p90(report: Report) -> tuple[float, float]:
     """The report's own job step numbers (Diagnosis), else the same definition over its ranks' steps."""
     d = report.diagnosis
-    if d.median_step_us > 0:
+    if MIN_STEP_US <= d.median_step_us <= MAX_STEP_US and MIN_STEP_US <= d.p90_step_us <= MAX_STEP_US:
         return d.median_step_us, d.p90_step_us
-    values = [v for r in analysed_ranks(report) for v in r.steps.durations_us[:MAX_STEPS_PER_RANK] if v > 0]
+    values = [
+        v
+        for r in analysed_ranks(report)
+        for v in r.steps.durations_us[:MAX_STEPS_PER_RANK]
+        if MIN_STEP_US <= v <= MAX_STEP_US
+    ]
     if not values:
         return 0.0, 0.0
     arr = np.asarray(values, dtype=np.float64)

@@ -204,3 +204,30 @@ def test_config_is_checked() -> None:
         DiffConfig(confidence=1.5)
     with pytest.raises(ValueError, match="max_regression_pct"):
         DiffConfig(max_regression_pct=-1)
+
+
+def test_absurd_numbers_in_a_report_are_left_out() -> None:
+    """A broken or hostile report.json: non-finite or absurd durations are not steps; the result stays valid JSON."""
+    from stepscope_analyzer.report import model_json_bytes
+
+    good = [10_000.0] * 6
+    bad = report([rank(0, [*good, float("nan"), float("inf"), -5.0, 0.0, 1e300, 1e-300])])
+    bad.diagnosis = Diagnosis(verdict="x", median_step_us=float("inf"), p90_step_us=float("nan"))
+    d = diff_reports(bad, report([rank(0, [12_000.0] * 6)]), GATE)
+    assert d.baseline.steps == 6
+    assert d.baseline.median_step_us == 10_000.0
+    assert d.regression_pct == pytest.approx(20.0)
+    DiffResult.model_validate_json(model_json_bytes(d))
+
+
+def test_absurd_per_rank_figures_are_left_out() -> None:
+    from stepscope_analyzer.report import model_json_bytes
+
+    inf = float("inf")
+    r = rank(0, [10_000.0] * 6, functions={"op": (inf, 3), "fine": (600.0, 6)}, phases=StepPhases(forward=inf))
+    r.steps.median_us = inf
+    d = diff_reports(report([r]), report([rank(0, [10_000.0] * 6, phases=StepPhases(forward=1.0))]), GATE)
+    assert d.ranks[0].baseline_median_us is None and d.ranks[0].delta_pct is None
+    assert d.phases == []
+    assert {c.name: c.change for c in d.top_changes} == {"fine": ChangeKind.REMOVED}
+    DiffResult.model_validate_json(model_json_bytes(d))
