@@ -2,7 +2,7 @@
 planted slowdown.
 
 Each round records three real gloo trainings (tests/analyzer_job/diff/gate_job.py, 2 ranks on CPU): a baseline, an
-identical run, and a candidate with added work on every rank (N extra matmul+tanh rounds per step; 8 is about +25%
+identical run, and a candidate with added work on every rank (N extra matmul+tanh rounds per step; 9 is about +25%
 of a step on an idle machine). The diff's core (the same function `stepscope diff` runs) then compares
 baseline/identical (a pass is right) and baseline/candidate (a regression is right) at --max-regression.
 Protocols:
@@ -14,7 +14,7 @@ prints how busy they were, so each row says under what load it was measured.
 Bars (docs/design.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
 "planted" is the added work's measured time per step over the baseline's median step.
 
-Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 20] [--added-work 8]
+Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 40] [--added-work 9]
                                      [--protocol windows|separate|both] [--quiet-busy 0.25] [--keep DIR]
 Exit 0 when the bars hold for every protocol run.
 """
@@ -116,9 +116,9 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=10)
     p.add_argument("--max-regression", type=float, default=15.0)
     p.add_argument("--confidence", type=float, default=0.90)
-    p.add_argument("--steps", type=int, default=20, help="recorded steps per run")
+    p.add_argument("--steps", type=int, default=40, help="recorded steps per recording")
     p.add_argument("--world", type=int, default=2)
-    p.add_argument("--added-work", type=int, default=8, help="matmul+tanh rounds per step (8: about +25%%)")
+    p.add_argument("--added-work", type=int, default=9, help="matmul+tanh rounds per step (9: about +25%%)")
     p.add_argument("--protocol", choices=["windows", "separate", "both"], default="both")
     p.add_argument("--quiet-busy", type=float, default=0.25, help="start a round below this CPU busy share")
     p.add_argument("--quiet-wait", type=float, default=300.0, help="longest wait for that, s (then go anyway)")

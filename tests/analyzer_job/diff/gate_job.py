@@ -32,8 +32,8 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 WARMUP_STEPS = 2
-SETTLE_STEPS = 10
-"""unrecorded steps (and one profiled) before the first recording: allocator, thread pools and profiler warm"""
+SETTLE_S = float(os.environ.get("GATE_SETTLE_S", "3"))
+"""unrecorded training (and one profiled step) before the first recording: CPU clocks, caches, allocator warm"""
 BATCH = 512
 
 Recording = tuple[str, int]  # (folder, added work)
@@ -116,8 +116,12 @@ def _worker(rank: int, world: int, port: int, recordings: list[Recording], steps
     trainer = Trainer(rank)
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]):
         trainer.step(0)
-    for _ in range(SETTLE_STEPS):
+    settle = torch.tensor([0])
+    started = time.monotonic()
+    while not settle.item():  # the ranks agree when to stop
         trainer.step(0)
+        settle = torch.tensor([int(time.monotonic() - started > SETTLE_S)])
+        dist.all_reduce(settle, op=dist.ReduceOp.MAX)
     raws = []
     for out, added in recordings:
         rank_dir = Path(out) / "ranks" / str(rank)
