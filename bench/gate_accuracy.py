@@ -6,8 +6,10 @@ identical run, and a candidate with added work on every rank (N extra matmul+tan
 of a step on an idle machine). The diff's core (the same function `stepscope diff` runs) then compares
 baseline/identical (a pass is right) and baseline/candidate (a regression is right) at --max-regression.
 Protocols:
-- windows: one training job records the three one after the other (sessions a second apart on one job);
-- separate: a new job per recording, one after the other, as a pipeline compares today's run with a baseline.
+- windows: one training job records the three one after the other (sessions a second apart on one job), in the
+  order identical, baseline, candidate;
+- separate: a new job per recording, one after the other (same order), as a pipeline compares today's run with a
+  baseline.
 Step times are wall time, so what other users run on a shared machine between two recordings moves them. Before
 each round the bench waits (up to --quiet-wait s) until the CPUs are less than --quiet-busy busy; during the round it
 measures the CPU time the *other* processes took (all CPUs' busy time from /proc/stat minus the recordings' own, from
@@ -17,7 +19,7 @@ is fixed before and independent of the outcome; every round is printed, and roun
 too. Bars (docs/design.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
 "planted" is the added work's measured time per step over the baseline's median step.
 
-Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 40] [--added-work 9]
+Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 100] [--added-work 9]
                                      [--protocol windows|separate|both] [--quiet-busy 0.25] [--disturbed 0.10]
                                      [--keep DIR]
 Exit 0 when the bars hold on --pairs undisturbed rounds of every protocol run.
@@ -71,7 +73,9 @@ def _cpu_seconds() -> tuple[float, float]:
 
 def _record(root: Path, i: int, args: argparse.Namespace, separate: bool) -> tuple[Path, Path, Path]:
     base, same, slow = (root / f"{i:02d}-{name}" for name in ("base", "same", "slow"))
-    specs = [f"{base}:0", f"{same}:0", f"{slow}:{args.added_work}"]
+    # the baseline in the middle: a drift from one recording to the next (later ones ran a few % faster in one job)
+    # moves both comparisons by one step, not the slowdown by two
+    specs = [f"{same}:0", f"{base}:0", f"{slow}:{args.added_work}"]
     cmd = [sys.executable, str(GATE_JOB), *specs, "--steps", str(args.steps), "--world", str(args.world)]
     if separate:
         cmd.append("--separate")
@@ -151,7 +155,7 @@ def main() -> int:
     p.add_argument("--pairs", type=int, default=10)
     p.add_argument("--max-regression", type=float, default=15.0)
     p.add_argument("--confidence", type=float, default=0.90)
-    p.add_argument("--steps", type=int, default=40, help="recorded steps per recording")
+    p.add_argument("--steps", type=int, default=100, help="recorded steps per recording")
     p.add_argument("--world", type=int, default=2)
     p.add_argument("--added-work", type=int, default=9, help="matmul+tanh rounds per step (9: about +25%%)")
     p.add_argument("--protocol", choices=["windows", "separate", "both"], default="both")
