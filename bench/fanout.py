@@ -20,11 +20,13 @@ import psutil
 import yaml
 from aiohttp import web
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.s3 import free_port
 
 REPO = Path(__file__).resolve().parents[1]
-TOKEN = "bench-token"
+TOKEN = "bench-token"  # the operator's master token
+SIDECAR_TOKEN = namespace_token(TOKEN, "default")  # what the stand-ins of namespace default accept
 BAR_SECONDS = 5.0
 BAR_RSS_MB = 200.0
 
@@ -43,7 +45,7 @@ class Sidecars:
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
 
     async def _start(self, request: web.Request) -> web.Response:
-        if request.headers.get("Authorization") != f"Bearer {TOKEN}":
+        if request.headers.get("Authorization") != f"Bearer {SIDECAR_TOKEN}":
             return web.json_response({"error": "unauthorized"}, status=401)
         body = await request.json()
         self.started += 1

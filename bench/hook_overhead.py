@@ -3,7 +3,14 @@ beside plain torch.profiler on the same steps. One process, interleaved blocks, 
 overhead (the hook's measured cost per step boundary over the step time) is 0.5% or more; the end-to-end
 median ratio is printed beside it, but on a shared machine its noise is larger than the effect.
 
-    .venv/bin/python bench/hook_overhead.py [--blocks 10] [--steps-per-block 40]
+Then the cost of PyTorch's Flight Recorder, which injection turns on (TORCH_FR_BUFFER_SIZE, 2000 entries by
+default): the time of one collective with the recorder off and on (a one-rank gloo group, so that the network's
+noise does not hide the recording; the fastest of 40 blocks per child process; child processes in ABBA order,
+since the buffer size is read once per process),
+called from a shallow and from a 40-frame-deep Python stack (each entry keeps the Python stack that issued it), and
+the memory one entry holds.
+
+    .venv/bin/python bench/hook_overhead.py [--blocks 10] [--steps-per-block 40] [--fr-rounds 6]
 """
 
 from __future__ import annotations
@@ -12,6 +19,7 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -60,7 +68,12 @@ def main() -> int:
     p.add_argument("--steps-per-block", type=int, default=15)
     p.add_argument("--capture-steps", type=int, default=20)
     p.add_argument("--target-ms", type=float, default=10.0)
+    p.add_argument("--fr-rounds", type=int, default=6, help="paired runs (off/on) of the Flight Recorder cost")
+    p.add_argument("--fr-child", type=int, default=None, help=argparse.SUPPRESS)
+    p.add_argument("--fr-depth", type=int, default=1, help=argparse.SUPPRESS)
     args = p.parse_args()
+    if args.fr_child is not None:
+        return fr_child(args.fr_depth)
     torch.set_num_threads(1)
     _opt, step = make_step(args.target_ms)
     hook_dir = tempfile.mkdtemp(prefix="stepscope-bench-")
@@ -155,7 +168,82 @@ def main() -> int:
     print(f"ratio capturing/torch.profiler {m_cap / m_prof:.4f}")
     ok = direct < IDLE_BAR
     print("idle overhead under the bar" if ok else "IDLE OVERHEAD OVER THE BAR")
+    flight_recorder_cost(args.fr_rounds, m_plain)
     return 0 if ok else 1
+
+
+FR_BUFFER = 2000
+
+
+def fr_child(depth: int) -> int:
+    """One process: a one-rank gloo group, per-collective time (median of blocks) and memory per recorded entry."""
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=0, world_size=1, store=dist.HashStore())
+    tensor = torch.ones(4)
+
+    def deep(n: int, calls: int) -> None:
+        if n > 1:
+            deep(n - 1, calls)
+            return
+        for _ in range(calls):
+            dist.all_reduce(tensor)
+
+    def rss() -> int:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+    dist.barrier()
+    before = rss()
+    deep(depth, FR_BUFFER)  # exactly fills the buffer: FR_BUFFER entries recorded (none when it is off)
+    grown = rss() - before
+    deep(depth, 500)
+    blocks = []
+    for _ in range(40):
+        t0 = time.perf_counter()
+        deep(depth, 250)
+        blocks.append((time.perf_counter() - t0) / 250)
+    # the fastest block: on a shared machine, the others are the neighbours' noise, not the recorder's cost
+    print(json.dumps({"us": min(blocks) * 1e6, "grown": grown}))
+    dist.destroy_process_group()
+    return 0
+
+
+def _fr_run(buffer: int, depth: int) -> dict[str, float]:
+    env = dict(os.environ, TORCH_FR_BUFFER_SIZE=str(buffer), OMP_NUM_THREADS="1")
+    out = subprocess.run(
+        [sys.executable, __file__, "--fr-child", str(buffer), "--fr-depth", str(depth)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    result: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return result
+
+
+def flight_recorder_cost(rounds: int, step_s: float) -> None:
+    """Flight Recorder off vs on, paired runs in ABBA order; the figures the injection default is documented with."""
+    print(f"\nFlight Recorder (TORCH_FR_BUFFER_SIZE={FR_BUFFER}) on a one-rank gloo group, {rounds} paired runs:")
+    for depth in (1, 40):
+        deltas: list[float] = []
+        offs: list[float] = []
+        grown: list[float] = []
+        for r in range(rounds):
+            order = (0, FR_BUFFER) if r % 2 == 0 else (FR_BUFFER, 0)
+            res = {b: _fr_run(b, depth) for b in order}
+            deltas.append(res[FR_BUFFER]["us"] - res[0]["us"])
+            offs.append(res[0]["us"])
+            grown.append(res[FR_BUFFER]["grown"] - res[0]["grown"])
+        delta = statistics.median(deltas)
+        per_entry = statistics.median(grown) / FR_BUFFER
+        print(
+            f"  stack depth {depth:2d}: collective {statistics.median(offs):7.2f} us off, {delta:+6.2f} us on "
+            f"(paired deltas {min(deltas):+.2f}..{max(deltas):+.2f}); "
+            f"{delta / (step_s * 1e6) * 100:.3f} % of a {step_s * 1e3:.1f} ms step per collective; "
+            f"~{per_entry / 1024:.2f} KiB per entry, {per_entry * FR_BUFFER / 2**20:.1f} MiB for {FR_BUFFER} entries"
+        )
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-BENCHES = ["analyzer_vs_hta.py", "hook_overhead.py", "fanout.py", "gate_accuracy.py"]
+BENCHES = ["analyzer_vs_hta.py", "hook_overhead.py", "fanout.py", "report_browser.py", "gate_accuracy.py"]
 
 
 def main() -> int:

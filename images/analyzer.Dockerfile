@@ -9,6 +9,7 @@ WORKDIR /src
 COPY pyproject.toml README.md ./
 COPY requirements/constraints.txt requirements/constraints.txt
 COPY contract contract
+COPY storage storage
 COPY cli cli
 COPY operator operator
 COPY sidecar sidecar

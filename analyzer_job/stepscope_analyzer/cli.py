@@ -8,11 +8,13 @@ import time
 from pathlib import Path
 
 from stepscope_analyzer.diagnosis import DiagnosisConfig
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
-from stepscope_analyzer.report import html_bytes, model_json_bytes
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, location_of, open_store
+from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
+from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
+from stepscope_analyzer.storage_io import StorageError, location_of, open_store
 from stepscope_contract.session import AddressingStyle
 from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, StorageUriError
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
 
 
 def _progress(message: str) -> None:
@@ -23,12 +25,14 @@ def analyze_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="stepscope analyze",
         description="Analyse Kineto traces of a distributed PyTorch job: a stepscope session folder "
-        "(ranks/<rank>/...) or a folder of *.pt.trace.json[.gz] files, local or in object storage.",
+        "(traces/rank<R>.pt.trace.json.gz, or the first layout's ranks/<rank>/...) or a folder of "
+        "*.pt.trace.json[.gz] files, local or in object storage.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("source", help="folder, file, file:///path, s3://bucket/prefix or oss://bucket/prefix")
-    p.add_argument("-o", "--output", default="stepscope-report", help="output folder (default ./stepscope-report)")
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
-    p.add_argument("--region", default=None, help="object store region")
+    p.add_argument("-o", "--output", default="stepscope-report", help="output folder")
+    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
+    p.add_argument("--region", default=None, help="object store region (unset: the environment's)")
     p.add_argument(
         "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
     )
@@ -43,8 +47,8 @@ def analyze_main(argv: list[str]) -> int:
     started = time.perf_counter()
     try:
         location = location_of(args.source)
-        options = StorageOptions(args.endpoint, args.region, AddressingStyle(args.addressing_style))
-        store = open_store(location, options)
+        connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+        store = open_store(location, connection, Credentials.from_env())
         _progress(f"stepscope analyze: reading {location.uri}")
         layout = discover(store, location)
     except (StorageUriError, StorageError) as exc:
@@ -57,8 +61,12 @@ def analyze_main(argv: list[str]) -> int:
     _progress(f"found {len(layout.inputs)} rank(s) ({kind})")
     outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_progress)
     config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
-    report = reduce_outcomes(outcomes, config=config, started=started, include_missing=layout.session)
+    dumps = flight_recorder_dumps(store, layout)
+    report = reduce_outcomes(
+        outcomes, config=config, started=started, include_missing=layout.session, flight_recorder=dumps
+    )
     out = Path(args.output)
+    report = with_trace_links(report, location_of(str(out.resolve())))
     try:
         out.mkdir(parents=True, exist_ok=True)
         (out / REPORT_JSON).write_bytes(model_json_bytes(report))

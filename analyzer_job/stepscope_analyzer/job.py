@@ -5,7 +5,8 @@ storage folder, and
 - map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport);
 - reduce: reads every summary, diagnoses, uploads report/{report.json, report.html} and patches the session's
   status (summary, reportURL, reportJSONURL, ReportReady);
-- all: both in one pod.
+- all: both in one pod;
+- delete: the cleanup Job of a session being deleted (cleanup.py): its folder, recomputed from the session itself.
 Failures exit non-zero with a message on stderr; reduce (and all) also set ReportReady=False with the reason.
 """
 
@@ -26,17 +27,19 @@ from stepscope_analyzer.pipeline import (
     RankInput,
     RankOutcome,
     discover,
+    flight_recorder_dumps,
     reduce_outcomes,
     summarize_all,
     summarize_input,
 )
-from stepscope_analyzer.report import html_bytes, model_json_bytes
+from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.status_patch import status_patch
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, open_store
+from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
-from stepscope_contract.report import RankError, RankReport, RankStatus, SessionInfo
+from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
 from stepscope_contract.session import ProfileSession
+from stepscope_contract.session_folder import accepted_spec
 from stepscope_contract.storage import (
     REPORT_HTML,
     REPORT_JSON,
@@ -46,6 +49,7 @@ from stepscope_contract.storage import (
     session_location,
     summary_key,
 )
+from stepscope_storage.credentials import Credentials
 
 READ_WORKERS = 16
 PATCH_ATTEMPTS = 5
@@ -60,13 +64,23 @@ def _log(message: str) -> None:
 
 
 def job_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="stepscope analyzer-job", description="analyse a ProfileSession's traces")
-    p.add_argument("--namespace", required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--mode", choices=["all", "map", "reduce"], default="all")
+    p = argparse.ArgumentParser(
+        prog="stepscope analyzer-job",
+        description="analyse a ProfileSession's traces",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("--namespace", required=True, help="the session's namespace")
+    p.add_argument("--name", required=True, help="the session's name")
+    p.add_argument(
+        "--mode",
+        choices=["all", "map", "reduce", "delete"],
+        default="all",
+        help="all: one Job; map: per-rank shards; reduce; delete: the session's artifacts",
+    )
+    p.add_argument("--uid", default="", help="delete mode: the uid of the session being deleted")
     p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
-    p.add_argument("--index", type=int, default=None, help="map shard index (default: $JOB_COMPLETION_INDEX or 0)")
-    p.add_argument("--top-n", type=int, default=50)
+    p.add_argument("--index", type=int, default=None, help="map shard index (unset: $JOB_COMPLETION_INDEX or 0)")
+    p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
     return p
 
 
@@ -80,13 +94,18 @@ def custom_objects_api() -> Any:
     return client.CustomObjectsApi()
 
 
-def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], ProfileSession]:
+def read_session_object(api: Any, namespace: str, name: str) -> dict[str, Any]:
     from kubernetes.client.exceptions import ApiException
 
     try:
-        obj = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
+        obj: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
     except ApiException as exc:
         raise JobError(f"cannot read ProfileSession {namespace}/{name}: {exc.status} {exc.reason}") from exc
+    return obj
+
+
+def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], ProfileSession]:
+    obj = read_session_object(api, namespace, name)
     try:
         return obj, ProfileSession.model_validate(obj)
     except ValidationError as exc:
@@ -94,11 +113,12 @@ def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], P
 
 
 def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
-    spec = session.spec.storage
+    # the accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it
+    spec = (accepted_spec({"annotations": session.metadata.annotations}) or session.spec).storage
     base = parse_storage_uri(spec.uri)
     meta = session.metadata
     location = session_location(base, meta.namespace, meta.name, meta.uid)
-    return location, open_store(location, StorageOptions(spec.endpoint, spec.region, spec.addressing_style))
+    return location, open_store(location, spec, Credentials.from_env())
 
 
 def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
@@ -126,7 +146,7 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
         assert inp.rank is not None
         key = summary_key(location, inp.rank)
         try:
-            summary = RankReport.model_validate_json(store.read(key))
+            summary = RankReport.model_validate_json(read_bounded(store, key, "max_summary_bytes"))
         except (StorageError, ValidationError, ValueError) as exc:
             message = f"no usable summary from the map step ({str(exc)[:300]})"
             return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
@@ -168,7 +188,7 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     _log(f"session {args.namespace}/{args.name}: storage {location.uri}, mode {args.mode}")
     layout = discover(store, location)
     if not layout.session or not layout.inputs:
-        raise JobError(f"no rank folders under {location.uri}/ranks/")
+        raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if args.mode == "map":
         index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
         run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)
@@ -180,8 +200,12 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     meta = session.metadata
     info = SessionInfo(namespace=meta.namespace, name=meta.name, uid=meta.uid, capture_id=session.status.capture_id)
     config = DiagnosisConfig.from_spec(session.spec.analysis)
-    report = reduce_outcomes(outcomes, config=config, session=info, started=started, include_missing=True)
+    dumps = flight_recorder_dumps(store, layout)
+    report = reduce_outcomes(
+        outcomes, config=config, session=info, started=started, include_missing=True, flight_recorder=dumps
+    )
     where = report_location(location)
+    report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
     summary = build_status_summary(report)
@@ -199,6 +223,23 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     del raw
 
 
+def _delete(args: argparse.Namespace, api: Any) -> int:
+    from stepscope_analyzer.cleanup import CleanupRefused, run_delete
+
+    def read() -> dict[str, Any]:
+        return read_session_object(api, args.namespace, args.name)
+
+    try:
+        run_delete(read, args.uid, _log)
+    except CleanupRefused as exc:
+        _log(f"nothing deleted: {exc}")
+        return 3
+    except (JobError, StorageError, ValueError) as exc:
+        _log(f"delete failed: {exc}")
+        return 1
+    return 0
+
+
 def job_main(argv: list[str]) -> int:
     args = job_parser().parse_args(argv)
     try:
@@ -206,6 +247,8 @@ def job_main(argv: list[str]) -> int:
     except Exception as exc:
         _log(f"no Kubernetes access: {exc}")
         return 2
+    if args.mode == "delete":
+        return _delete(args, api)
     try:
         _run(args, api)
     except (JobError, StorageError, ValueError) as exc:

@@ -1,7 +1,9 @@
 """From storage to a Report: find the ranks, summarise each (a bad rank never stops the others), diagnose.
 
 Two layouts are understood:
-- a session folder (stepscope_contract.storage): ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, stacks.txt};
+- a session folder (stepscope_contract.storage): traces/rank<R>.pt.trace.json.gz with traces/rank<R>/{manifest.json,
+  stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz}, or the first layout's
+  ranks/<rank>/{trace.pt.trace.json.gz, ...};
 - a plain folder of Kineto traces (*.json, *.json.gz directly inside it) or one trace file; the rank comes from
   the trace's distributedInfo, else from a 'rank<N>' in the file name; a rank claimed twice is moved to the
   next free number with a note in the errors.
@@ -17,20 +19,24 @@ from pathlib import PurePosixPath
 
 from pydantic import ValidationError
 
+from stepscope_analyzer import limits, missing
 from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose
+from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.parse import parse_trace
+from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.report import build_report
-from stepscope_analyzer.storage_io import StorageError, Store
+from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
 from stepscope_contract.storage import (
+    FLIGHT_RECORDER_FILE,
+    GPU_METRICS_FILE,
     MANIFEST_FILE,
     STACKS_FILE,
     TRACE_FILE,
     StorageLocation,
-    rank_from_key,
-    rank_location,
+    rank_artifact,
 )
 from stepscope_contract.wire import CaptureState
 
@@ -50,6 +56,8 @@ class RankInput:
     trace_key: str | None = None
     manifest_key: str | None = None
     stacks_key: str | None = None
+    gpu_metrics_key: str | None = None
+    flight_recorder_key: str | None = None
 
 
 @dataclass
@@ -65,20 +73,25 @@ def _quiet(_: str) -> None:
 def discover(store: Store, location: StorageLocation) -> Layout:
     keys = store.list_keys(location)
     by_rank: dict[int, RankInput] = {}
+    most = limits.current().max_world_size
     for key in keys:
-        rank = rank_from_key(location, key)
-        if rank is None:
+        found = rank_artifact(location, key)  # either layout
+        if found is None or found[0] >= most:  # a rank beyond any world size is no rank
             continue
+        rank, artifact = found
         entry = by_rank.setdefault(rank, RankInput(rank=rank, name=f"rank {rank}"))
-        base = rank_location(location, rank)
-        if key == base.key(TRACE_FILE):
+        if artifact == TRACE_FILE:
             entry.trace_key = key
-        elif key == base.key(MANIFEST_FILE):
+        elif artifact == MANIFEST_FILE:
             entry.manifest_key = key
-        elif key == base.key(STACKS_FILE):
+        elif artifact == STACKS_FILE:
             entry.stacks_key = key
+        elif artifact == GPU_METRICS_FILE:
+            entry.gpu_metrics_key = key
+        elif artifact == FLIGHT_RECORDER_FILE:
+            entry.flight_recorder_key = key
     if by_rank:
-        return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)])
+        return Layout(session=True, inputs=[by_rank[r] for r in sorted(by_rank)][: limits.current().max_ranks])
     root = location.prefix.rstrip("/")
     plain = []
     for key in keys:
@@ -86,7 +99,7 @@ def discover(store: Store, location: StorageLocation) -> Layout:
         directly_inside = key == root or PurePosixPath(key).parent == PurePosixPath(root or ".")
         if directly_inside and name.endswith(_TRACE_SUFFIXES) and name not in _NOT_TRACES:
             plain.append(RankInput(rank=None, name=name, trace_key=key))
-    return Layout(session=False, inputs=plain)
+    return Layout(session=False, inputs=plain[: limits.current().max_ranks])
 
 
 def _error_text(exc: BaseException) -> str:
@@ -107,7 +120,12 @@ def _read_manifest(store: Store, inp: RankInput) -> tuple[RankManifest | None, s
     if inp.manifest_key is None:
         return None, None
     try:
-        return RankManifest.model_validate_json(store.read(inp.manifest_key)), None
+        manifest = RankManifest.model_validate_json(read_bounded(store, inp.manifest_key, "max_manifest_bytes"))
+        if manifest.meta is not None and manifest.meta.world_size > limits.current().max_world_size:
+            raise limits.current().exceeded(
+                "max_world_size", f"the manifest claims world size {manifest.meta.world_size}"
+            )
+        return manifest, None
     except (StorageError, ValidationError, ValueError) as exc:
         return None, f"manifest.json unreadable: {_error_text(exc)}"
 
@@ -124,7 +142,7 @@ def summarize_input(store: Store, inp: RankInput, *, top_n: int = 50, claimed: s
     stacks = ""
     if inp.stacks_key:
         try:
-            stacks = store.read(inp.stacks_key).decode("utf-8", "replace")
+            stacks = read_bounded(store, inp.stacks_key, "max_stacks_bytes", truncate=True).decode("utf-8", "replace")
         except StorageError as exc:
             errors.append(RankError(rank=inp.rank, source=inp.stacks_key, message=_error_text(exc)))
     hung = bool((meta and meta.hung) or (manifest and manifest.state is CaptureState.HUNG))
@@ -157,7 +175,7 @@ def summarize_input(store: Store, inp: RankInput, *, top_n: int = 50, claimed: s
         status = RankStatus.MISSING if manifest is None or not manifest.errors else RankStatus.ERROR
         return failed(status, f"no trace ({state}){': ' + why if why else ''}", inp.manifest_key or inp.name)
     try:
-        trace = parse_trace(store.read(inp.trace_key))
+        trace = parse_trace(read_bounded(store, inp.trace_key, "max_trace_file_bytes"))
         trace_rank = inp.rank if inp.rank is not None else trace.rank
         if trace_rank is None:
             match = _RANK_IN_NAME.search(inp.name)
@@ -181,7 +199,8 @@ def summarize_input(store: Store, inp: RankInput, *, top_n: int = 50, claimed: s
     if claimed is not None:
         claimed.add(summary.rank)
     update = {k: v for k, v in base.items() if v is not None}
-    return RankOutcome(summary.model_copy(update=update), errors, hang)
+    extras, extra_errors = rank_extras(store, inp.gpu_metrics_key, manifest, summary)
+    return RankOutcome(summary.model_copy(update=update | extras), errors + extra_errors, hang)
 
 
 def summarize_all(
@@ -206,14 +225,24 @@ def summarize_all(
     return outcomes
 
 
+def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:
+    """Ranks below the world size that the manifests announce but storage does not hold, as inclusive ranges."""
+    most = limits.current().max_world_size
+    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size and o.summary.world_size <= most]
+    return missing.missing_ranges((o.summary.rank for o in outcomes), max(sizes)) if sizes else []
+
+
 def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
-    """Ranks below the world size that the manifests announce but storage does not hold."""
-    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size]
-    if not sizes:
-        return []
-    present = {o.summary.rank for o in outcomes}
+    """The first `max_listed_missing_ranks` missing ranks, one RankReport each (all of them: missing_rank_ranges)."""
+    listed = missing.first(missing_rank_ranges(outcomes), limits.current().max_listed_missing_ranks)
     message = "expected from the world size, but nothing was uploaded"
-    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in range(max(sizes)) if r not in present]
+    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in listed]
+
+
+def flight_recorder_dumps(store: Store, layout: Layout) -> tuple[dict[int, Dump], list[RankError]]:
+    """Every rank's Flight Recorder dump (bounded, parsed), and an error per rejected file."""
+    keys = [(i.rank, i.flight_recorder_key) for i in layout.inputs if i.rank is not None and i.flight_recorder_key]
+    return load_dumps(store, [(rank, key) for rank, key in keys if rank is not None and key])
 
 
 def reduce_outcomes(
@@ -223,18 +252,27 @@ def reduce_outcomes(
     session: SessionInfo | None = None,
     started: float | None = None,
     include_missing: bool = False,
+    flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
 ) -> Report:
     summaries = [o.summary for o in outcomes]
     errors = [e for o in outcomes for e in o.errors]
+    gaps = missing_rank_ranges(outcomes) if include_missing else []
+    dumps, dump_errors = flight_recorder or ({}, [])
+    errors += dump_errors
     if include_missing:
         absent = missing_ranks(outcomes)
         summaries += absent
         errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
+        if missing.count(gaps) > len(absent):
+            text = f"{missing.count(gaps)} ranks of the world size have no upload: {missing.rank_set_text(gaps)}"
+            errors.append(RankError(rank=None, source="", message=text[:MAX_ERROR_CHARS]))
     sizes = sorted({s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK})
     if len(sizes) > 1:
         message = f"the traces come from jobs of different world sizes ({', '.join(map(str, sizes))}); ranks of "
         errors.append(RankError(rank=None, source="", message=message + "different jobs are not comparable"))
     hangs = [o.hang for o in outcomes if o.hang is not None]
-    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config)
+    diagnosis: Diagnosis = diagnose(summaries, hang_evidence=hangs, config=config, flight_recorder=dumps)
     elapsed = time.perf_counter() - started if started is not None else 0.0
-    return build_report(summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed)
+    report = build_report(summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed)
+    report.missing_ranks = missing.rank_set_text(gaps)
+    return report

@@ -1,7 +1,9 @@
 """The status merge patch the analyzer writes to its ProfileSession. Pure.
 
 The analyzer owns status.summary, status.reportURL, status.reportJSONURL and the ReportReady condition; the
-other conditions are kept as they are (read-modify-write: a merge patch replaces the whole list).
+other conditions are kept as they are (read-modify-write: a merge patch replaces the whole list). The status is
+read and written through the contract's typed model (stepscope_contract.status_wire), so only fields the CRD knows
+can be written.
 """
 
 from __future__ import annotations
@@ -10,24 +12,22 @@ from datetime import UTC, datetime
 from typing import Any
 
 from stepscope_contract.session import Condition, ConditionStatus, ConditionType, ReportSummary
+from stepscope_contract.status_wire import read_status
+from stepscope_contract.status_wire import status_patch as typed_patch
 
 
-def upsert_condition(conditions: list[dict[str, Any]], new: Condition) -> list[dict[str, Any]]:
+def upsert_condition(conditions: list[Condition], new: Condition) -> list[Condition]:
     """Replace the condition of new.type (keeping its lastTransitionTime when the status did not change)."""
-    wire = new.wire()
-    out: list[dict[str, Any]] = []
+    out: list[Condition] = []
     replaced = False
     for c in conditions:
-        if c.get("type") == new.type.value:
-            if c.get("status") == new.status.value and c.get("lastTransitionTime"):
-                wire["lastTransitionTime"] = c["lastTransitionTime"]
-            out.append(wire)
+        if c.type is new.type:
+            kept = c.last_transition_time if c.status is new.status else new.last_transition_time
+            out.append(new.model_copy(update={"last_transition_time": kept}))
             replaced = True
         else:
             out.append(c)
-    if not replaced:
-        out.append(wire)
-    return out
+    return out if replaced else [*out, new]
 
 
 def report_ready_condition(ok: bool, message: str, generation: int | None, now: datetime | None = None) -> Condition:
@@ -53,17 +53,18 @@ def status_patch(
 ) -> dict[str, Any]:
     """Merge patch for the status subresource of `current` (the whole object as read)."""
     metadata = current.get("metadata") or {}
-    conditions = list((current.get("status") or {}).get("conditions") or [])
+    before = read_status(current.get("status"))
+    after = before.model_copy(deep=True)
     generation = metadata.get("generation")
     condition = report_ready_condition(ok, message, generation if isinstance(generation, int) else None, now)
-    status: dict[str, Any] = {"conditions": upsert_condition(conditions, condition)}
+    after.conditions = upsert_condition(after.conditions, condition)
     if summary is not None:
-        status["summary"] = summary.wire()
+        after.summary = summary
     if report_url is not None:
-        status["reportURL"] = report_url
+        after.report_url = report_url
     if report_json_url is not None:
-        status["reportJSONURL"] = report_json_url
-    patch: dict[str, Any] = {"status": status}
+        after.report_json_url = report_json_url
+    patch: dict[str, Any] = {"status": typed_patch(before, after)}
     if metadata.get("resourceVersion"):
         patch["metadata"] = {"resourceVersion": metadata["resourceVersion"]}  # conflict instead of lost update
     return patch

@@ -3,7 +3,9 @@ so the sidecar image (no torch, no kopf) can run `stepscope sidecar` without the
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import importlib.metadata
 import sys
 from collections.abc import Callable
 
@@ -15,21 +17,57 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "analyze": ("stepscope_analyzer.cli", "analyze_main", "analyse traces from a folder or storage URI"),
     "diff": ("stepscope_analyzer.diff.command", "diff_main", "compare a run with a baseline: the regression gate"),
     "analyzer-job": ("stepscope_analyzer.cli", "job_main", "the analyzer Job's entry point"),
+    "fetch": ("stepscope_storage.fetch", "main", "download a session's folder for HTA, TensorBoard or the report"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
+    "check": ("stepscope_operator.check", "main", "verify an install: CRD, operator, webhook, storage"),
+}
+
+# subcommand -> (module, function returning its argparse parser): what `--help` shows, checked by the tests.
+PARSERS: dict[str, tuple[str, str]] = {
+    "operator": ("stepscope_operator.main", "build_parser"),
+    "sidecar": ("stepscope_sidecar.main", "build_parser"),
+    "install-hook": ("stepscope_sidecar.install", "build_parser"),
+    "analyze": ("stepscope_analyzer.cli", "analyze_parser"),
+    "diff": ("stepscope_analyzer.diff.command", "diff_parser"),
+    "analyzer-job": ("stepscope_analyzer.job", "job_parser"),
+    "fetch": ("stepscope_storage.fetch", "build_parser"),
+    "local-cluster": ("stepscope_local.cli", "build_parser"),
+    "demo": ("stepscope_local.demo", "build_parser"),
+    "check": ("stepscope_operator.check", "build_parser"),
 }
 
 
+def version() -> str:
+    try:
+        return importlib.metadata.version("stepscope")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
 def usage() -> str:
-    lines = ["usage: stepscope <subcommand> [args...]", "", "subcommands:"]
+    lines = ["usage: stepscope [--version] <subcommand> [args...]", "", "subcommands:"]
     lines += [f"  {name:<14} {help_}" for name, (_, _, help_) in SUBCOMMANDS.items()]
+    lines += ["", "`stepscope <subcommand> --help` lists a subcommand's options and their defaults."]
     return "\n".join(lines)
+
+
+def parser_of(name: str) -> argparse.ArgumentParser:
+    module, func = PARSERS[name]
+    parser: argparse.ArgumentParser = getattr(importlib.import_module(module), func)()
+    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] in ("-h", "--help", "help"):
+    if not args:
+        print(usage(), file=sys.stderr)
+        return 2
+    if args[0] in ("-h", "--help", "help"):
         print(usage())
+        return 0
+    if args[0] in ("-V", "--version", "version"):
+        print(f"stepscope {version()}")
         return 0
     name, rest = args[0], args[1:]
     if name not in SUBCOMMANDS:

@@ -34,3 +34,13 @@ ENV_TOKEN_FILE: Final = "STEPSCOPE_TOKEN_FILE"  # noqa: S105 - mounted Secret fi
 ENV_POD_NAME: Final = "STEPSCOPE_POD_NAME"
 ENV_POD_NAMESPACE: Final = "STEPSCOPE_POD_NAMESPACE"
 ENV_NODE_NAME: Final = "STEPSCOPE_NODE_NAME"
+
+# Where an injected sidecar may upload (docs/security.md): the storage base sessions of its namespace must use, and
+# the S3-compatible endpoint (empty: the provider's default). Comma-separated for several.
+ENV_STORAGE_BASE: Final = "STEPSCOPE_STORAGE_BASE"
+ENV_STORAGE_ENDPOINT: Final = "STEPSCOPE_STORAGE_ENDPOINT"
+
+# The spec the operator accepted when the session started, frozen as JSON (the install's storage settings filled in):
+# the session's storage folder and the credentials that may delete it are recomputed from it (never from status,
+# which the analyzer may write); the analyzer reads its storage from it too.
+ACCEPTED_SPEC_ANNOTATION: Final = "stepscope.dev/accepted-spec"

@@ -20,6 +20,7 @@ from stepscope_contract.constants import (
     SINGULAR,
     VERSION,
 )
+from stepscope_contract.crd_rules import RULES, CelRule
 from stepscope_contract.session import ProfileSessionSpec, ProfileSessionStatus
 
 _DROP = {"title", "examples"}
@@ -65,6 +66,18 @@ def structural_schema(model: type[ProfileSessionSpec] | type[ProfileSessionStatu
     return schema
 
 
+def with_rules(spec_schema: dict[str, Any], rules: tuple[CelRule, ...] = RULES) -> dict[str, Any]:
+    """Place each CEL rule at its path under `spec` (taking over the schema keywords it replaces)."""
+    for rule in rules:
+        node = spec_schema
+        for name in rule.path:
+            node = node["properties"][name]
+        for keyword in rule.replaces:
+            node.pop(keyword, None)
+        node.setdefault("x-kubernetes-validations", []).append(rule.wire())
+    return spec_schema
+
+
 def status_schema() -> dict[str, Any]:
     schema = structural_schema(ProfileSessionStatus)
     # kopf may keep bookkeeping under status.kopf; it is opaque to stepscope.
@@ -89,7 +102,7 @@ def printer_columns() -> list[dict[str, Any]]:
 
 
 def build_crd() -> dict[str, Any]:
-    spec_schema = structural_schema(ProfileSessionSpec)
+    spec_schema = with_rules(structural_schema(ProfileSessionSpec))
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",

@@ -8,6 +8,8 @@ from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepscope_contract.session import CaptureSpec
+
 REPORT_SCHEMA_VERSION = 1
 
 
@@ -48,6 +50,9 @@ class SlowRank(ReportModel):
     )
     node: str | None = None
     evidence: list[Evidence] = Field(default_factory=list)
+    comparison: list[NameComparison] = Field(
+        default_factory=list, description="kernels/ops/functions that differ most from the median of the others"
+    )
 
 
 class SlowNode(ReportModel):
@@ -57,11 +62,74 @@ class SlowNode(ReportModel):
 
 
 class Hang(ReportModel):
+    """A rank that stopped reaching step boundaries: the one holding the job up (culprit) or one waiting for it."""
+
     rank: Annotated[int, Field(ge=0)]
     last_step: int | None = None
     seconds_since_last_step: float | None = None
-    stacks: str = ""
-    waiting_collective: str | None = Field(default=None, description="collective the other ranks wait in")
+    stacks: str = Field(default="", description="Python stacks, the main thread first, stepscope's own thread left out")
+    waiting_collective: str | None = Field(
+        default=None, description="the collective this rank waits in; None when it is stuck outside a collective"
+    )
+    culprit: bool = Field(default=False, description="this rank holds the others up (it is in diagnosis.slow_ranks)")
+    location: str | None = Field(
+        default=None,
+        description="the Python line that issued the collective it waits in, or where it is stuck "
+        "('train.py:35 in wait_forever')",
+    )
+
+
+class CollectiveCall(ReportModel):
+    """One collective as a rank's Flight Recorder recorded it."""
+
+    process_group: str = Field(description="'<name>:<description>', e.g. '0:default_pg'")
+    seq: int = Field(description="the collective's sequence number in its process group")
+    op: str = Field(description="e.g. all_reduce, broadcast")
+    input_sizes: list[list[int]] = Field(default_factory=list)
+    dtypes: list[str] = Field(default_factory=list)
+    completed: bool = False
+    call_site: str | None = Field(default=None, description="the Python line that issued it ('train.py:52 in step')")
+
+
+class WavefrontRank(ReportModel):
+    """One row of a process group's wavefront table: how far this rank got."""
+
+    rank: Annotated[int, Field(ge=0)]
+    state: str = Field(description="waiting (inside the wavefront collective) | behind (never entered it) | no dump")
+    last_entered: CollectiveCall | None = None
+    last_completed_seq: int | None = None
+
+
+class CollectiveMismatch(ReportModel):
+    """Ranks of one process group that disagree on the collective at one sequence number."""
+
+    process_group: str
+    seq: int | None = None
+    kind: str = Field(description="op | sizes | dtypes | membership")
+    ranks: list[int] = Field(description="the odd ones out")
+    message: str = Field(description="e.g. 'rank 2 called broadcast [1024] where ranks 0, 1, 3 called all_reduce [4]'")
+
+
+class GroupWavefront(ReportModel):
+    """A process group in which some ranks wait inside a collective that others never entered."""
+
+    process_group: str
+    members: list[int] = Field(default_factory=list)
+    seq: int = Field(description="sequence number of the collective the waiting ranks are in")
+    collective: CollectiveCall | None = Field(default=None, description="what the waiting ranks wait in")
+    waiting_ranks: list[int] = Field(default_factory=list)
+    missing_ranks: list[int] = Field(default_factory=list, description="members that never entered it")
+    rows: list[WavefrontRank] = Field(default_factory=list)
+
+
+class FlightRecorderFindings(ReportModel):
+    """Cross-rank analysis of PyTorch Flight Recorder dumps, aligned per process group by sequence number."""
+
+    ranks: list[int] = Field(default_factory=list, description="ranks whose dump was read")
+    wavefronts: list[GroupWavefront] = Field(default_factory=list)
+    mismatches: list[CollectiveMismatch] = Field(default_factory=list)
+    culprits: list[int] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list)
 
 
 class StepStats(ReportModel):
@@ -100,6 +168,115 @@ class StepPhases(ReportModel):
     optimizer: float = 0.0
     communication_wait: float = Field(default=0.0, description="blocked on a collective, not overlapped work")
     other: float = 0.0
+
+
+class MetricStats(ReportModel):
+    """Mean, least and largest value of one GPU metric over the captured window."""
+
+    mean: float
+    min: float
+    max: float
+
+
+class ThrottleShare(ReportModel):
+    reason: str = Field(description="key of stepscope_contract.gpu_metrics.THROTTLE_REASONS, e.g. hw_thermal_slowdown")
+    label: str = Field(description="the reason in words, e.g. 'thermal slowdown (hardware)'")
+    slowdown: bool = Field(description="heat, power or a hardware signal holds the clocks down (not idle/settings)")
+    share: Annotated[float, Field(ge=0.0, le=1.0)] = Field(description="share of the window's samples with it set")
+
+
+class GpuSeries(ReportModel):
+    """The samples over the window, thinned to at most GPU_SERIES_POINTS points (for the report's plots)."""
+
+    t_s: list[float] = Field(default_factory=list, description="seconds since the window's start")
+    sm_clock_mhz: list[float | None] = Field(default_factory=list)
+    power_w: list[float | None] = Field(default_factory=list)
+    temperature_c: list[float | None] = Field(default_factory=list)
+
+
+GPU_SERIES_POINTS = 120
+
+
+class GpuMetrics(ReportModel):
+    """NVML samples of the rank's GPU over the captured window (the sidecar's gpu_metrics.jsonl.gz, whose line
+    format is documented in stepscope_contract.gpu_metrics). A metric the device does not report is None."""
+
+    gpu: int | None = Field(default=None, description="NVML index of the sampled device")
+    name: str | None = None
+    samples: int = Field(default=0, description="samples inside the window")
+    window_s: float = Field(default=0.0, description="seconds between the first and last sample used")
+    sm_clock_mhz: MetricStats | None = None
+    sm_clock_max_mhz: float | None = Field(default=None, description="the SM clock the device can reach")
+    mem_clock_mhz: MetricStats | None = None
+    power_w: MetricStats | None = None
+    power_limit_w: float | None = None
+    temperature_c: MetricStats | None = None
+    utilization_pct: MetricStats | None = Field(default=None, description="NVML GPU utilisation, %")
+    memory_utilization_pct: MetricStats | None = None
+    memory_used_bytes: MetricStats | None = None
+    memory_total_bytes: int | None = None
+    throttle: list[ThrottleShare] = Field(
+        default_factory=list, description="throttle reasons seen, most frequent first"
+    )
+    series: GpuSeries = Field(default_factory=GpuSeries)
+
+
+class RankEnvironment(ReportModel):
+    """Where and with what a rank ran: the trace's metadata, the rank's manifest and the hook's meta.json."""
+
+    hostname: str | None = None
+    torch_version: str | None = None
+    python_version: str | None = None
+    backend: str | None = Field(default=None, description="torch.distributed backend: nccl, gloo, ...")
+    nccl_version: str | None = None
+    cuda_runtime_version: str | None = None
+    cuda_driver_version: str | None = None
+    device_name: str | None = Field(default=None, description="the GPU's name; None on CPU-only ranks")
+    window_start: datetime | None = Field(default=None, description="first recorded step's start (trace clock)")
+    window_end: datetime | None = Field(default=None, description="last recorded step's end (trace clock)")
+    capture_started_at: datetime | None = Field(default=None, description="the sidecar's capture start")
+    capture_finished_at: datetime | None = None
+    gpu_metrics_status: str | None = Field(default=None, description="the manifest's 'captured' or why not")
+
+
+class NameComparison(ReportModel):
+    """One kernel (GPU) or op/function (CPU) of a slow rank beside the median of the other ranks, per step."""
+
+    name: str
+    category: str = Field(description="kernel | memory | cpu_op | python | user_annotation | runtime")
+    time_us: float = Field(description="time per step on the slow rank")
+    baseline_time_us: float = Field(description="median time per step of the other ranks")
+    count: float = Field(description="calls per step on the slow rank")
+    baseline_count: float = Field(description="median calls per step of the other ranks")
+    ratio: float | None = Field(default=None, description="time_us / baseline_time_us; None when 0 on the others")
+    summary: str = Field(default="", description="the difference in words: '1.35x longer, same count'")
+
+
+class CaptureInfo(ReportModel):
+    """What the session asked to record (its spec.capture), when known."""
+
+    steps: int | None = None
+    skip_steps: int | None = None
+    activities: list[str] = Field(default_factory=list)
+    record_shapes: bool | None = None
+    with_stack: bool | None = None
+    profile_memory: bool | None = None
+    gpu_metrics_interval_ms: int | None = Field(default=None, description="None when GPU metrics were not asked")
+    step_timeout_seconds: int | None = None
+
+    @classmethod
+    def from_spec(cls, spec: CaptureSpec) -> CaptureInfo:
+        """What a session's spec.capture asked for."""
+        return cls(
+            steps=spec.steps,
+            skip_steps=spec.skip_steps,
+            activities=[a.value for a in spec.activities],
+            record_shapes=spec.record_shapes,
+            with_stack=spec.with_stack,
+            profile_memory=spec.profile_memory,
+            gpu_metrics_interval_ms=spec.gpu_metrics.interval_ms if spec.gpu_metrics.enabled else None,
+            step_timeout_seconds=spec.step_timeout_seconds,
+        )
 
 
 class Bottleneck(ReportModel):
@@ -169,6 +346,11 @@ class RankReport(ReportModel):
     collectives: list[Collective] = Field(default_factory=list)
     phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
     step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
+    gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
+    environment: RankEnvironment | None = None
+    trace_link: str | None = Field(
+        default=None, description="the trace relative to report.html (works in a downloaded session folder)"
+    )
 
 
 class Diagnosis(ReportModel):
@@ -184,6 +366,9 @@ class Diagnosis(ReportModel):
     slow_ranks: list[SlowRank] = Field(default_factory=list)
     slow_nodes: list[SlowNode] = Field(default_factory=list)
     hangs: list[Hang] = Field(default_factory=list)
+    flight_recorder: FlightRecorderFindings | None = Field(
+        default=None, description="what the ranks' Flight Recorder dumps say (hangs and desyncs)"
+    )
     bottlenecks: list[Bottleneck] = Field(default_factory=list)
     communication: list[Collective] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
@@ -212,3 +397,9 @@ class Report(ReportModel):
     ranks: list[RankReport] = Field(default_factory=list)
     diagnosis: Diagnosis
     errors: list[RankError] = Field(default_factory=list)
+    capture: CaptureInfo | None = Field(default=None, description="the session's capture spec, when known")
+    missing_ranks: str = Field(
+        default="",
+        description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
+        "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )

@@ -36,6 +36,7 @@ class JobKind(StrEnum):
     PYTORCH_JOB = "PyTorchJob"
     JOB_SET = "JobSet"
     JOB = "Job"
+    TRAIN_JOB = "TrainJob"  # Kubeflow Trainer v2 (trainer.kubeflow.org), which runs its nodes through a JobSet
 
 
 class Activity(StrEnum):
@@ -49,10 +50,13 @@ class AddressingStyle(StrEnum):
     VIRTUAL = "virtual"
 
 
+LABEL_VALUE = Annotated[str, Field(max_length=63)]
+
+
 class LabelSelectorRequirement(CamelModel):
     key: Annotated[str, Field(min_length=1, max_length=317)]
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: Annotated[list[str], Field(max_length=64)] = Field(default_factory=list)
+    values: Annotated[list[LABEL_VALUE], Field(max_length=64)] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _values_match_operator(self) -> LabelSelectorRequirement:
@@ -66,7 +70,7 @@ class LabelSelectorRequirement(CamelModel):
 class LabelSelector(CamelModel):
     """A Kubernetes label selector (matchLabels and matchExpressions are ANDed)."""
 
-    match_labels: dict[str, str] | None = None
+    match_labels: Annotated[dict[str, LABEL_VALUE], Field(max_length=64)] | None = None
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
 
     @model_validator(mode="after")
@@ -77,14 +81,14 @@ class LabelSelector(CamelModel):
 
 
 class JobRef(CamelModel):
-    kind: JobKind = Field(description="PyTorchJob (Kubeflow), JobSet or batch Job")
+    """A job in the session's namespace whose pods are the targets."""
+
+    kind: JobKind = Field(description="PyTorchJob (Kubeflow), TrainJob (Kubeflow Trainer v2), JobSet or batch Job")
     name: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)]
 
 
 class TargetSpec(CamelModel):
     """Which training pods to profile: exactly one of selector or jobRef."""
-
-    model_config = ConfigDict(json_schema_extra={"oneOf": [{"required": ["selector"]}, {"required": ["jobRef"]}]})
 
     selector: LabelSelector | None = Field(default=None, description="pods in the session's namespace")
     job_ref: JobRef | None = Field(default=None, description="pods of this job in the session's namespace")
@@ -97,11 +101,17 @@ class TargetSpec(CamelModel):
     max_targets: Annotated[int, Field(ge=1, le=4096)] = Field(
         default=256, description="at most this many pods are profiled (lowest ranks first)"
     )
+    wait_seconds: Annotated[int, Field(ge=0, le=86_400)] = Field(
+        default=120,
+        description="how long to wait for matching pods to exist and be Ready before the session fails",
+    )
 
     @model_validator(mode="after")
     def _exactly_one_source(self) -> TargetSpec:
-        if (self.selector is None) == (self.job_ref is None):
-            raise ValueError("set exactly one of targets.selector or targets.jobRef")
+        if self.selector is not None and self.job_ref is not None:
+            raise ValueError("set targets.selector or targets.jobRef, not both")
+        if self.selector is None and self.job_ref is None:
+            raise ValueError("set one of targets.selector or targets.jobRef")
         return self
 
     @field_validator("ranks")
@@ -116,6 +126,8 @@ class TargetSpec(CamelModel):
 
 
 class GpuMetricsSpec(CamelModel):
+    """NVML sampling (utilisation, clocks, power, memory) on pods with a GPU during the recorded window."""
+
     enabled: bool = True
     interval_ms: Annotated[int, Field(ge=10, le=10_000)] = Field(
         default=100, description="NVML sampling period; 100 ms is 10 Hz"
@@ -123,6 +135,8 @@ class GpuMetricsSpec(CamelModel):
 
 
 class CaptureSpec(CamelModel):
+    """What torch.profiler records on every target: how many steps, after how many, and what."""
+
     steps: Annotated[int, Field(ge=1, le=1000)] = Field(default=5, description="training steps to record")
     skip_steps: Annotated[int, Field(ge=0, le=100_000)] = Field(
         default=1, description="steps to let pass after the request before recording (warm-up)"
@@ -131,10 +145,10 @@ class CaptureSpec(CamelModel):
         default_factory=lambda: [Activity.CPU, Activity.CUDA],
         description="torch.profiler activities; cuda is skipped on pods without a GPU",
     )
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
+    record_shapes: bool = Field(default=False, description="record operator input shapes (larger traces)")
+    with_stack: bool = Field(default=False, description="record Python stacks of operators (much larger traces)")
+    profile_memory: bool = Field(default=False, description="record tensor allocations and frees")
+    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec, description="NVML sampling on GPU pods")
     timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
         default=600, description="deadline for the whole capture, from the start request to the last upload"
     )
@@ -164,30 +178,50 @@ STORAGE_URI_PATTERN = (
 
 
 class StorageSpec(CamelModel):
+    """Where traces and the report go; what is left out comes from the operator's storage settings."""
+
     uri: Annotated[str, Field(max_length=1024, pattern=STORAGE_URI_PATTERN)] = Field(
         description="s3://bucket/prefix, oss://bucket/prefix or file:///path"
     )
     endpoint: Annotated[str, Field(max_length=512, pattern=r"^https?://[^\s]+$")] | None = Field(
-        default=None, description="S3-compatible endpoint (MinIO, OSS); AWS when absent"
+        default=None,
+        description="S3-compatible endpoint (MinIO, OSS); absent: the operator's storage settings, else AWS",
     )
-    region: Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9-]+$")] | None = None
-    addressing_style: AddressingStyle = AddressingStyle.AUTO
+    region: Annotated[str, Field(max_length=64, pattern=r"^[a-z0-9-]+$")] | None = Field(
+        default=None, description="object store region (for oss://, the endpoint is derived from it)"
+    )
+    addressing_style: AddressingStyle = Field(
+        default=AddressingStyle.AUTO, description="path (MinIO), virtual (OSS) or auto"
+    )
     credentials_secret: SecretRef | None = Field(
-        default=None, description="Secret with the access keys; the pod's own identity when absent"
+        default=None,
+        description="Secret with the access keys; absent: the operator's storage settings, else the pod's identity",
     )
     keep_raw_traces: bool = Field(default=True, description="keep rank traces after the report is written")
     delete_on_session_delete: bool = Field(
         default=False, description="delete this session's artifacts when the ProfileSession is deleted"
     )
 
+    @model_validator(mode="after")
+    def _scheme_fits_settings(self) -> StorageSpec:
+        if self.uri.startswith("file://") and self.endpoint is not None:
+            raise ValueError(f"storage.endpoint only applies to s3:// and oss:// URIs, not to {self.uri}")
+        if self.uri.startswith("file://") and self.credentials_secret is not None:
+            raise ValueError(f"storage.credentialsSecret only applies to s3:// and oss:// URIs, not to {self.uri}")
+        return self
+
 
 class AnalysisResources(CamelModel):
+    """Requests and limits of the analyzer Job's container."""
+
     cpu: Annotated[str, Field(max_length=32, pattern=QUANTITY)] = "1"
     memory: Annotated[str, Field(max_length=32, pattern=QUANTITY)] = "2Gi"
 
 
 class AnalysisSpec(CamelModel):
-    enabled: bool = True
+    """The analyzer Job that reads every rank's trace and writes the verdict and the report."""
+
+    enabled: bool = Field(default=True, description="run the analyzer Job once the traces are captured")
     outlier_threshold: Annotated[float, Field(ge=1.0, le=20.0)] = Field(
         default=3.5, description="robust z-score (median/MAD) above which a rank is an outlier"
     )
@@ -201,19 +235,17 @@ class AnalysisSpec(CamelModel):
 
 
 class ProfileSessionSpec(CamelModel):
-    targets: TargetSpec
-    capture: CaptureSpec = Field(default_factory=CaptureSpec)
-    storage: StorageSpec
-    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec)
+    """A profiling campaign; targets, capture, storage and analysis cannot change once the session exists."""
+
+    targets: TargetSpec = Field(description="which training pods to profile: exactly one of selector or jobRef")
+    capture: CaptureSpec = Field(default_factory=CaptureSpec, description="what to record on each of them")
+    storage: StorageSpec = Field(
+        description="where traces and the report go; what it leaves out comes from the operator's storage settings"
+    )
+    analysis: AnalysisSpec = Field(default_factory=AnalysisSpec, description="the cross-rank analysis")
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=604_800)] = Field(
         default=3600, description="the analyzer Job is removed this long after it finishes"
     )
-
-    @model_validator(mode="after")
-    def _credentials_need_object_store(self) -> ProfileSessionSpec:
-        if self.storage.uri.startswith("file://") and self.storage.credentials_secret is not None:
-            raise ValueError("storage.credentialsSecret is only meaningful for s3:// and oss:// URIs")
-        return self
 
 
 # --------------------------------------------------------------------------------------------- status
@@ -295,6 +327,14 @@ class TargetCounts(CamelModel):
     failed: Annotated[int, Field(ge=0)] = 0
 
 
+class AnalysisStage(StrEnum):
+    """Which analyzer Job `status.analyzerJob` names: one Job for everything, or an Indexed map Job then a reduce."""
+
+    ALL = "All"
+    MAP = "Map"
+    REDUCE = "Reduce"
+
+
 class ReportSummary(CamelModel):
     """The few lines of the report that belong in `kubectl get`."""
 
@@ -333,6 +373,7 @@ class ProfileSessionStatus(CamelModel):
     targets_truncated: bool = False
     artifacts_uri: Annotated[str, Field(max_length=2048)] | None = None
     analyzer_job: Annotated[str, Field(max_length=253)] | None = None
+    analysis_stage: AnalysisStage | None = Field(default=None, description="the stage analyzerJob runs")
     summary: ReportSummary | None = None
     report_url: Annotated[str, Field(max_length=2048)] | None = Field(default=None, alias="reportURL")
     report_json_url: Annotated[str, Field(max_length=2048)] | None = Field(default=None, alias="reportJSONURL")

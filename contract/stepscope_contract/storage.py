@@ -1,27 +1,50 @@
 """Storage locations and the key layout, with name sanitising. Pure: no client, no I/O.
 
-Layout (design.md):
-    <prefix>/<namespace>/<session>-<uid8>/ranks/<rank>/{trace.pt.trace.json.gz, gpu_metrics.jsonl.gz,
-                                                         stacks.txt, manifest.json}
-    <prefix>/<namespace>/<session>-<uid8>/report/{report.html, report.json}
-    <prefix>/<namespace>/<session>-<uid8>/summaries/rank-<rank>.json   (analyzer map step output)
+The single source of the layout; everything that writes or reads a session's folder computes keys here.
+
+Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
+    traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
+    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz}
+                                                 the rank's other files, in a folder named after it beside its trace
+    report/{report.html, report.json}
+    summaries/rank-<R>.json                      (analyzer map step output)
+
+Why this shape: HTA 0.5's `TraceAnalysis(trace_dir=...)` takes every `*.json` and `*.gz` file directly inside the
+folder as a trace (a file without `"rank": N` in it becomes rank 0), and TensorBoard's profiler plugin shows the
+`*.pt.trace.json[.gz]` files of one folder as the workers of one run. So `traces/` holds only traces, named
+`rank<R>.pt.trace.json.gz` (rank as the worker name), and manifests, stacks, Flight Recorder dumps and GPU metrics
+lie beside them one level down, where neither tool looks: `TraceAnalysis(trace_dir="<session>/traces")` and
+`tensorboard --logdir <session>` open a downloaded session unchanged.
+
+Migration: sessions written before this layout keep `ranks/<R>/{trace.pt.trace.json.gz, manifest.json, stacks.txt,
+flight_recorder.json.gz, gpu_metrics.jsonl.gz}`. Readers go through `rank_artifact`, which understands both, so old
+sessions are still analysed and fetched (`stepscope fetch --layout hta` renames their traces to
+`rank<R>.pt.trace.json.gz`); nothing is rewritten in storage. Writers use only `rank_artifact_key`.
 """
 
 from __future__ import annotations
 
 import hashlib
+import posixpath
 import re
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
+from urllib.parse import quote
 
-TRACE_FILE: Final = "trace.pt.trace.json.gz"
+TRACE_SUFFIX: Final = ".pt.trace.json.gz"
+TRACE_FILE: Final = "trace" + TRACE_SUFFIX  # a rank's trace as the hook writes it (and as manifests name it)
 GPU_METRICS_FILE: Final = "gpu_metrics.jsonl.gz"
 STACKS_FILE: Final = "stacks.txt"
+# PyTorch's Flight Recorder dump of a rank (its recent collectives with their call stacks), written by the hook when
+# it declares a hang, when the training process exits during a capture, or on demand; JSON, gzip-compressed.
+FLIGHT_RECORDER_FILE: Final = "flight_recorder.json.gz"
 MANIFEST_FILE: Final = "manifest.json"
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
-RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, MANIFEST_FILE)
+RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE)
+TRACES_DIR: Final = "traces"
+LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 
 MAX_SEGMENT = 100
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -117,10 +140,39 @@ def session_location(base: StorageLocation, namespace: str, name: str, uid: str)
     return base.child(namespace, session_dir_name(name, uid))
 
 
-def rank_location(session: StorageLocation, rank: int) -> StorageLocation:
+def _check_rank(rank: int) -> None:
     if rank < 0:
         raise ValueError(f"rank must be >= 0, got {rank}")
-    return session.child("ranks", str(rank))
+
+
+def traces_location(session: StorageLocation) -> StorageLocation:
+    """`<session>/traces`: the folder HTA's trace_dir and TensorBoard's run point at."""
+    return session.child(TRACES_DIR)
+
+
+def trace_name(rank: int) -> str:
+    """`rank<R>.pt.trace.json.gz`: HTA reads the rank from the trace itself, TensorBoard names the worker `rank<R>`."""
+    _check_rank(rank)
+    return f"rank{rank}{TRACE_SUFFIX}"
+
+
+def rank_files_location(session: StorageLocation, rank: int) -> StorageLocation:
+    """`<session>/traces/rank<R>`: a rank's files other than its trace."""
+    _check_rank(rank)
+    return traces_location(session).child(f"rank{rank}")
+
+
+def rank_artifact_key(session: StorageLocation, rank: int, artifact: str) -> str:
+    """The key of one of a rank's files (`artifact`: one of RANK_FILES, or another plain file name)."""
+    if artifact == TRACE_FILE:
+        return traces_location(session).key(trace_name(rank))
+    return rank_files_location(session, rank).key(artifact)
+
+
+def rank_location(session: StorageLocation, rank: int) -> StorageLocation:
+    """The first layout's rank folder `<session>/ranks/<R>` (read only: see the migration note above)."""
+    _check_rank(rank)
+    return session.child(LEGACY_RANKS_DIR, str(rank))
 
 
 def report_location(session: StorageLocation) -> StorageLocation:
@@ -131,10 +183,82 @@ def summary_key(session: StorageLocation, rank: int) -> str:
     return session.child("summaries").key(f"rank-{rank}.json")
 
 
-def rank_from_key(session: StorageLocation, key: str) -> int | None:
-    """The rank of an object key under <session>/ranks/<rank>/..., or None."""
-    prefix = session.child("ranks").prefix.rstrip("/") + "/"
-    if not key.startswith(prefix):
+_RANK = r"(0|[1-9][0-9]{0,8})"  # one spelling per rank: '007' is no rank
+_NEW_TRACE = re.compile(rf"rank{_RANK}{re.escape(TRACE_SUFFIX)}")
+_NEW_FILE = re.compile(rf"rank{_RANK}/([^/]+)")
+_LEGACY_FILE = re.compile(rf"{_RANK}/([^/]+)")
+
+
+def _below(session: StorageLocation, folder: str, key: str) -> str | None:
+    prefix = session.child(folder).prefix.rstrip("/") + "/"
+    return key[len(prefix) :] if key.startswith(prefix) else None
+
+
+def rank_artifact(session: StorageLocation, key: str) -> tuple[int, str] | None:
+    """(rank, artifact name) of an object key of `session`, in the current or the first layout; None for a key
+    that is no rank's file (reports, summaries, other folders, unknown names)."""
+    rest = _below(session, TRACES_DIR, key)
+    if rest is not None:
+        trace = _NEW_TRACE.fullmatch(rest)
+        if trace:
+            return int(trace.group(1)), TRACE_FILE
+        found = _NEW_FILE.fullmatch(rest)
+    else:
+        legacy = _below(session, LEGACY_RANKS_DIR, key)
+        found = _LEGACY_FILE.fullmatch(legacy) if legacy is not None else None
+    if found is None or found.group(2) not in RANK_FILES:
         return None
-    head = key[len(prefix) :].split("/", 1)[0]
-    return int(head) if head.isdigit() else None
+    if rest is not None and found.group(2) == TRACE_FILE:
+        return None  # traces/rank<R>/trace.pt.trace.json.gz is not where a trace goes
+    return int(found.group(1)), found.group(2)
+
+
+def rank_from_key(session: StorageLocation, key: str) -> int | None:
+    """The rank of one of a rank's files (either layout), or None."""
+    found = rank_artifact(session, key)
+    return found[0] if found else None
+
+
+class FetchLayout(StrEnum):
+    """How `stepscope fetch` lays a session out on disk."""
+
+    SESSION = "session"  # the session folder as stored (report links work; HTA: trace_dir=DIR/traces)
+    HTA = "hta"  # only the traces, flat: TraceAnalysis(trace_dir=DIR)
+    TENSORBOARD = "tensorboard"  # only the traces, in DIR/<session>/: tensorboard --logdir DIR shows one run
+
+
+def fetch_path(session: StorageLocation, key: str, layout: FetchLayout) -> str | None:
+    """Where `key` of `session` goes below the download folder (a relative POSIX path), or None to leave it out.
+    Every path is built from sanitised segments or checked ones: none climbs out of the download folder."""
+    if layout is FetchLayout.SESSION:
+        rest = _below_session(session, key)
+        return rest if rest and all(p not in ("", ".", "..") for p in rest.split("/")) else None
+    found = rank_artifact(session, key)
+    if found is None or found[1] != TRACE_FILE:
+        return None
+    name = trace_name(found[0])
+    if layout is FetchLayout.HTA:
+        return name
+    return f"{sanitize_segment(posixpath.basename(session.prefix.rstrip('/')) or 'session')}/{name}"
+
+
+def _below_session(session: StorageLocation, key: str) -> str | None:
+    prefix = session.prefix.rstrip("/") + "/"
+    return key[len(prefix) :] if key.startswith(prefix) else None
+
+
+def relative_link(from_dir: StorageLocation, target_uri: str) -> str | None:
+    """`target_uri` as a relative URL from the folder `from_dir` (a report's folder), or None when the two are not
+    in the same bucket (or file system). Links built from the layout functions above, e.g. a rank's trace seen from
+    report_location(session), keep working when the session folder is downloaded, whatever the layout."""
+    try:
+        target = parse_storage_uri(target_uri)
+    except StorageUriError:
+        return None
+    if (target.scheme, target.bucket) != (from_dir.scheme, from_dir.bucket):
+        return None
+    rel = posixpath.relpath("/" + target.prefix.strip("/"), "/" + from_dir.prefix.strip("/"))
+    if rel == ".":
+        return None
+    link = quote(rel, safe="/")
+    return link if link.startswith("../") else "./" + link

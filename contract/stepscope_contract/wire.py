@@ -3,7 +3,9 @@
 
 HTTP API of the sidecar (all but /healthz need `Authorization: Bearer <token>`):
     POST /v1/captures                  CaptureRequest -> 202 CaptureStatus (200 if that id exists already;
-                                       409 Conflict if another capture id is active)
+                                       409 Conflict if another capture id is active); with
+                                       options.dumpOnly: no profiling, every rank's stacks and Flight Recorder
+                                       dump taken now by the hook's watchdog thread (works while training is stuck)
     GET  /v1/captures/{captureId}      -> CaptureStatus (404 if unknown)
     POST /v1/captures/{captureId}/abort -> CaptureStatus
     GET  /v1/status                    -> AgentStatus
@@ -13,7 +15,8 @@ HTTP API of the sidecar (all but /healthz need `Authorization: Bearer <token>`):
 Hook files under $STEPSCOPE_HOOK_DIR (written atomically: temp file + rename):
     request.json                       HookRequest, written by the sidecar
     state/rank-<rank>.json             HookState, written by each training process's hook
-    captures/<captureId>/rank-<rank>/  trace.pt.trace.json.gz, stacks.txt, meta.json (RankMeta)
+    captures/<captureId>/rank-<rank>/  trace.pt.trace.json.gz, stacks.txt, flight_recorder.json.gz, meta.json
+                                       (RankMeta)
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from typing import Annotated, Final
 
 from pydantic import Field
 
-from stepscope_contract.session import Activity, AddressingStyle, CamelModel, CaptureSpec, GpuMetricsSpec
+from stepscope_contract.session import AddressingStyle, CamelModel, CaptureSpec
 
 CAPTURE_ID_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 HOOK_REQUEST_FILE: Final = "request.json"
@@ -51,16 +54,15 @@ class StorageDestination(CamelModel):
     addressing_style: AddressingStyle = AddressingStyle.AUTO
 
 
-class CaptureOptions(CamelModel):
-    steps: Annotated[int, Field(ge=1, le=1000)]
-    skip_steps: Annotated[int, Field(ge=0, le=100_000)] = 0
-    activities: list[Activity] = Field(default_factory=lambda: [Activity.CPU, Activity.CUDA])
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec)
-    timeout_seconds: Annotated[int, Field(ge=1, le=86_400)] = 600
-    step_timeout_seconds: Annotated[int, Field(ge=1, le=3_600)] = 120
+class CaptureOptions(CaptureSpec):
+    """What a capture request asks of a sidecar: the session's spec.capture (declared once, in CaptureSpec: the same
+    fields, defaults and bounds on the spec, on the wire and in the hook's request file), plus dumpOnly, which only a
+    request asks (on-demand dumps; a session always profiles)."""
+
+    dump_only: bool = Field(
+        default=False,
+        description="take every rank's Python stacks and Flight Recorder dump now, without profiling (stall triggers)",
+    )
 
     @classmethod
     def from_spec(cls, spec: CaptureSpec) -> CaptureOptions:
@@ -128,32 +130,19 @@ class ErrorBody(CamelModel):
 # ------------------------------------------------------------------------------ hook file protocol
 
 
-class HookRequest(CamelModel):
-    """Written by the sidecar to request.json; every hook in the pod acts on a new captureId once."""
+class HookRequest(CaptureOptions):
+    """Written by the sidecar to request.json: the capture's options (flat, as on the wire) plus who and when; every
+    hook in the pod acts on a new captureId once. The hook reads it with the stdlib (stepscope_hook._options, whose
+    table of names, defaults and bounds a test holds against CaptureSpec)."""
 
     capture_id: Annotated[str, Field(pattern=CAPTURE_ID_PATTERN)]
-    steps: Annotated[int, Field(ge=1, le=1000)]
-    skip_steps: Annotated[int, Field(ge=0)] = 0
-    activities: list[Activity] = Field(default_factory=lambda: [Activity.CPU, Activity.CUDA])
-    record_shapes: bool = False
-    with_stack: bool = False
-    profile_memory: bool = False
-    step_timeout_seconds: Annotated[float, Field(gt=0)] = 120.0
     abort: bool = False
     requested_at: float = Field(description="unix time the request was written")
 
     @classmethod
     def from_options(cls, capture_id: str, options: CaptureOptions, requested_at: float) -> HookRequest:
         """What the sidecar hands the hooks for a capture request's options."""
-        fields = options.model_dump(
-            include={"steps", "skip_steps", "activities", "record_shapes", "with_stack", "profile_memory"}
-        )
-        return cls(
-            capture_id=capture_id,
-            step_timeout_seconds=float(options.step_timeout_seconds),
-            requested_at=requested_at,
-            **fields,
-        )
+        return cls.model_validate({**options.model_dump(), "capture_id": capture_id, "requested_at": requested_at})
 
 
 class HookPhase(StrEnum):
@@ -162,6 +151,7 @@ class HookPhase(StrEnum):
     CAPTURING = "capturing"
     WRITTEN = "written"
     HUNG = "hung"
+    DUMPED = "dumped"  # a dumpOnly request answered: stacks and Flight Recorder dump written
     FAILED = "failed"
     ABORTED = "aborted"
     DISABLED = "disabled"  # the hook hit an internal error and switched itself off
@@ -197,6 +187,7 @@ class RankMeta(CamelModel):
     hostname: str | None = None
     pid: int
     torch_version: str | None = None
+    cuda_version: str | None = Field(default=None, description="the CUDA torch was built with (torch.version.cuda)")
     python_version: str | None = None
     device: str = Field(default="cpu", description="'cuda' when CUDA activity was recorded")
     steps_requested: int
@@ -205,3 +196,9 @@ class RankMeta(CamelModel):
     hung: bool = False
     seconds_since_last_step: float | None = None
     error: str | None = None
+    dump_reason: str | None = Field(
+        default=None, description="why stacks and the Flight Recorder dump were written: hang, exit or on-demand"
+    )
+    flight_recorder: str | None = Field(
+        default=None, description="'written' (flight_recorder.json.gz beside the stacks) or why there is no dump"
+    )

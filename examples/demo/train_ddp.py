@@ -5,6 +5,8 @@ Rank: JOB_COMPLETION_INDEX (Indexed Job) or RANK. World size: WORLD_SIZE (defaul
 Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data) or compute (extra matmuls), SLOW_MS.
 SLOW_MODE=hang: that rank stops for good in its data loading after HANG_AFTER_STEPS steps (default 100); the
 others then wait in their next all-reduce.
+SLOW_MODE=desync: every rank all-reduces 4 metrics after its optimizer step; after HANG_AFTER_STEPS steps that rank
+broadcasts 1024 values instead (a code path only it takes), and the job stands still.
 """
 
 from __future__ import annotations
@@ -42,6 +44,15 @@ def load_batch(rank: int, slow: bool, mode: str, slow_ms: float) -> tuple[torch.
         if slow and mode == "host":
             time.sleep(slow_ms / 1000.0)  # a slow input pipeline on this rank's host
         return x, y
+
+
+def sync_metrics(loss: torch.Tensor, desync: bool) -> None:
+    """The metrics every rank logs, averaged over the ranks; a desynchronised rank takes another collective."""
+    metrics = torch.stack([loss.detach(), loss.detach() ** 2, torch.tensor(64.0), torch.tensor(1.0)])
+    if desync:
+        dist.broadcast(torch.zeros(1024), src=0)
+    else:
+        dist.all_reduce(metrics)
 
 
 def extra_compute(slow_ms: float) -> None:
@@ -85,6 +96,9 @@ def main(argv: list[str] | None = None) -> int:
         if slow and mode == "hang" and step >= hang_after:
             print(f"rank {rank} hangs at step {step}", flush=True)
             wait_forever()
+        desync = slow and mode == "desync" and step >= hang_after
+        if desync:
+            print(f"rank {rank} desyncs at step {step}: broadcast where the others all_reduce", flush=True)
         x, y = load_batch(rank, slow, mode, slow_ms)
         with torch.profiler.record_function("forward_backward"):
             loss = loss_fn(model(x), y)
@@ -93,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         if slow and mode == "compute":
             extra_compute(slow_ms)
         optimizer.step()
+        if mode == "desync":
+            sync_metrics(loss, desync)
         step += 1
         if step % args.log_every == 0:
             elapsed = time.perf_counter() - started

@@ -1,39 +1,197 @@
-"""`stepscope local-cluster`: the embedded cluster in the foreground until Ctrl-C."""
+"""`stepscope local-cluster`: the embedded cluster with the operator, ready for the examples as they are.
+
+It starts the API emulator, S3 (moto) and the pod runner, installs what a Helm install would (storage settings,
+Secrets, buckets; `install.py`), starts the operator (unless `--no-operator`), and prints `export` lines a shell can
+`eval` (KUBECONFIG, the S3 endpoint and keys) followed by `#` comments. In the foreground it runs until Ctrl-C;
+`--background` starts it detached, waits until it is ready, prints the same lines and returns, so that
+
+    eval "$(stepscope local-cluster --background)"
+
+leaves a shell ready for `kubectl`; `stepscope local-cluster --stop` stops it. The lines are also written to
+`<workdir>/env.sh` while the cluster runs.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
 
 from stepscope_local.cluster import LocalCluster
+from stepscope_local.demo import wait_operator_healthy
+from stepscope_local.install import (
+    BUCKETS,
+    INSTALL_NAMESPACE,
+    STORAGE_CONFIGMAP,
+    install,
+    shell_lines,
+    start_operator,
+)
+from stepscope_local.runner.pods import kill_group
+from stepscope_local.s3 import free_port
+
+DEFAULT_WORKDIR = Path(".demo/local-cluster")
 
 
-def cluster_main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="stepscope local-cluster", description=__doc__)
-    parser.add_argument(
-        "--workdir",
-        type=Path,
-        default=Path(".demo/cluster"),
-        help="kubeconfig, logs and pod volumes (default: .demo/cluster)",
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepscope local-cluster",
+        description="Run the embedded local cluster (Kubernetes API emulator, S3, pod runner) with the operator.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    parser.add_argument("--bucket", action="append", default=[], help="S3 bucket to create (repeatable)")
+    parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR, help="kubeconfig, logs, pod volumes, env.sh")
+    parser.add_argument(
+        "--bucket", action="append", default=[], help=f"S3 bucket to create besides {', '.join(BUCKETS)} (repeatable)"
+    )
     parser.add_argument("--nodes", type=int, default=4, help="simulated node names node-0..node-N-1")
-    args = parser.parse_args(argv)
+    parser.add_argument("--no-operator", action="store_true", help="do not start the operator")
+    parser.add_argument(
+        "--operator-timeout", type=float, default=120.0, help="seconds to wait for the operator's /healthz"
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument(
+        "--background", action="store_true", help="start detached, print the export lines once ready, and return"
+    )
+    mode.add_argument("--stop", action="store_true", help="stop the local cluster running in --workdir")
+    return parser
+
+
+def _pid_file(workdir: Path) -> Path:
+    return workdir / "local-cluster.pid"
+
+
+def _alive(pid: int) -> bool:
+    """The process exists and is not a zombie waiting to be reaped."""
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[-1].split()[0] != "Z"
+    return True
+
+
+def _running_pid(workdir: Path) -> int | None:
+    try:
+        pid = int(_pid_file(workdir).read_text().strip())
+    except (OSError, ValueError):
+        return None
+    return pid if _alive(pid) else None
+
+
+def _comments(cluster: LocalCluster, operator: str, env_file: Path) -> list[str]:
+    buckets = ", ".join(sorted(cluster.s3.buckets)) if cluster.s3 else ""
+    return [
+        f"# stepscope local cluster: API {cluster.api.url}, S3 {cluster.s3_endpoint} (buckets {buckets})",
+        f"# operator: {operator}",
+        f"# storage settings: ConfigMap {INSTALL_NAMESPACE}/{STORAGE_CONFIGMAP}; Secrets stepscope-s3 and "
+        "stepscope-sidecar-token in namespace default",
+        f"# pod logs: {cluster.logs_dir}",
+        f"# these lines are in {env_file}; try: kubectl apply -f examples/profilesession-minimal.yaml",
+    ]
+
+
+def run_foreground(args: argparse.Namespace) -> int:
+    workdir: Path = args.workdir.resolve()
+    if (pid := _running_pid(workdir)) is not None and pid != os.getpid():
+        print(f"stepscope local-cluster: one already runs in {workdir} (pid {pid}); --stop it first", file=sys.stderr)
+        return 1
+    workdir.mkdir(parents=True, exist_ok=True)
     stop = threading.Event()
     signal.signal(signal.SIGINT, lambda *_: stop.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     nodes = tuple(f"node-{i}" for i in range(args.nodes))
-    with LocalCluster(workdir=args.workdir.resolve(), nodes=nodes, buckets=tuple(args.bucket)) as cluster:
-        print(f"kubeconfig:  {cluster.kubeconfig_path}")
-        print(f"api server:  {cluster.api.url}")
-        print(
-            f"S3 endpoint: {cluster.s3_endpoint} (access key {cluster.s3_access_key!r}, "
-            f"secret {cluster.s3_secret_key!r})"
-        )
-        print(f"pod logs:    {cluster.logs_dir}")
-        print(f"try: KUBECONFIG={cluster.kubeconfig_path} kubectl get profilesessions   (Ctrl-C stops)", flush=True)
-        stop.wait()
-    print("local cluster stopped")
+    env_file = workdir / "env.sh"
+    env_file.unlink(missing_ok=True)
+    _pid_file(workdir).write_text(str(os.getpid()))
+    operator = None
+    try:
+        with LocalCluster(workdir=workdir / "cluster", nodes=nodes, buckets=tuple(args.bucket)) as cluster:
+            install(cluster)
+            described = "not started (--no-operator)"
+            if not args.no_operator:
+                health = free_port()
+                operator = start_operator(cluster, workdir, health_port=health)
+                if not wait_operator_healthy(operator, health, args.operator_timeout):
+                    print(f"stepscope local-cluster: the operator did not start; see {workdir / 'operator.log'}")
+                    return 1
+                described = f"pid {operator.pid}, log {workdir / 'operator.log'}"
+            lines = [*shell_lines(cluster), *_comments(cluster, described, env_file)]
+            env_file.write_text("\n".join(lines) + "\n")
+            print("\n".join([*lines, "# Ctrl-C (or stepscope local-cluster --stop) stops everything"]), flush=True)
+            while not stop.is_set():
+                if operator is not None and operator.poll() is not None:
+                    print(f"# the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
+                    operator = None
+                stop.wait(1.0)
+    finally:
+        if operator is not None:
+            kill_group(operator, 10)
+        env_file.unlink(missing_ok=True)
+        _pid_file(workdir).unlink(missing_ok=True)
+    print("# local cluster stopped", flush=True)
     return 0
+
+
+def run_background(args: argparse.Namespace, argv: list[str]) -> int:
+    workdir: Path = args.workdir.resolve()
+    if (pid := _running_pid(workdir)) is not None:
+        print(f"stepscope local-cluster: one already runs in {workdir} (pid {pid}); --stop it first", file=sys.stderr)
+        return 1
+    workdir.mkdir(parents=True, exist_ok=True)
+    env_file = workdir / "env.sh"
+    env_file.unlink(missing_ok=True)
+    forwarded = [a for a in argv if a != "--background"]
+    log = (workdir / "local-cluster.log").open("ab")
+    child = subprocess.Popen(
+        [sys.executable, "-m", "stepscope_cli.main", "local-cluster", *forwarded, "--workdir", str(workdir)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    deadline = time.monotonic() + args.operator_timeout + 120
+    while time.monotonic() < deadline:
+        if env_file.exists():
+            print(env_file.read_text(), end="", flush=True)
+            return 0
+        if child.poll() is not None:
+            break
+        time.sleep(0.3)
+    with contextlib.suppress(OSError):
+        os.killpg(child.pid, signal.SIGTERM)
+    tail = (workdir / "local-cluster.log").read_text(errors="replace")[-2000:]
+    print(f"stepscope local-cluster: did not come up; {workdir / 'local-cluster.log'}:\n{tail}", file=sys.stderr)
+    return 1
+
+
+def run_stop(args: argparse.Namespace) -> int:
+    workdir: Path = args.workdir.resolve()
+    pid = _running_pid(workdir)
+    if pid is None:
+        print(f"stepscope local-cluster: none runs in {workdir}", file=sys.stderr)
+        return 1
+    os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and _alive(pid):
+        time.sleep(0.3)
+    if _alive(pid):
+        print(f"stepscope local-cluster: pid {pid} did not stop within 120 s", file=sys.stderr)
+        return 1
+    print(f"# local cluster in {workdir} stopped")
+    return 0
+
+
+def cluster_main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    if args.stop:
+        return run_stop(args)
+    if args.background:
+        return run_background(args, argv)
+    return run_foreground(args)

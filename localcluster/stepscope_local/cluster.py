@@ -14,9 +14,11 @@ from typing import Any
 import yaml
 
 from stepscope_local.kube import EmulatorServer
+from stepscope_local.kube.identity import service_account_user
 from stepscope_local.runner import Runner
 from stepscope_local.runner.pods import RunnerConfig
 from stepscope_local.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
+from stepscope_storage.endpoints import ENV_OSS_ENDPOINT_TEMPLATE
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "profilesessions.stepscope.dev.yaml"
@@ -65,6 +67,8 @@ class LocalCluster:
                 logs_dir=self.logs_dir,
                 work_dir=self.workdir / "pods",
                 nodes=self._nodes,
+                service_account_kubeconfig=self.service_account_kubeconfig,
+                node_env=self.node_env,
             )
             self.runner = Runner(self.api.store, config).start()
             self.api.log_reader = self.runner.log_reader
@@ -104,6 +108,18 @@ class LocalCluster:
         if self.s3 is None:
             raise RuntimeError("this cluster runs without S3")
         return self.s3.endpoint
+
+    @property
+    def node_env(self) -> dict[str, str]:
+        """What every pod's containers see beside their manifest's env: here every OSS region's endpoint is the
+        local S3 server (stepscope_storage.endpoints), so oss:// sessions with only a region work locally."""
+        if self.s3 is None:
+            return {}
+        return {ENV_OSS_ENDPOINT_TEMPLATE: self.s3.endpoint}
+
+    def service_account_kubeconfig(self, namespace: str, account: str) -> Path:
+        """The kubeconfig of a ServiceAccount: requests with it are recorded as that identity (api.audit)."""
+        return self.api.kubeconfig_for(service_account_user(namespace, account))
 
     def s3_stop(self) -> None:
         """Simulate an S3 outage (moto's stored objects are lost; buckets come back on s3_start)."""

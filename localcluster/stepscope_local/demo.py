@@ -7,7 +7,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import signal
 import subprocess
@@ -18,50 +17,33 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
+from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import (
+    REPORT_HTML,
+    REPORT_JSON,
+    TRACES_DIR,
+    FetchLayout,
+    StorageLocation,
+    parse_storage_uri,
+)
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, session_yaml, training_job
+from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, TRAINING_NAMESPACE, install, start_operator
+from stepscope_local.manifests import session_yaml, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
+from stepscope_storage import Store, open_store
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
+from stepscope_storage.fetch import fetch_session
 
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 BIN = Path(sys.executable).parent
+__all__ = ["OPERATOR_ACCOUNT", "OPERATOR_NAMESPACE", "main"]  # the operator's identity, as tests read it
 
 
 def say(text: str) -> None:
     print(f"[demo] {text}", flush=True)
-
-
-def start_operator(
-    cluster: LocalCluster, workdir: Path, command: list[str], health_port: int | None = None
-) -> subprocess.Popen[bytes]:
-    token = workdir / "operator" / "token"
-    token.parent.mkdir(parents=True, exist_ok=True)
-    token.write_text("demo-sidecar-token")
-    env = {
-        "PATH": f"{BIN}:/usr/local/bin:/usr/bin:/bin",
-        "HOME": os.environ.get("HOME", "/tmp"),
-        "LANG": "C.UTF-8",
-        "PYTHONUNBUFFERED": "1",
-        "KUBECONFIG": str(cluster.kubeconfig_path),
-        "STEPSCOPE_WATCH_NAMESPACES": "default",
-        "STEPSCOPE_SIDECAR_TOKEN_FILE": str(token),
-        "STEPSCOPE_ANALYZER_COMMAND": json.dumps(["stepscope", "analyzer-job"]),
-        "STEPSCOPE_METRICS_PORT": str(free_port()),
-        "STEPSCOPE_HEALTH_PORT": str(health_port or free_port()),
-        # Pods of the local runner have no in-cluster service account: the analyzer Job uses the kubeconfig.
-        "STEPSCOPE_ANALYZER_ENV_KUBECONFIG": str(cluster.kubeconfig_path),
-        "STEPSCOPE_TICK_SECONDS": "0.5",
-    }
-    log = (workdir / "operator.log").open("ab")
-    return subprocess.Popen(
-        command,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
 
 
 def wait_operator_healthy(operator: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
@@ -97,6 +79,27 @@ def wait_ready_pods(cluster: LocalCluster, count: int, timeout: float, job: str 
             raise RuntimeError(f"training pod {failed[0]['metadata']['name']} failed; see {cluster.logs_dir}")
         time.sleep(0.5)
     raise RuntimeError(f"the training pods were not Ready within {timeout:.0f} s; see {cluster.logs_dir}")
+
+
+FAULT_LOG = {"hang": "hangs at step", "desync": "desyncs at step"}
+
+
+def planted(mode: str, rank: int, slow_ms: float, after: int) -> str:
+    if mode == "hang":
+        return f"rank {rank} stops for good in its data loading after {after} steps"
+    if mode == "desync":
+        return f"rank {rank} broadcasts where the others all_reduce, after {after} steps"
+    return f"rank {rank} planted slow ({mode}, {slow_ms:g} ms/step)"
+
+
+def wait_fault(cluster: LocalCluster, pods: list[dict[str, Any]], mode: str, timeout: float) -> None:
+    """Wait until the planted hang or desync has happened (its rank says so in its log)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(FAULT_LOG[mode] in cluster.pod_log("default", p["metadata"]["name"], "trainer") for p in pods):
+            return
+        time.sleep(0.5)
+    raise RuntimeError(f"the planted {mode} did not happen within {timeout:.0f} s; see {cluster.logs_dir}")
 
 
 def relay(stream: IO[str], prefix: str) -> None:
@@ -180,19 +183,41 @@ def explain_failure(status: dict[str, Any], workdir: Path) -> None:
     say(f"logs: {workdir / 'operator.log'} and {workdir / 'cluster' / 'logs'}")
 
 
+def _local_store(cluster: LocalCluster, location: StorageLocation) -> Store:
+    """The local S3 server's bucket of `location`, through stepscope_storage as every component reaches it."""
+    connection = Connection(endpoint=cluster.s3_endpoint, addressing_style=AddressingStyle.PATH)
+    return open_store(location, connection, Credentials(cluster.s3_access_key, cluster.s3_secret_key))
+
+
 def fetch_report(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
     url = status.get("reportURL")
-    if not url:
+    if not url or cluster.s3 is None:
         return None
-    bucket, key = s3_location(url)
-    target = out_dir / "report.html"
-    assert cluster.s3 is not None
-    cluster.s3.client().download_file(bucket, key, str(target))
-    json_url = status.get("reportJSONURL")
-    if json_url:
-        json_bucket, json_key = s3_location(json_url)
-        cluster.s3.client().download_file(json_bucket, json_key, str(out_dir / "report.json"))
+    target = out_dir / REPORT_HTML
+    for name, key in ((REPORT_HTML, "reportURL"), (REPORT_JSON, "reportJSONURL")):
+        if status.get(key):
+            location = parse_storage_uri(status[key])
+            _local_store(cluster, location).get_file(location.prefix, out_dir / name)
     return target
+
+
+def fetch_session_folder(cluster: LocalCluster, status: dict[str, Any], out_dir: Path) -> Path | None:
+    """The whole session folder the report lies in (<session>/report/report.html) into out_dir/session, as
+    `stepscope fetch` lays it out: the report's links to every rank's trace work there, and
+    TraceAnalysis(trace_dir=out_dir/session/traces) loads every rank. The path of that copy of report.html."""
+    url = status.get("reportURL")
+    if not url or cluster.s3 is None:
+        return None
+    report = parse_storage_uri(url)
+    parts = report.prefix.split("/")
+    if len(parts) < 3:
+        return None
+    session = StorageLocation(report.scheme, report.bucket, "/".join(parts[:-2]))
+    dest = out_dir / "session"
+    shutil.rmtree(dest, ignore_errors=True)
+    fetch_session(_local_store(cluster, session), session, dest, FetchLayout.SESSION)
+    copy = dest / parts[-2] / parts[-1]
+    return copy if copy.is_file() else None
 
 
 def run(args: argparse.Namespace) -> int:
@@ -203,20 +228,28 @@ def run(args: argparse.Namespace) -> int:
         (workdir / stale).unlink(missing_ok=True)
     started = time.monotonic()
     say(f"starting the local cluster (workdir {workdir})")
-    with LocalCluster(workdir=workdir / "cluster", buckets=("stepscope-demo",)) as cluster:
+    with LocalCluster(workdir=workdir / "cluster") as cluster:
         say(f"API {cluster.api.url}  kubeconfig {cluster.kubeconfig_path}  S3 {cluster.s3_endpoint}")
-        for doc in load_all(DEMO_DIR / "secrets.yaml"):
-            cluster.api.apply(doc)
-        cluster.api.apply(script_configmap())
+        install(cluster)  # storage settings, Secrets, the training script, buckets: what `local-cluster` sets up
         health_port = free_port()
-        operator = start_operator(cluster, workdir, json.loads(args.operator_command), health_port)
+        command = json.loads(args.operator_command)
+        operator = start_operator(cluster, workdir, command, health_port, namespaces=TRAINING_NAMESPACE)
         say(f"operator started (pid {operator.pid}, log {workdir / 'operator.log'})")
         try:
-            cluster.api.apply(training_job(free_port(), args.slow_rank, args.slow_mode, args.slow_ms))
-            say(
-                f"training Job ddp-train: 4 ranks, rank {args.slow_rank} planted slow ({args.slow_mode}, "
-                f"{args.slow_ms:g} ms/step)"
+            stands_still = args.slow_mode in FAULT_LOG and args.slow_rank >= 0
+            extra = {"HANG_AFTER_STEPS": str(args.fault_after)} if stands_still else None
+            cluster.api.apply(
+                training_job(
+                    free_port(),
+                    args.slow_rank,
+                    args.slow_mode,
+                    args.slow_ms,
+                    extra,
+                    storage_endpoint=cluster.s3_endpoint,
+                )
             )
+            fault = planted(args.slow_mode, args.slow_rank, args.slow_ms, args.fault_after)
+            say(f"training Job ddp-train: 4 ranks, {fault if args.slow_rank >= 0 else 'no rank planted slow'}")
             pods = sorted(wait_ready_pods(cluster, 4, args.ready_timeout), key=lambda p: p["metadata"]["name"])
             say(
                 "pods Ready: "
@@ -225,6 +258,9 @@ def run(args: argparse.Namespace) -> int:
                 )
             )
             time.sleep(args.warmup)
+            if stands_still:
+                wait_fault(cluster, pods, args.slow_mode, args.ready_timeout)
+                say(f"the job stands still: {fault}")
             if args.operator_health_timeout > 0 and not wait_operator_healthy(
                 operator, health_port, args.operator_health_timeout
             ):
@@ -232,8 +268,10 @@ def run(args: argparse.Namespace) -> int:
             if operator.poll() is not None:
                 raise RuntimeError(f"the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
             session_file = workdir / "profilesession.yaml"
-            session_file.write_text(session_yaml(cluster.s3_endpoint))
-            applied = cluster.kubectl("apply", "--validate=false", "-f", str(session_file))
+            # a job that already stands still: the hooks declare the hang after a short step timeout
+            capture = {"stepTimeoutSeconds": args.hang_timeout} if stands_still else None
+            session_file.write_text(session_yaml(capture))  # no endpoint: the install's storage settings give it
+            applied = cluster.kubectl("apply", "-f", str(session_file))
             say(f"kubectl apply -f examples/profilesession.yaml: {(applied.stdout or applied.stderr).strip()}")
             if applied.returncode != 0:
                 return 1
@@ -248,6 +286,11 @@ def run(args: argparse.Namespace) -> int:
             report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
             if report is not None:
                 say(f"report: {report}")
+                linked = fetch_session_folder(cluster, status, workdir)
+                if linked is not None:
+                    say(f"session folder, where the report links to each rank's trace: {linked}")
+                    traces = linked.parent.parent / TRACES_DIR
+                    say(f'HTA: TraceAnalysis(trace_dir="{traces}")   TensorBoard: tensorboard --logdir {traces.parent}')
             if phase not in ("Succeeded",):
                 explain_failure(status, workdir)
             say(f"done in {time.monotonic() - started:.0f} s")
@@ -257,13 +300,25 @@ def run(args: argparse.Namespace) -> int:
             say("stopping everything")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stepscope demo", description=__doc__)
-    parser.add_argument("--workdir", type=Path, default=Path(".demo"))
-    parser.add_argument("--slow-rank", type=int, default=2)
-    parser.add_argument("--slow-mode", choices=["host", "compute", "hang"], default="host")
-    parser.add_argument("--slow-ms", type=float, default=60.0)
-    parser.add_argument("--ready-timeout", type=float, default=120.0)
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepscope demo", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--workdir", type=Path, default=Path(".demo"), help="cluster, logs and the report land here")
+    parser.add_argument("--slow-rank", type=int, default=2, help="the rank planted slow; -1: none (balanced)")
+    parser.add_argument(
+        "--slow-mode",
+        choices=["host", "compute", "hang", "desync"],
+        default="host",
+        help="host: a stall before each step; compute: extra matmuls; hang: the rank stops in its data loading; "
+        "desync: the rank broadcasts where the others all-reduce",
+    )
+    parser.add_argument("--slow-ms", type=float, default=60.0, help="how much slower the planted rank is per step")
+    parser.add_argument(
+        "--fault-after", type=int, default=20, help="hang/desync: steps before the slow rank stops or desyncs"
+    )
+    parser.add_argument("--hang-timeout", type=int, default=5, help="hang/desync: the session's stepTimeoutSeconds")
+    parser.add_argument("--ready-timeout", type=float, default=120.0, help="seconds to wait for the training pods")
     parser.add_argument("--warmup", type=float, default=3.0, help="seconds of training before the session")
     parser.add_argument("--timeout", type=float, default=240.0, help="seconds to wait for a terminal phase")
     parser.add_argument(
@@ -272,9 +327,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--operator-command",
         default=json.dumps([str(BIN / "stepscope"), "operator"]),
-        help="JSON list: the operator process to run (default: this install's stepscope operator)",
+        help="JSON list: the operator process to run",
     )
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     previous = signal.getsignal(signal.SIGTERM)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     try:

@@ -27,10 +27,17 @@ def script_configmap(namespace: str = "default") -> dict[str, Any]:
 
 
 def training_job(
-    master_port: int, slow_rank: int, slow_mode: str, slow_ms: float, extra_env: dict[str, str] | None = None
+    master_port: int,
+    slow_rank: int,
+    slow_mode: str,
+    slow_ms: float,
+    extra_env: dict[str, str] | None = None,
+    *,
+    storage_endpoint: str | None = None,
 ) -> dict[str, Any]:
     """examples/demo/train-job.yaml with this run's rendezvous port and planted slow rank (-1: none; slow_mode
-    host, compute or hang), plus `extra_env` on the trainer (e.g. HANG_AFTER_STEPS)."""
+    host, compute, hang or desync), plus `extra_env` on the trainer (e.g. HANG_AFTER_STEPS); `storage_endpoint` (the
+    local S3 server) replaces the sidecar's STEPSCOPE_STORAGE_ENDPOINT, the only endpoint it uploads through."""
     job = copy.deepcopy(load_all(DEMO_DIR / "train-job.yaml")[0])
     overrides = {
         "MASTER_PORT": str(master_port),
@@ -45,13 +52,21 @@ def training_job(
         if item["name"] in overrides:
             item["value"] = overrides.pop(item["name"])
     env.extend({"name": k, "value": v} for k, v in overrides.items())
+    if storage_endpoint is not None:
+        containers = job["spec"]["template"]["spec"]["containers"]
+        sidecar = next(c for c in containers if c["name"] == "stepscope-sidecar")
+        for item in sidecar.get("env") or []:
+            if item["name"] == "STEPSCOPE_STORAGE_ENDPOINT":
+                item.pop("valueFrom", None)
+                item["value"] = storage_endpoint
     return dict(job)
 
 
-def session_yaml(s3_endpoint: str) -> str:
-    """examples/profilesession.yaml pointed at the local S3 endpoint."""
+def session_yaml(capture: dict[str, Any] | None = None) -> str:
+    """examples/profilesession.yaml with `capture` overrides (e.g. a short stepTimeoutSeconds for a job that already
+    stands still); like the example, it names no endpoint: the install's storage settings give it."""
     doc = load_all(SESSION_PATH)[0]
-    doc["spec"]["storage"]["endpoint"] = s3_endpoint
+    doc["spec"].setdefault("capture", {}).update(capture or {})
     return yaml.safe_dump(doc, sort_keys=False)
 
 

@@ -7,6 +7,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from stepscope_operator.storage_defaults import StorageDefaults
+
 
 @dataclass(frozen=True)
 class OperatorConfig:
@@ -23,7 +25,9 @@ class OperatorConfig:
     health_port: int = 8081
     tick_seconds: float = 1.0
     shard_threshold: int = 64  # ranks above which the analysis is sharded into an Indexed Job
+    local_mode: bool = False  # the embedded local cluster: file:// artifacts may be deleted
     extra_env: Mapping[str, str] = field(default_factory=dict)
+    storage: StorageDefaults = field(default_factory=StorageDefaults)  # STEPSCOPE_STORAGE_*: sessions' defaults
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> OperatorConfig:
@@ -54,5 +58,7 @@ class OperatorConfig:
             health_port=int(e.get("STEPSCOPE_HEALTH_PORT", cls.health_port)),
             tick_seconds=float(e.get("STEPSCOPE_TICK_SECONDS", cls.tick_seconds)),
             shard_threshold=int(e.get("STEPSCOPE_SHARD_THRESHOLD", cls.shard_threshold)),
+            local_mode=e.get("STEPSCOPE_LOCAL_MODE", "").strip().lower() in ("1", "true", "yes"),
             extra_env=extra,
+            storage=StorageDefaults.from_env(e),
         )

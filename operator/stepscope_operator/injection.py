@@ -5,9 +5,12 @@ What an injected pod gets (docs/interfaces.md, "Sidecar" and "Training container
   shared emptyDir `stepscope-hook`;
 - the native sidecar `stepscope-sidecar` (an init container with `restartPolicy: Always`, after the hook's
   installer) listening on the pod IP, sharing the emptyDir `stepscope-run` with the
-  training container(s), with the token Secret mounted and storage credentials only through `secretKeyRef`;
+  training container(s), with the token Secret mounted, storage credentials only through `secretKeyRef` and the
+  only destinations it uploads to (`STEPSCOPE_STORAGE_BASE`, `STEPSCOPE_STORAGE_ENDPOINT`);
 - on each training container: `PYTHONPATH` (the hook folder prepended to any value already set),
-  `STEPSCOPE_HOOK_DIR`, `STEPSCOPE_POD_NAME` / `STEPSCOPE_NODE_NAME` and the two volume mounts;
+  `STEPSCOPE_HOOK_DIR`, `STEPSCOPE_POD_NAME` / `STEPSCOPE_NODE_NAME` and the two volume mounts; and PyTorch's Flight
+  Recorder on (`TORCH_FR_BUFFER_SIZE`, and `TORCH_NCCL_TRACE_BUFFER_SIZE` for torch < 2.6) unless the container
+  sets either itself, so that a hang's dump says which rank, collective and line;
 - the annotation `stepscope.dev/injected: "true"`, which makes injection idempotent.
 """
 
@@ -26,11 +29,14 @@ from stepscope_contract.constants import (
     ENV_NODE_NAME,
     ENV_POD_NAME,
     ENV_POD_NAMESPACE,
+    ENV_STORAGE_BASE,
+    ENV_STORAGE_ENDPOINT,
     INJECT_LABEL,
     INJECTED_ANNOTATION,
     SIDECAR_CONTAINER_NAME,
     SIDECAR_PORT_ANNOTATION,
 )
+from stepscope_storage.credentials import ENV_ACCESS_KEY_ID, ENV_SECRET_ACCESS_KEY, secret_env
 
 JSONPatchOp = dict[str, Any]
 
@@ -50,6 +56,11 @@ CONTAINERS_ANNOTATION = "stepscope.dev/containers"
 # Where a PYTHONPATH given through valueFrom is moved, so that `$(...)` can prepend the hook folder to it.
 ORIGINAL_PYTHONPATH_ENV = "STEPSCOPE_ORIGINAL_PYTHONPATH"
 
+# PyTorch's Flight Recorder: entries of its ring buffer of recent collectives (1-2 KiB each with the Python
+# stack that issued it; bench/hook_overhead.py measures time and memory). 0: leave the variables unset.
+DEFAULT_FR_BUFFER_SIZE = 2000
+FR_BUFFER_ENVS = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+
 _DEFAULT_RESOURCES: dict[str, dict[str, str]] = {
     "requests": {"cpu": "50m", "memory": "64Mi"},
     "limits": {"cpu": "500m", "memory": "256Mi"},
@@ -64,11 +75,16 @@ class InjectionConfig:
     image_pull_policy: str = "IfNotPresent"
     sidecar_port: int = DEFAULT_SIDECAR_PORT
     token_secret: str = "stepscope-sidecar-token"  # noqa: S105 - a Secret's name
-    credentials_secret: str | None = None  # Secret with AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY
-    access_key_id_key: str = "AWS_ACCESS_KEY_ID"
-    secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a key name
+    credentials_secret: str | None = None  # Secret with the access keys (stepscope_storage.credentials)
+    access_key_id_key: str = ENV_ACCESS_KEY_ID  # the Secret's keys are named like the variables by default
+    secret_access_key_key: str = ENV_SECRET_ACCESS_KEY
+    # Where injected sidecars may upload: sessions must use this storage URI (comma-separated for several) and
+    # endpoint; anything else gets 400 from the sidecar (docs/security.md).
+    storage_base: str = ""
+    storage_endpoint: str = ""
     run_as_user: int = 65532
     resources: Mapping[str, Mapping[str, str]] = field(default_factory=lambda: copy.deepcopy(_DEFAULT_RESOURCES))
+    flight_recorder_buffer_size: int = DEFAULT_FR_BUFFER_SIZE
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> InjectionConfig:
@@ -90,9 +106,21 @@ class InjectionConfig:
             secret_access_key_key=e.get(
                 "STEPSCOPE_SIDECAR_CREDENTIALS_SECRET_ACCESS_KEY_KEY", cls.secret_access_key_key
             ),
+            storage_base=e.get("STEPSCOPE_SIDECAR_STORAGE_BASE", cls.storage_base),
+            storage_endpoint=e.get("STEPSCOPE_SIDECAR_STORAGE_ENDPOINT", cls.storage_endpoint),
             run_as_user=int(e.get("STEPSCOPE_SIDECAR_RUN_AS_USER", cls.run_as_user)),
             resources=resources,
+            flight_recorder_buffer_size=_buffer_size(e.get("STEPSCOPE_FR_BUFFER_SIZE")),
         )
+
+
+def _buffer_size(raw: str | None) -> int:
+    if raw is None or not raw.strip():
+        return DEFAULT_FR_BUFFER_SIZE
+    value = int(raw)
+    if not 0 <= value <= 1_000_000:
+        raise ValueError(f"STEPSCOPE_FR_BUFFER_SIZE must be 0..1000000, got {value}")
+    return value
 
 
 @dataclass(frozen=True)
@@ -147,15 +175,13 @@ def sidecar_container(config: InjectionConfig) -> dict[str, Any]:
         _field_env(ENV_POD_NAMESPACE, "metadata.namespace"),
         _field_env(ENV_NODE_NAME, "spec.nodeName"),
         {"name": "TMPDIR", "value": RUN_PATH},  # the root filesystem is read-only
+        {"name": ENV_STORAGE_BASE, "value": config.storage_base},
+        {"name": ENV_STORAGE_ENDPOINT, "value": config.storage_endpoint},
     ]
     if config.credentials_secret:
-        for name, key in (
-            ("AWS_ACCESS_KEY_ID", config.access_key_id_key),
-            ("AWS_SECRET_ACCESS_KEY", config.secret_access_key_key),
-        ):
-            # optional: a missing Secret must not keep the pod (and its training) from starting.
-            ref = {"name": config.credentials_secret, "key": key, "optional": True}
-            env.append({"name": name, "valueFrom": {"secretKeyRef": ref}})
+        # optional: a missing Secret must not keep the pod (and its training) from starting.
+        env += secret_env(config.credentials_secret, config.access_key_id_key, config.secret_access_key_key,
+                          optional=True)  # fmt: skip
     return {
         "name": SIDECAR_CONTAINER_NAME,
         "image": config.sidecar_image,
@@ -215,8 +241,9 @@ def volumes(config: InjectionConfig) -> list[dict[str, Any]]:
     ]
 
 
-def _training_env(existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The container's env with PYTHONPATH (hook first) and the hook's variables; user values are kept."""
+def _training_env(existing: list[dict[str, Any]], fr_buffer_size: int = DEFAULT_FR_BUFFER_SIZE) -> list[dict[str, Any]]:
+    """The container's env with PYTHONPATH (hook first), the hook's variables and the Flight Recorder's buffer
+    size; user values are kept (a container that sets either Flight Recorder variable keeps its choice)."""
     env = [dict(e) for e in existing]
     index = next((i for i, e in enumerate(env) if e.get("name") == "PYTHONPATH"), None)
     if index is None:
@@ -237,6 +264,8 @@ def _training_env(existing: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ):
         if item["name"] not in names:
             env.append(item)
+    if fr_buffer_size > 0 and not names & set(FR_BUFFER_ENVS):
+        env.extend({"name": name, "value": str(fr_buffer_size)} for name in FR_BUFFER_ENVS)
     return env
 
 
@@ -280,7 +309,11 @@ def mutate(
     for i in _training_indices(pod):
         container = containers[i]
         ops.append(
-            {"op": "add", "path": f"/spec/containers/{i}/env", "value": _training_env(container.get("env") or [])}
+            {
+                "op": "add",
+                "path": f"/spec/containers/{i}/env",
+                "value": _training_env(container.get("env") or [], config.flight_recorder_buffer_size),
+            }
         )
         mounts = [
             {"name": HOOK_VOLUME, "mountPath": HOOK_PATH, "readOnly": True},

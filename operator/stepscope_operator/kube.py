@@ -60,6 +60,21 @@ class Kube:
 
         return await asyncio.to_thread(call)
 
+    async def get_custom(self, api: tuple[str, str, str], namespace: str, name: str) -> dict[str, Any] | None:
+        """A namespaced custom object by (group, version, plural); None when it (or its kind) does not exist."""
+        group, version, plural = api
+
+        def call() -> dict[str, Any] | None:
+            try:
+                obj: dict[str, Any] = self._custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+                return obj
+            except ApiException as exc:
+                if exc.status == 404:
+                    return None
+                raise
+
+        return await asyncio.to_thread(call)
+
     async def get_job(self, namespace: str, name: str) -> dict[str, Any] | None:
         def call() -> dict[str, Any] | None:
             try:

@@ -1,5 +1,9 @@
 """One session's lifecycle, advanced one tick at a time. All durable state is in the CR; `memo` only caches
-what can be rebuilt (pod addresses, which targets this process has already talked to)."""
+what can be rebuilt (pod addresses, which targets this process has already talked to).
+
+The status is the contract's ProfileSessionStatus, read once per tick, changed through its typed fields and written
+back as the merge patch of what changed (status.status_patch): a misspelt field is a type error, not a key the CRD
+would silently prune."""
 
 from __future__ import annotations
 
@@ -11,24 +15,42 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.session import (
+    AnalysisStage,
+    Condition,
+    ConditionStatus,
     ConditionType,
+    JobKind,
     Phase,
     ProfileSessionSpec,
+    ProfileSessionStatus,
     TargetState,
     TargetStatus,
 )
-from stepscope_contract.storage import parse_storage_uri, session_location
+from stepscope_contract.session_folder import session_folder
+from stepscope_contract.status_wire import read_status, status_patch
+from stepscope_contract.storage import TRACE_SUFFIX
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
+from stepscope_operator import prometheus_metrics
 from stepscope_operator import status as st
+from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, shard_count
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.jobs import build_job, job_name, job_outcome, shard_count
 from stepscope_operator.kube import Kube
 from stepscope_operator.sidecar_client import Reply, SidecarClient
-from stepscope_operator.targets import Resolution, Target, candidate_selectors, capture_id, resolve_targets
+from stepscope_operator.targets import (
+    JOBSET_API,
+    TRAINJOB_API,
+    JobSetLayout,
+    Resolution,
+    Target,
+    candidate_selectors,
+    capture_id,
+    jobset_layout,
+    resolve_targets,
+)
 
-ACCEPTED_SPEC_ANNOTATION = "stepscope.dev/accepted-spec"
 MAX_GET_FAILURES = 5
 
 
@@ -52,6 +74,8 @@ class Event:
 @dataclass
 class Outcome:
     status: dict[str, Any] = field(default_factory=dict)
+    """merge patch of the status subresource: the wire form of the fields that changed"""
+    phase: Phase = Phase.PENDING
     annotations: dict[str, str] = field(default_factory=dict)
     events: list[Event] = field(default_factory=list)
 
@@ -76,51 +100,73 @@ class Tick:
         self.memo = memo
         self.deps = deps
         self.now = now
-        self.status: dict[str, Any] = dict(body.get("status") or {})
+        self.read = read_status(body.get("status"))
+        self.status: ProfileSessionStatus = self.read.model_copy(deep=True)
         self.out = Outcome()
-        self.conditions: list[dict[str, Any]] = list(self.status.get("conditions") or [])
 
     # -- small helpers -------------------------------------------------------------------------------
     @property
     def phase(self) -> Phase:
-        try:
-            return Phase(self.status.get("phase", Phase.PENDING.value))
-        except ValueError:
-            return Phase.PENDING
+        return self.status.phase
 
-    def set(self, **fields: Any) -> None:
-        self.status.update(fields)
-        self.out.status.update(fields)
+    def finish(self) -> Outcome:
+        """The outcome of this tick: what changed in status, as a merge patch."""
+        self.out.status = status_patch(self.read, self.status)
+        self.out.phase = self.status.phase
+        return self.out
 
     def cond(self, type_: ConditionType, value: bool | None, reason: str, message: str) -> None:
-        self.conditions = st.set_condition(
-            self.conditions, type_, value, reason=reason, message=message, now=self.now, generation=self.generation
+        self.status.conditions = st.set_condition(
+            self.status.conditions,
+            type_,
+            value,
+            reason=reason,
+            message=message,
+            now=self.now,
+            generation=self.generation,
         )
-        self.set(conditions=self.conditions)
 
     def event(self, reason: str, message: str, warning: bool = False) -> None:
         self.out.events.append(Event("Warning" if warning else "Normal", reason, message))
 
+    def say(self, message: str) -> None:
+        """Set status.message (cut to what the CRD allows)."""
+        self.status.message = message[: st.MAX_MESSAGE]
+
     def move(self, phase: Phase, message: str, warning: bool = False) -> None:
-        if phase is not self.phase or self.status.get("message") != message:
+        message = message[: st.MAX_MESSAGE]
+        if phase is not self.phase or self.status.message != message:
             self.event(phase.value, message, warning)
-        self.set(phase=phase.value, message=message)
+        self.status.phase = phase
+        self.status.message = message
 
     def fail(self, reason: str, message: str) -> None:
         self.cond(ConditionType.FAILED, True, reason, message)
         self.cond(ConditionType.COMPLETE, False, reason, message)
-        self.set(completionTime=st.iso(self.now))
+        self.status.completion_time = self.now
         self.move(Phase.FAILED, message, warning=True)
 
     def spec(self) -> ProfileSessionSpec:
-        """The spec accepted at start (later edits are ignored), else the current one."""
+        """The spec accepted at start (storage defaults filled in; later edits are ignored), else the current one."""
         accepted = (self.meta.get("annotations") or {}).get(ACCEPTED_SPEC_ANNOTATION)
-        raw = json.loads(accepted) if accepted else self.body.get("spec") or {}
-        return ProfileSessionSpec.model_validate(raw)
+        if accepted:
+            return ProfileSessionSpec.model_validate(json.loads(accepted))
+        return effective_spec(ProfileSessionSpec.model_validate(self.body.get("spec") or {}), self.deps.config)
 
     def deadline(self) -> datetime | None:
-        text = self.status.get("captureDeadline")
-        return datetime.fromisoformat(text.replace("Z", "+00:00")) if text else None
+        return self.status.capture_deadline
+
+    def capture_id(self) -> str:
+        cid = self.status.capture_id
+        if not cid:
+            raise ValueError("the session has no capture id yet")
+        return cid
+
+
+def effective_spec(spec: ProfileSessionSpec, config: OperatorConfig) -> ProfileSessionSpec:
+    """The spec with the install's storage settings filling what it leaves out."""
+    storage = config.storage.apply(spec.storage)
+    return spec if storage is spec.storage else spec.model_copy(update={"storage": storage})
 
 
 # -- phases -------------------------------------------------------------------------------------------------
@@ -128,25 +174,23 @@ class Tick:
 
 def _accept(t: Tick) -> bool:
     try:
-        spec = ProfileSessionSpec.model_validate(t.body.get("spec") or {})
+        spec = effective_spec(ProfileSessionSpec.model_validate(t.body.get("spec") or {}), t.deps.config)
     except ValidationError as exc:
         message = f"invalid spec: {describe_validation_error(exc)}"
         t.cond(ConditionType.ACCEPTED, False, "InvalidSpec", message)
-        t.set(observedGeneration=t.generation)
+        t.status.observed_generation = t.generation
         t.fail("InvalidSpec", message)
         return False
-    location = session_location(parse_storage_uri(spec.storage.uri), t.namespace, t.name, t.uid)
+    location = session_folder(spec, t.namespace, t.name, t.uid)
     t.out.annotations[ACCEPTED_SPEC_ANNOTATION] = json.dumps(spec.wire(), separators=(",", ":"), sort_keys=True)
     t.meta.setdefault("annotations", {})[ACCEPTED_SPEC_ANNOTATION] = t.out.annotations[ACCEPTED_SPEC_ANNOTATION]
     t.cond(ConditionType.ACCEPTED, True, "SpecValid", "the spec is valid")
-    t.set(
-        observedGeneration=t.generation,
-        captureId=capture_id(t.uid),
-        startTime=st.iso(t.now),
-        captureDeadline=st.iso(t.now + timedelta(seconds=spec.capture.timeout_seconds)),
-        artifactsUri=location.uri,
-        progress="0/0",
-    )
+    t.status.observed_generation = t.generation
+    t.status.capture_id = capture_id(t.uid)
+    t.status.start_time = t.now
+    t.status.capture_deadline = t.now + timedelta(seconds=spec.capture.timeout_seconds)
+    t.status.artifacts_uri = location.uri
+    t.status.progress = "0/0"
     t.move(Phase.RESOLVING, "looking for target pods")
     return True
 
@@ -159,36 +203,79 @@ async def _holders(t: Tick, pods: set[str]) -> list[tuple[str, list[str]]]:
         ometa = other.get("metadata") or {}
         if ometa.get("uid") == t.uid:
             continue
-        ostatus = other.get("status") or {}
-        if ostatus.get("phase") not in (Phase.CAPTURING.value, Phase.UPLOADING.value, Phase.RESOLVING.value):
+        ostatus = read_status(other.get("status"))
+        if ostatus.phase not in (Phase.CAPTURING, Phase.UPLOADING, Phase.RESOLVING):
             continue
         if (ometa.get("creationTimestamp") or "", ometa.get("name", "")) > mine:
             continue
-        held = sorted(pods & {x.get("pod") for x in ostatus.get("targets") or []})
+        held = sorted(pods & {x.pod for x in ostatus.targets})
         if held:
             holders.append((ometa.get("name", ""), held))
     return holders
+
+
+async def _job_layout(t: Tick, spec: ProfileSessionSpec) -> tuple[JobSetLayout | None, str]:
+    """For a JobSet or TrainJob reference: the JobSet's rank layout, or why there is none yet ('' = go on without)."""
+    ref = spec.targets.job_ref
+    if ref is None or ref.kind not in (JobKind.JOB_SET, JobKind.TRAIN_JOB):
+        return None, ""
+    train = ref.kind is JobKind.TRAIN_JOB
+    if train and await t.deps.kube.get_custom(TRAINJOB_API, t.namespace, ref.name) is None:
+        return None, f"TrainJob {ref.name} does not exist in namespace {t.namespace}"
+    jobset = await t.deps.kube.get_custom(JOBSET_API, t.namespace, ref.name)
+    if jobset is None:  # a plain JobSet's pods still carry their indexes; a TrainJob's JobSet is on its way
+        return None, f"TrainJob {ref.name} has no JobSet yet" if train else ""
+    return jobset_layout(jobset, trainer_only=train), ""
 
 
 async def _find_targets(t: Tick, spec: ProfileSessionSpec) -> Resolution:
     """The session's pods: the first candidate label selector that finds any wins."""
     pods: list[dict[str, Any]] = []
     tried = candidate_selectors(spec.targets)
+    searched = f"namespace {t.namespace}, label selector {' or '.join(repr(s) for s in tried)}"
+    layout, missing = await _job_layout(t, spec)
+    if missing:
+        return Resolution((), missing, searched)
     for selector in tried:
         pods = await t.deps.kube.list_pods(t.namespace, selector)
         if pods:
             break
-    searched = f"namespace {t.namespace}, label selector {' or '.join(repr(s) for s in tried)}"
-    return resolve_targets(pods, spec.targets, searched)
+    return resolve_targets(pods, spec.targets, searched, layout)
+
+
+def _wait_for_targets(t: Tick, spec: ProfileSessionSpec, resolution: Resolution) -> bool:
+    """Whether to keep waiting (within targets.waitSeconds of the start) for pods to appear or become Ready."""
+    started = t.status.start_time or t.now
+    until = started + timedelta(seconds=spec.targets.wait_seconds)
+    if t.now >= until:
+        return False
+    if resolution.targets:
+        if not resolution.starting:
+            return False
+        why = f"{len(resolution.targets)} pod(s) Ready, {resolution.starting} still starting ({resolution.searched})"
+    else:
+        why = resolution.reason
+    message = f"waiting for targets until {st.iso(until)} (targets.waitSeconds {spec.targets.wait_seconds}): {why}"
+    t.cond(ConditionType.TARGETS_RESOLVED, False, "WaitingForTargets", message)
+    if t.status.message != message[: st.MAX_MESSAGE]:
+        t.event("WaitingForTargets", message)
+    t.status.phase = Phase.RESOLVING
+    t.say(message)
+    return True
 
 
 async def _resolve(t: Tick) -> bool:
     spec = t.spec()
     resolution = await _find_targets(t, spec)
     searched = resolution.searched
+    if _wait_for_targets(t, spec, resolution):
+        return False
     if not resolution.targets:
-        t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", resolution.reason)
-        t.fail("NoTargets", resolution.reason)
+        reason = resolution.reason + (
+            f" (waited {spec.targets.wait_seconds}s, targets.waitSeconds)" if spec.targets.wait_seconds else ""
+        )
+        t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", reason)
+        t.fail("NoTargets", reason)
         return False
     holders = await _holders(t, {x.pod for x in resolution.targets})
     if holders:
@@ -199,7 +286,7 @@ async def _resolve(t: Tick) -> bool:
             t.fail("PodsBusy", f"gave up waiting: {text}; one session profiles a pod at a time")
             return False
         t.cond(ConditionType.TARGETS_RESOLVED, False, "WaitingForSession", f"waiting: {text}")
-        t.set(message=f"waiting: {text}")
+        t.say(f"waiting: {text}")
         return False
     t.memo.addresses = {x.pod: x for x in resolution.targets}
     t.memo.states = {
@@ -208,6 +295,8 @@ async def _resolve(t: Tick) -> bool:
     t.memo.verified = set(t.memo.addresses)  # nobody has signalled them: this process starts them
     count = len(resolution.targets)
     t.cond(ConditionType.TARGETS_RESOLVED, True, "TargetsFound", f"{count} pod(s): {searched}")
+    # The capture's deadline runs from here: time spent waiting for pods is not taken from it.
+    t.status.capture_deadline = t.now + timedelta(seconds=spec.capture.timeout_seconds)
     _write_targets(t)
     t.move(Phase.CAPTURING, f"signalling {count} sidecar(s)")
     return True
@@ -215,16 +304,16 @@ async def _resolve(t: Tick) -> bool:
 
 def _write_targets(t: Tick) -> None:
     states = list(t.memo.states.values())
-    counts = st.count_targets(states)
-    listed, truncated = st.bounded(states)
-    t.set(counts=counts.wire(), progress=st.progress(counts), targets=listed, targetsTruncated=truncated)
+    t.status.counts = st.count_targets(states)
+    t.status.progress = st.progress(t.status.counts)
+    t.status.targets, t.status.targets_truncated = st.bounded(states)
 
 
 async def _rebuild(t: Tick) -> None:
     """After a restart: addresses from the pods, states from the CR; unknown states are asked of the sidecars."""
     resolution = await _find_targets(t, t.spec())
-    known = {x.get("pod"): TargetStatus.model_validate(x) for x in t.status.get("targets") or []}
-    truncated = bool(t.status.get("targetsTruncated"))
+    known = {x.pod: x for x in t.status.targets}
+    truncated = t.status.targets_truncated
     t.memo.addresses = {x.pod: x for x in resolution.targets}
     for pod, state in known.items():
         t.memo.states[pod] = state
@@ -250,12 +339,13 @@ def _changed(old: TargetStatus, state: TargetState, message: str, now: datetime,
 
 def _request(t: Tick, spec: ProfileSessionSpec, target: Target) -> CaptureRequest:
     return CaptureRequest(
-        capture_id=t.status["captureId"],
+        capture_id=t.capture_id(),
         session=SessionRef(namespace=t.namespace, name=t.name, uid=t.uid),
         rank=target.rank,
         options=CaptureOptions.from_spec(spec.capture),
         destination=StorageDestination(
-            session_uri=t.status["artifactsUri"],
+            # recomputed, never taken from status.artifactsUri (which the analyzer's ServiceAccount can patch)
+            session_uri=session_folder(spec, t.namespace, t.name, t.uid).uri,
             endpoint=spec.storage.endpoint,
             region=spec.storage.region,
             addressing_style=spec.storage.addressing_style,
@@ -268,7 +358,9 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     assert reply.status is not None
     capture = reply.status
     state = st.target_state(capture.state)
-    uri = capture.artifacts[0].uri.rsplit("/", 1)[0] if capture.artifacts else old.artifact_uri
+    traces = [a.uri for a in capture.artifacts if a.uri.endswith(TRACE_SUFFIX)]  # the pod's (first) rank's trace
+    uploaded = traces or [a.uri for a in capture.artifacts]
+    uri = uploaded[0] if uploaded else old.artifact_uri
     t.memo.states[pod] = _changed(old, state, capture.message, t.now, artifact_uri=uri)
     t.memo.verified.add(pod)
     t.memo.get_failures.pop(pod, None)
@@ -276,7 +368,7 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
 
 async def _poll_one(t: Tick, spec: ProfileSessionSpec, pod: str) -> None:
     target = t.memo.addresses[pod]
-    cid = t.status["captureId"]
+    cid = t.capture_id()
     old = t.memo.states[pod]
     if pod not in t.memo.verified:
         # This process has not talked to this sidecar: ask before starting, so nothing is started twice.
@@ -337,7 +429,7 @@ async def _capture(t: Tick) -> None:
                 t.now,
             )
             if pod in t.memo.addresses:
-                await t.deps.sidecars.abort(t.memo.addresses[pod], t.status["captureId"])
+                await t.deps.sidecars.abort(t.memo.addresses[pod], t.capture_id())
     _write_targets(t)
     states = list(t.memo.states.values())
     if any(not s.state.terminal for s in states):
@@ -360,92 +452,106 @@ async def _capture(t: Tick) -> None:
     if not spec.analysis.enabled:
         t.cond(ConditionType.COMPLETE, True, "AnalysisDisabled", "traces captured; analysis disabled by the spec")
         t.cond(ConditionType.FAILED, False, "AnalysisDisabled", "")
-        t.set(completionTime=st.iso(t.now))
+        t.status.completion_time = t.now
         t.move(st.final_phase(states), "traces captured; analysis disabled")
         return
     await _start_analysis(t, spec, len(usable))
 
 
-async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int) -> None:
-    shards = shard_count(spec, ranks, t.deps.config)
-    mode = "all" if shards == 1 else "map"
+async def _create_job(t: Tick, spec: ProfileSessionSpec, stage: AnalysisStage, shards: int) -> str:
     job = build_job(
-        session=t.name, namespace=t.namespace, uid=t.uid, spec=spec, config=t.deps.config, mode=mode, shards=shards
+        session=t.name, namespace=t.namespace, uid=t.uid, spec=spec, config=t.deps.config, stage=stage, shards=shards
     )
     created = await t.deps.kube.create_job(t.namespace, job)
-    name = created["metadata"]["name"]
-    t.set(analyzerJob=name)
+    prometheus_metrics.ANALYZER_JOBS.inc()
+    name: str = created["metadata"]["name"]
+    t.status.analyzer_job = name
+    t.status.analysis_stage = stage
+    return name
+
+
+async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int) -> None:
+    shards = shard_count(spec, ranks, t.deps.config)
+    name = await _create_job(t, spec, AnalysisStage.ALL if shards == 1 else AnalysisStage.MAP, shards)
     t.move(Phase.ANALYZING, f"analyzer Job {name} started" + (f" ({shards} shards)" if shards > 1 else ""))
+
+
+async def _fresh_status(t: Tick) -> ProfileSessionStatus:
+    """The session's status as stored now (the analyzer writes its own fields while the operator waits)."""
+    fresh = await t.deps.kube.get_session(t.namespace, t.name) or t.body
+    return read_status(fresh.get("status"))
 
 
 async def _analyze(t: Tick) -> None:
     spec = t.spec()
-    name = t.status.get("analyzerJob") or job_name(t.name, "analyze")
+    name = t.status.analyzer_job or job_name(t.name, "analyze")
+    stage = t.status.analysis_stage or AnalysisStage.ALL
     job = await t.deps.kube.get_job(t.namespace, name)
     outcome, message = job_outcome(job)
     if outcome == "running":
         return
     if outcome in ("failed", "missing"):
-        fresh = await t.deps.kube.get_session(t.namespace, t.name) or t.body
-        report = st.condition((fresh.get("status") or {}).get("conditions") or [], ConditionType.REPORT_READY)
-        detail = f"; analyzer: {report.get('message')}" if report and report.get("message") else ""
-        t.conditions = _merge_foreign(t.conditions, fresh)
+        fresh = await _fresh_status(t)
+        report = st.condition(fresh.conditions, ConditionType.REPORT_READY)
+        detail = f"; analyzer: {report.message}" if report and report.message else ""
+        t.status.conditions = _merge_foreign(t.status.conditions, fresh)
         t.fail("AnalysisFailed", f"analyzer Job {name} {outcome}: {message}{detail}")
         return
-    if name.endswith("-analyze-map"):
+    if stage is AnalysisStage.MAP:
         shards = int((job or {}).get("spec", {}).get("completions", 1))
-        reduce_job = build_job(
-            session=t.name,
-            namespace=t.namespace,
-            uid=t.uid,
-            spec=spec,
-            config=t.deps.config,
-            mode="reduce",
-            shards=shards,
-        )
-        created = await t.deps.kube.create_job(t.namespace, reduce_job)
-        t.set(analyzerJob=created["metadata"]["name"])
-        t.move(Phase.ANALYZING, f"per-rank summaries done; reduce Job {created['metadata']['name']} started")
+        reduce_name = await _create_job(t, spec, AnalysisStage.REDUCE, shards)
+        t.move(Phase.ANALYZING, f"per-rank summaries done; reduce Job {reduce_name} started")
         return
-    fresh = await t.deps.kube.get_session(t.namespace, t.name) or t.body
-    t.conditions = _merge_foreign(t.conditions, fresh)
-    report = st.condition(t.conditions, ConditionType.REPORT_READY)
-    if not report or report.get("status") != "True":
-        t.set(conditions=t.conditions)
+    fresh = await _fresh_status(t)
+    t.status.conditions = _merge_foreign(t.status.conditions, fresh)
+    report = st.condition(t.status.conditions, ConditionType.REPORT_READY)
+    if not report or report.status is not ConditionStatus.TRUE:
         t.fail("NoReport", f"analyzer Job {name} succeeded but wrote no report")
         return
-    states = [TargetStatus.model_validate(x) for x in t.status.get("targets") or []]
+    _complete(t, fresh)
+
+
+def _complete(t: Tick, fresh: ProfileSessionStatus) -> None:
+    """The report is in: Succeeded, or PartiallySucceeded when some target was not captured."""
+    states = t.status.targets
     phase = st.final_phase(states) if states else Phase.SUCCEEDED
-    if t.status.get("targetsTruncated"):
-        counts = t.status.get("counts") or {}
-        phase = Phase.SUCCEEDED if counts.get("captured") == counts.get("total") else Phase.PARTIALLY_SUCCEEDED
-    verdict = ((fresh.get("status") or {}).get("summary") or {}).get("verdict") or "report ready"
+    if t.status.targets_truncated:
+        counts = t.status.counts
+        phase = Phase.SUCCEEDED if counts.captured == counts.total else Phase.PARTIALLY_SUCCEEDED
+    verdict = (fresh.summary.verdict if fresh.summary else "") or "report ready"
     failures = st.failure_summary(states)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
-    t.set(completionTime=st.iso(t.now))
+    t.status.completion_time = t.now
     t.move(phase, verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else ""))
 
 
-def _merge_foreign(mine: list[dict[str, Any]], fresh: dict[str, Any]) -> list[dict[str, Any]]:
-    """Keep the conditions another writer (the analyzer) owns, as they are in the freshly read object."""
-    theirs = [
-        c
-        for c in (fresh.get("status") or {}).get("conditions") or []
-        if c.get("type") == ConditionType.REPORT_READY.value
-    ]
-    return [c for c in mine if c.get("type") != ConditionType.REPORT_READY.value] + theirs
+def _merge_foreign(mine: list[Condition], fresh: ProfileSessionStatus) -> list[Condition]:
+    """Keep the conditions another writer (the analyzer) owns, as they are in the freshly read status."""
+    theirs = [c for c in fresh.conditions if c.type is ConditionType.REPORT_READY]
+    return [c for c in mine if c.type is not ConditionType.REPORT_READY] + theirs
+
+
+def _changed_fields(t: Tick) -> list[str]:
+    """Top-level spec fields that differ from the accepted spec (the CRD freezes most; this names what got by)."""
+    try:
+        current = effective_spec(ProfileSessionSpec.model_validate(t.body.get("spec") or {}), t.deps.config).wire()
+        accepted = t.spec().wire()
+    except (ValidationError, ValueError):
+        return []
+    return sorted(k for k in set(current) | set(accepted) if current.get(k) != accepted.get(k))
 
 
 def _spec_drift(t: Tick) -> None:
-    observed = t.status.get("observedGeneration")
-    if observed is not None and t.generation > int(observed) and t.phase is not Phase.PENDING:
+    observed = t.status.observed_generation
+    if observed is not None and t.generation > observed and t.phase is not Phase.PENDING:
+        fields = ", ".join(f"spec.{name}" for name in _changed_fields(t)) or "the spec"
         message = (
-            f"the spec changed after the session started (generation {t.generation}); the change is ignored and "
+            f"{fields} changed after the session started (generation {t.generation}); the change is ignored and "
             f"the session runs with the spec of generation {observed}. Create a new ProfileSession instead."
         )
-        accepted = st.condition(t.conditions, ConditionType.ACCEPTED)
-        if not accepted or accepted.get("reason") != "SpecChangeIgnored" or accepted.get("message") != message:
+        accepted = st.condition(t.status.conditions, ConditionType.ACCEPTED)
+        if not accepted or accepted.reason != "SpecChangeIgnored" or accepted.message != message:
             t.cond(ConditionType.ACCEPTED, False, "SpecChangeIgnored", message)
             t.event("SpecChangeIgnored", message, warning=True)
 
@@ -453,27 +559,31 @@ def _spec_drift(t: Tick) -> None:
 async def advance(body: dict[str, Any], memo: Memo, deps: Deps, now: datetime | None = None) -> Outcome:
     """Move the session as far as it can go now; the caller writes `Outcome.status` to the status subresource."""
     t = Tick(body, memo, deps, now or st.utcnow())
+    await _advance(t)
+    return t.finish()
+
+
+async def _advance(t: Tick) -> None:
     if t.phase.terminal:
-        return t.out
+        return
     _spec_drift(t)
     if t.phase is Phase.PENDING and not _accept(t):
-        return t.out
+        return
     if t.phase is Phase.RESOLVING and not await _resolve(t):
-        return t.out
+        return
     if t.phase in (Phase.CAPTURING, Phase.UPLOADING):
         await _capture(t)
     elif t.phase is Phase.ANALYZING:
         await _analyze(t)
-    return t.out
 
 
 async def abort_all(body: dict[str, Any], memo: Memo, deps: Deps) -> list[str]:
     """On delete: abort every target that is not terminal. Returns the pods that were sent an abort."""
     t = Tick(body, memo, deps, st.utcnow())
-    if t.phase not in (Phase.CAPTURING, Phase.UPLOADING) or not t.status.get("captureId"):
+    if t.phase not in (Phase.CAPTURING, Phase.UPLOADING) or not t.status.capture_id:
         return []
     if not memo.addresses:
         await _rebuild(t)
     pods = [pod for pod, s in memo.states.items() if not s.state.terminal and pod in memo.addresses]
-    await asyncio.gather(*(deps.sidecars.abort(memo.addresses[p], t.status["captureId"]) for p in pods))
+    await asyncio.gather(*(deps.sidecars.abort(memo.addresses[p], t.capture_id()) for p in pods))
     return pods

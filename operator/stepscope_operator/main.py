@@ -5,17 +5,27 @@ from __future__ import annotations
 import argparse
 import importlib
 import importlib.util
-import logging
 import os
 import sys
 
 
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="stepscope operator", description=__doc__, formatter_class=argparse.ArgumentDefaultsHelpFormatter
+    )
+    parser.add_argument("--kubeconfig", help="kubeconfig file (unset: $KUBECONFIG, else in-cluster)")
+    parser.add_argument(
+        "--namespace",
+        action="append",
+        default=[],
+        help="watch this namespace (repeatable; none: $STEPSCOPE_WATCH_NAMESPACES, else the whole cluster)",
+    )
+    parser.add_argument("--verbose", action="store_true", help="debug logs, every handler run included")
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="stepscope operator", description=__doc__)
-    parser.add_argument("--kubeconfig", help="kubeconfig file (default: $KUBECONFIG, else in-cluster)")
-    parser.add_argument("--namespace", action="append", default=[], help="watch this namespace (repeatable)")
-    parser.add_argument("--verbose", action="store_true")
-    args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if args.kubeconfig:
         os.environ["KUBECONFIG"] = args.kubeconfig
     if args.namespace:
@@ -29,8 +39,9 @@ def main(argv: list[str] | None = None) -> int:
     importlib.import_module("stepscope_operator.handlers")
     if importlib.util.find_spec("stepscope_operator.webhook") is not None:
         importlib.import_module("stepscope_operator.webhook")
-    kopf.configure(verbose=args.verbose, log_format=kopf.LogFormat.FULL if args.verbose else kopf.LogFormat.PLAIN)
-    logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    from stepscope_operator import logs
+
+    logs.configure(args.verbose)
     kopf.run(
         standalone=True,
         clusterwide=not config.watch_namespaces,

@@ -1,4 +1,7 @@
-"""Async client of the sidecars' control API: bounded concurrency, per-request timeout, retries with backoff."""
+"""Async client of the sidecars' control API: bounded concurrency, per-request timeout, retries with backoff.
+
+Each request carries the token of the target pod's namespace, derived from the master the operator holds
+(stepscope_contract.tokens): a sidecar accepts only its own namespace's token."""
 
 from __future__ import annotations
 
@@ -11,8 +14,9 @@ import aiohttp
 from pydantic import ValidationError
 
 from stepscope_contract.constants import AUTH_SCHEME, SIDECAR_API_PREFIX
+from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureRequest, CaptureStatus
-from stepscope_operator import metrics
+from stepscope_operator import prometheus_metrics
 from stepscope_operator.targets import Target
 
 
@@ -28,8 +32,9 @@ class Reply:
 
 
 class SidecarClient:
-    def __init__(self, token: str, *, concurrency: int = 64, timeout: float = 5.0, attempts: int = 3) -> None:
-        self._token = token
+    def __init__(self, master: str, *, concurrency: int = 64, timeout: float = 5.0, attempts: int = 3) -> None:
+        self._master = master
+        self._headers: dict[str, dict[str, str]] = {}
         self._semaphore = asyncio.Semaphore(concurrency)
         self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 3.0))
         self._attempts = attempts
@@ -38,25 +43,30 @@ class SidecarClient:
 
     async def __aenter__(self) -> SidecarClient:
         connector = aiohttp.TCPConnector(limit=self._concurrency, force_close=False)
-        self._session = aiohttp.ClientSession(
-            connector=connector,
-            timeout=self._timeout,
-            headers={"Authorization": f"{AUTH_SCHEME} {self._token}"},
-        )
+        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self
+
+    def _auth(self, namespace: str) -> dict[str, str]:
+        headers = self._headers.get(namespace)
+        if headers is None:
+            headers = {"Authorization": f"{AUTH_SCHEME} {namespace_token(self._master, namespace)}"}
+            self._headers[namespace] = headers
+        return headers
 
     async def __aexit__(self, *_: object) -> None:
         if self._session is not None:
             await self._session.close()
 
-    async def _call(self, method: str, url: str, body: dict[str, Any] | None = None) -> Reply:
+    async def _call(self, target: Target, method: str, path: str, body: dict[str, Any] | None = None) -> Reply:
         assert self._session is not None, "use SidecarClient as an async context manager"
+        url = f"{target.base_url}{SIDECAR_API_PREFIX}{path}"
+        headers = self._auth(target.namespace)
         last = ""
         for attempt in range(self._attempts):
             if attempt:
                 await asyncio.sleep(min(2.0, 0.2 * 2 ** (attempt - 1)))
             try:
-                async with self._semaphore, self._session.request(method, url, json=body) as resp:
+                async with self._semaphore, self._session.request(method, url, json=body, headers=headers) as resp:
                     text = await resp.text()
                     if resp.status >= 500:
                         last = f"sidecar answered {resp.status}: {text[:200]}"
@@ -73,14 +83,14 @@ class SidecarClient:
 
     async def start(self, target: Target, request: CaptureRequest) -> Reply:
         began = time.monotonic()
-        reply = await self._call("POST", f"{target.base_url}{SIDECAR_API_PREFIX}/captures", request.wire())
-        metrics.SIGNAL_LATENCY.observe(time.monotonic() - began)
+        reply = await self._call(target, "POST", "/captures", request.wire())
+        prometheus_metrics.SIGNAL_LATENCY.observe(time.monotonic() - began)
         if reply.ok:
-            metrics.TARGETS_SIGNALLED.inc()
+            prometheus_metrics.TARGETS_SIGNALLED.inc()
         return reply
 
     async def get(self, target: Target, capture_id: str) -> Reply:
-        return await self._call("GET", f"{target.base_url}{SIDECAR_API_PREFIX}/captures/{capture_id}")
+        return await self._call(target, "GET", f"/captures/{capture_id}")
 
     async def abort(self, target: Target, capture_id: str) -> Reply:
-        return await self._call("POST", f"{target.base_url}{SIDECAR_API_PREFIX}/captures/{capture_id}/abort")
+        return await self._call(target, "POST", f"/captures/{capture_id}/abort")

@@ -1,13 +1,16 @@
-"""Status builders: conditions (Kubernetes conventions), target counts and the progress column. Pure."""
+"""Status builders over the contract's typed ProfileSessionStatus (read and written through
+stepscope_contract.status_wire): conditions (Kubernetes conventions), target counts and the progress column. Pure."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
+from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
     MAX_TARGET_STATUSES,
+    Condition,
+    ConditionStatus,
     ConditionType,
     Phase,
     TargetCounts,
@@ -15,6 +18,9 @@ from stepscope_contract.session import (
     TargetStatus,
 )
 from stepscope_contract.wire import CaptureState
+
+MAX_MESSAGE = 4000  # status.message and condition messages are cut here (the CRD allows 4096 and 32768)
+MAX_CONDITION_MESSAGE = MAX_MESSAGE
 
 _CAPTURE_TO_TARGET = {
     CaptureState.ARMED: TargetState.SIGNALLED,
@@ -41,7 +47,7 @@ def target_state(capture: CaptureState) -> TargetState:
 
 
 def set_condition(
-    conditions: Sequence[dict[str, Any]],
+    conditions: Sequence[Condition],
     type_: ConditionType,
     status: bool | None,
     *,
@@ -49,25 +55,24 @@ def set_condition(
     message: str,
     now: datetime,
     generation: int | None = None,
-) -> list[dict[str, Any]]:
+) -> list[Condition]:
     """Return conditions with `type_` set; lastTransitionTime changes only when the status value changes."""
-    value = "Unknown" if status is None else ("True" if status else "False")
-    old = next((c for c in conditions if c.get("type") == type_.value), None)
-    changed = old is None or old.get("status") != value
-    new = {
-        "type": type_.value,
-        "status": value,
-        "reason": reason,
-        "message": message[:4000],
-        "lastTransitionTime": iso(now) if changed or old is None else old.get("lastTransitionTime", iso(now)),
-        **({"observedGeneration": generation} if generation is not None else {}),
-    }
-    out = [new if c is old else dict(c) for c in conditions]
+    value = ConditionStatus.UNKNOWN if status is None else (ConditionStatus.TRUE if status else ConditionStatus.FALSE)
+    old = condition(conditions, type_)
+    new = Condition(
+        type=type_,
+        status=value,
+        reason=reason,
+        message=message[:MAX_CONDITION_MESSAGE],
+        last_transition_time=old.last_transition_time if old is not None and old.status is value else now,
+        observed_generation=generation,
+    )
+    out = [new if c is old else c for c in conditions]
     return out if old is not None else [*out, new]
 
 
-def condition(conditions: Iterable[dict[str, Any]], type_: ConditionType) -> dict[str, Any] | None:
-    return next((c for c in conditions if c.get("type") == type_.value), None)
+def condition(conditions: Iterable[Condition], type_: ConditionType) -> Condition | None:
+    return next((c for c in conditions if c.type is type_), None)
 
 
 def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
@@ -91,7 +96,7 @@ def progress(counts: TargetCounts) -> str:
     return f"{counts.captured}/{counts.total}"
 
 
-def bounded(targets: Sequence[TargetStatus]) -> tuple[list[dict[str, Any]], bool]:
+def bounded(targets: Sequence[TargetStatus]) -> tuple[list[TargetStatus], bool]:
     """The per-target list for status: failed ones first (they carry reasons), then by rank; at most the bound."""
     order = sorted(
         targets,
@@ -100,7 +105,7 @@ def bounded(targets: Sequence[TargetStatus]) -> tuple[list[dict[str, Any]], bool
     if len(order) <= MAX_TARGET_STATUSES:
         order = sorted(targets, key=lambda t: (t.rank is None, t.rank or 0, t.pod))
     kept = order[:MAX_TARGET_STATUSES]
-    return [t.wire() for t in kept], len(targets) > MAX_TARGET_STATUSES
+    return list(kept), len(targets) > MAX_TARGET_STATUSES
 
 
 def capture_phase(targets: Sequence[TargetStatus]) -> Phase:
@@ -117,8 +122,18 @@ def final_phase(targets: Sequence[TargetStatus]) -> Phase:
 
 
 def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
+    """The targets not captured, each reason once: targets with the same state and message share one entry
+    ("pod-a, pod-b (ranks 0, 1): Hung: no step boundary within stepTimeoutSeconds (30 s)")."""
     bad = [t for t in targets if t.state is not TargetState.CAPTURED]
-    parts = [f"{t.pod} (rank {t.rank}): {t.state.value}: {t.message or 'no detail'}" for t in bad[:limit]]
-    if len(bad) > limit:
-        parts.append(f"and {len(bad) - limit} more")
+    groups: dict[tuple[str, str], list[TargetStatus]] = {}
+    for t in bad:
+        groups.setdefault((t.state.value, t.message or "no detail"), []).append(t)
+    parts = []
+    for (state, message), members in list(groups.items())[:limit]:
+        pods = ", ".join(t.pod for t in members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
+        ranks = [t.rank for t in members if t.rank is not None]
+        which = f"rank {ranks[0]}" if len(ranks) == 1 else f"ranks {format_rank_set(ranks)}" if ranks else "rank ?"
+        parts.append(f"{pods} ({which}): {state}: {message}")
+    if len(groups) > limit:
+        parts.append(f"and {len(groups) - limit} more reasons")
     return "; ".join(parts)

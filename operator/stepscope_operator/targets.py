@@ -1,4 +1,11 @@
-"""Target resolution: which pods a session profiles and at which rank. Pure functions over pod dicts."""
+"""Target resolution: which pods a session profiles and at which rank. Pure functions over pod dicts.
+
+Job kinds: a batch Job (pods by job-name label, rank = completion index), a Kubeflow PyTorchJob (replica type and
+index), a JobSet (rank = the replicated job's first rank + Job index x pods per Job + completion index, read from
+the JobSet's spec), and a Kubeflow Trainer v2 TrainJob, which runs through a JobSet of the same name: only its
+trainer replicated jobs (label `trainer.kubeflow.org/trainjob-ancestor-step: trainer`, or the one named `node`) are
+targets, so dataset and model initializer pods never are.
+"""
 
 from __future__ import annotations
 
@@ -15,6 +22,13 @@ PYTORCHJOB_REPLICA_TYPE = "training.kubeflow.org/replica-type"
 PYTORCHJOB_REPLICA_INDEX = "training.kubeflow.org/replica-index"
 JOBSET_NAME = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_GLOBAL_INDEX = "jobset.sigs.k8s.io/job-global-index"
+JOBSET_REPLICATED_JOB = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX = "jobset.sigs.k8s.io/job-index"
+TRAINJOB_ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+TRAINJOB_TRAINER_STEP = "trainer"
+TRAINJOB_NODE_JOB = "node"
+JOBSET_API = ("jobset.x-k8s.io", "v1alpha2", "jobsets")
+TRAINJOB_API = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 JOB_NAME = "batch.kubernetes.io/job-name"
 JOB_NAME_LEGACY = "job-name"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
@@ -30,6 +44,7 @@ class Target:
     rank: int | None
     ip: str
     port: int
+    namespace: str = "default"  # the sidecar accepts only its namespace's token (stepscope_contract.tokens)
 
     @property
     def base_url(self) -> str:
@@ -42,6 +57,59 @@ class Resolution:
     targets: tuple[Target, ...]
     reason: str = ""  # why nothing (or fewer than asked) was found; empty when all is well
     searched: str = ""
+    starting: int = 0  # matching pods still on their way to Running and Ready (worth waiting for)
+
+
+@dataclass(frozen=True)
+class JobSetLayout:
+    """Where a JobSet's ranks are: replicated job name -> (its first rank, pods per Job). Replicated jobs that are
+    not listed (a TrainJob's initializers) hold no targets."""
+
+    first_ranks: Mapping[str, tuple[int, int]]
+
+    def rank(self, pod: Pod) -> int | None:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        entry = self.first_ranks.get(str(labels.get(JOBSET_REPLICATED_JOB, "")))
+        if entry is None:
+            return None
+        first, per_job = entry
+        job_index = _int(labels.get(JOBSET_JOB_INDEX)) or 0
+        completion = _int((meta.get("annotations") or {}).get(JOB_COMPLETION_INDEX, labels.get(JOB_COMPLETION_INDEX)))
+        return first + job_index * per_job + (completion or 0)
+
+    def holds(self, pod: Pod) -> bool:
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        return str(labels.get(JOBSET_REPLICATED_JOB, "")) in self.first_ranks
+
+
+def _is_trainer(replicated_job: Mapping[str, Any]) -> bool:
+    labels = ((replicated_job.get("template") or {}).get("metadata") or {}).get("labels") or {}
+    return labels.get(TRAINJOB_ANCESTOR) == TRAINJOB_TRAINER_STEP
+
+
+def jobset_layout(jobset: Mapping[str, Any], trainer_only: bool = False) -> JobSetLayout:
+    """Ranks in the order of the JobSet's replicated jobs; `trainer_only` keeps a TrainJob's trainer steps (labelled,
+    else the replicated job named `node`, else every one without an ancestor label)."""
+    replicated = list(((jobset.get("spec") or {}).get("replicatedJobs")) or [])
+    if trainer_only:
+        labelled = [rj for rj in replicated if _is_trainer(rj)]
+        named = [rj for rj in replicated if rj.get("name") == TRAINJOB_NODE_JOB]
+        unlabelled = [
+            rj
+            for rj in replicated
+            if TRAINJOB_ANCESTOR not in (((rj.get("template") or {}).get("metadata") or {}).get("labels") or {})
+        ]
+        replicated = labelled or named or unlabelled
+    first_ranks: dict[str, tuple[int, int]] = {}
+    first = 0
+    for rj in replicated:
+        job_spec = ((rj.get("template") or {}).get("spec")) or {}
+        per_job = _int(job_spec.get("parallelism")) or _int(job_spec.get("completions")) or 1
+        replicas = _int(rj.get("replicas"))
+        first_ranks[str(rj.get("name", ""))] = (first, per_job)
+        first += (1 if replicas is None else replicas) * per_job
+    return JobSetLayout(first_ranks)
 
 
 def selector_string(selector: LabelSelector) -> str:
@@ -67,7 +135,7 @@ def candidate_selectors(spec: TargetSpec) -> list[str]:
     name = spec.job_ref.name
     if spec.job_ref.kind is JobKind.PYTORCH_JOB:
         return [f"{PYTORCHJOB_NAME}={name}"]
-    if spec.job_ref.kind is JobKind.JOB_SET:
+    if spec.job_ref.kind in (JobKind.JOB_SET, JobKind.TRAIN_JOB):  # a TrainJob's JobSet has the TrainJob's name
         return [f"{JOBSET_NAME}={name}"]
     return [f"{JOB_NAME}={name}", f"{JOB_NAME_LEGACY}={name}"]
 
@@ -91,9 +159,12 @@ def _container(pod: Pod, name: str | None) -> Mapping[str, Any] | None:
     return next((c for c in containers if c.get("name") == name), None)
 
 
-def pod_rank(pod: Pod, container: str | None = None, pytorchjob_has_master: bool = False) -> int | None:
-    """Rank of a pod: annotation stepscope.dev/rank, the container's literal RANK env, the PyTorchJob replica
-    type/index, the JobSet global index, or the Job completion index — in that order."""
+def pod_rank(
+    pod: Pod, container: str | None = None, pytorchjob_has_master: bool = False, layout: JobSetLayout | None = None
+) -> int | None:
+    """Rank of a pod: annotation stepscope.dev/rank, the container's literal RANK env, its place in the JobSet's
+    layout, the PyTorchJob replica type/index, the JobSet global index, or the Job completion index — in that
+    order."""
     meta = pod.get("metadata") or {}
     annotations = meta.get("annotations") or {}
     labels = meta.get("labels") or {}
@@ -106,6 +177,8 @@ def pod_rank(pod: Pod, container: str | None = None, pytorchjob_has_master: bool
             value = _int(env.get("value"))
             if value is not None:
                 return value
+    if layout is not None and layout.holds(pod):
+        return layout.rank(pod)
     replica_type = str(labels.get(PYTORCHJOB_REPLICA_TYPE, "")).lower()
     replica_index = _int(labels.get(PYTORCHJOB_REPLICA_INDEX))
     if replica_type and replica_index is not None:
@@ -125,10 +198,21 @@ def sidecar_port(pod: Pod) -> int:
     return value if value is not None and 0 < value < 65536 else DEFAULT_SIDECAR_PORT
 
 
-def resolve_targets(pods: Iterable[Pod], spec: TargetSpec, searched: str) -> Resolution:
-    """Pick the Running+Ready pods, give each its rank, apply the rank subset and maxTargets (lowest ranks first)."""
-    all_pods = list(pods)
+def is_starting(pod: Pod) -> bool:
+    """A pod on its way to Running and Ready (not finished, not being deleted)."""
+    phase = (pod.get("status") or {}).get("phase", "Pending")
+    deleting = (pod.get("metadata") or {}).get("deletionTimestamp")
+    return not deleting and phase in ("Pending", "Running") and not is_running_ready(pod)
+
+
+def resolve_targets(
+    pods: Iterable[Pod], spec: TargetSpec, searched: str, layout: JobSetLayout | None = None
+) -> Resolution:
+    """Pick the Running+Ready pods, give each its rank, apply the rank subset and maxTargets (lowest ranks first).
+    With a JobSet layout, pods of replicated jobs outside it (a TrainJob's initializers) are no targets."""
+    all_pods = [p for p in pods if layout is None or layout.holds(p)]
     ready = [p for p in all_pods if is_running_ready(p) and (p.get("status") or {}).get("podIP")]
+    starting = sum(1 for p in all_pods if is_starting(p))
     has_master = any(
         str(((p.get("metadata") or {}).get("labels") or {}).get(PYTORCHJOB_REPLICA_TYPE, "")).lower() == "master"
         for p in all_pods
@@ -141,9 +225,10 @@ def resolve_targets(pods: Iterable[Pod], spec: TargetSpec, searched: str) -> Res
                 pod=str(meta.get("name")),
                 uid=str(meta.get("uid", "")),
                 node=(pod.get("spec") or {}).get("nodeName"),
-                rank=pod_rank(pod, spec.container, has_master),
+                rank=pod_rank(pod, spec.container, has_master, layout),
                 ip=str((pod.get("status") or {}).get("podIP")),
                 port=sidecar_port(pod),
+                namespace=str(meta.get("namespace") or "default"),
             )
         )
     subset = spec.rank_set()
@@ -152,14 +237,14 @@ def resolve_targets(pods: Iterable[Pod], spec: TargetSpec, searched: str) -> Res
     targets.sort(key=lambda t: (t.rank is None, t.rank if t.rank is not None else 0, t.pod))
     chosen = tuple(targets[: spec.max_targets])
     if chosen:
-        return Resolution(chosen, "", searched)
+        return Resolution(chosen, "", searched, starting)
     if not all_pods:
         reason = f"no pod matches {searched}"
     elif not ready:
         reason = f"{len(all_pods)} pod(s) match {searched} but none is Running and Ready with an IP"
     else:
         reason = f"{len(ready)} Running pod(s) match {searched} but none has a rank in the subset '{spec.ranks}'"
-    return Resolution((), reason, searched)
+    return Resolution((), reason, searched, starting)
 
 
 def capture_id(session_uid: str, generation: int = 1) -> str:

@@ -35,18 +35,19 @@ class ProfilerRun:
     """Wraps torch.profiler.profile without a schedule; the hook marks steps itself so that the
     trace holds exactly `steps` ProfilerStep#i spans, each from one step boundary to the next."""
 
-    def __init__(self, request: Dict[str, Any], metadata: Dict[str, Any]) -> None:
+    def __init__(self, options: Dict[str, Any], metadata: Dict[str, Any]) -> None:
+        """`options`: the request's capture options as _options.read_options returns them."""
         import torch
         import torch.profiler as tp
 
         self.cuda = bool(torch.cuda.is_available())
-        activities = resolve_activities(list(request.get("activities") or ["cpu"]), self.cuda)
+        activities = resolve_activities(list(options["activities"]), self.cuda)
         self.device = "cuda" if any(a == tp.ProfilerActivity.CUDA for a in activities) else "cpu"
         self._prof = tp.profile(
             activities=activities,
-            record_shapes=bool(request.get("recordShapes", False)),
-            with_stack=bool(request.get("withStack", False)),
-            profile_memory=bool(request.get("profileMemory", False)),
+            record_shapes=bool(options["recordShapes"]),
+            with_stack=bool(options["withStack"]),
+            profile_memory=bool(options["profileMemory"]),
         )
         self._metadata = metadata
         self._marker: Optional[Any] = None

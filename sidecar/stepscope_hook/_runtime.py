@@ -3,10 +3,16 @@
 Idle cost per step: one monotonic clock read, two attribute updates and one comparison; the request file
 is stat'ed at most every `poll_seconds`. Every entry point swallows errors: an unexpected one is written to
 the state file and switches the hook off, the training process never sees it.
+
+Evidence for hangs and desyncs (Python stacks + PyTorch's Flight Recorder dump) is written from the watchdog
+thread, so it comes even while the training thread is stuck: when no step boundary comes within the request's
+stepTimeoutSeconds (hang), when a dumpOnly request arrives (on demand), and -- from an atexit handler -- when
+the training process exits while a capture is armed or running (e.g. a collective failed because a peer died).
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import os
 import platform
@@ -18,7 +24,9 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from ._capture import CaptureError, ProfilerRun
 from ._files import read_json, write_json_atomic, write_text_atomic
-from ._stacks import format_all_stacks
+from ._flight_recorder import write_flight_recorder
+from ._options import dump_only, read_options, step_timeout
+from ._stacks import WATCHDOG_THREAD, format_all_stacks, format_exit_stacks
 
 REQUEST_FILE = "request.json"
 STATE_DIR = "state"
@@ -32,6 +40,7 @@ ARMED = "armed"
 CAPTURING = "capturing"
 WRITTEN = "written"
 HUNG = "hung"
+DUMPED = "dumped"
 FAILED = "failed"
 ABORTED = "aborted"
 DISABLED = "disabled"
@@ -46,11 +55,11 @@ class _Active:
     """The capture this process is working on."""
 
     def __init__(self, request: Dict[str, Any], now: float) -> None:
-        self.request = request
+        self.options = read_options(request)  # ValueError when an option is wrong
         self.capture_id = str(request["captureId"])
-        self.steps = int(request["steps"])
-        self.skip_left = int(request.get("skipSteps", 0))
-        self.step_timeout = float(request.get("stepTimeoutSeconds", 120.0))
+        self.steps = int(self.options["steps"])
+        self.skip_left = int(self.options["skipSteps"])
+        self.step_timeout = float(self.options["stepTimeoutSeconds"])
         self.phase = ARMED
         self.run: Optional[ProfilerRun] = None
         self.captured = 0
@@ -135,8 +144,9 @@ class Hook:
         self.local_rank = _env_int("LOCAL_RANK")
         self.local_world_size = _env_int("LOCAL_WORLD_SIZE")
         self.write_state(IDLE)
-        self._watchdog = threading.Thread(target=self._watch, name="stepscope-watchdog", daemon=True)
+        self._watchdog = threading.Thread(target=self._watch, name=WATCHDOG_THREAD, daemon=True)
         self._watchdog.start()
+        atexit.register(self.at_exit)
 
     # ------------------------------------------------------------------ requests
 
@@ -161,8 +171,8 @@ class Hook:
         if data is not None:
             self._pending = data
         data = self._pending
-        if data is None:
-            return
+        if data is None or (dump_only(data) and not data.get("abort")):
+            return  # a dump request is the watchdog's: it answers even while this thread is stuck
         capture_id = str(data.get("captureId", ""))
         active = self.active
         if data.get("abort"):
@@ -179,9 +189,6 @@ class Hook:
         self._pending = None
         self._mark_handled(capture_id)
         try:
-            steps = int(data["steps"])
-            if steps < 1:
-                raise ValueError("steps must be >= 1")
             self.active = _Active(data, now)
         except (KeyError, TypeError, ValueError) as exc:
             self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
@@ -220,7 +227,7 @@ class Hook:
 
     def _start(self, active: _Active, now: float) -> None:
         try:
-            run = ProfilerRun(active.request, self._identity(active.capture_id))
+            run = ProfilerRun(active.options, self._identity(active.capture_id))
             active.run = run
             run.start()
         except CaptureError as exc:
@@ -294,11 +301,25 @@ class Hook:
             if not capture_id or capture_id in self.handled:
                 self._pending = None
                 return
-            timeout = float(pending.get("stepTimeoutSeconds", 120.0))
+            if dump_only(pending):
+                self._pending = None
+                self._mark_handled(capture_id)
+                try:
+                    asked = _Active(pending, now)
+                except (KeyError, TypeError, ValueError) as exc:
+                    self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
+                    return
+                self._dump_on_demand(capture_id, asked, now)
+                return
+            timeout = step_timeout(pending)
             if now - self.last_step > timeout:
                 self._pending = None
                 self._mark_handled(capture_id)
-                fake = _Active(pending, now)
+                try:
+                    fake = _Active(pending, now)
+                except (KeyError, TypeError, ValueError) as exc:
+                    self.write_state(FAILED, capture_id=capture_id, message="invalid request: %r" % (exc,))
+                    return
                 self._declare_hung(capture_id, fake, now)
 
     def _declare_hung(self, capture_id: str, active: _Active, now: float) -> None:
@@ -307,13 +328,63 @@ class Hook:
         out = self.output_dir(capture_id)
         write_text_atomic(os.path.join(out, STACKS_FILE), format_all_stacks(since, header))
         active.phase = HUNG
-        self._write_meta(active, hung=True, since=since, error="no step boundary for %.1f s" % since)
-        self.write_state(
-            HUNG,
-            capture_id=capture_id,
-            message="no step boundary for %.1f s (stepTimeoutSeconds %g)" % (since, active.step_timeout),
-            steps_captured=active.captured,
+        recorder = write_flight_recorder(out, self.rank, self.world_size, "hang")
+        # one text for state and meta, the same on every rank: the seconds are in meta.secondsSinceLastStep
+        reason = "no step boundary within stepTimeoutSeconds (%g s)" % active.step_timeout
+        self._write_meta(active, hung=True, since=since, error=reason, dump_reason="hang", recorder=recorder)
+        self.write_state(HUNG, capture_id=capture_id, message=reason, steps_captured=active.captured)
+
+    def _dump_on_demand(self, capture_id: str, active: _Active, now: float) -> None:
+        since = now - self.last_step
+        header = "stepscope: rank %d, stacks taken on demand, %.1f s after the last step boundary (capture %s)" % (
+            self.rank,
+            since,
+            capture_id,
         )
+        out = self.output_dir(capture_id)
+        write_text_atomic(os.path.join(out, STACKS_FILE), format_all_stacks(since, header))
+        recorder = write_flight_recorder(out, self.rank, self.world_size, "on-demand")
+        self._write_meta(active, since=since, dump_reason="on-demand", recorder=recorder)
+        message = "" if recorder == "written" else recorder
+        self.write_state(DUMPED, capture_id=capture_id, message=message)
+
+    # ------------------------------------------------------------------ exit (atexit, main thread)
+
+    def at_exit(self) -> None:
+        """The process ends while a capture is armed or running: leave its evidence. Never raises."""
+        with contextlib.suppress(Exception):
+            if not self.enabled or not self.lock.acquire(timeout=5.0):
+                return
+            try:
+                self._exit_evidence()
+            finally:
+                self.lock.release()
+
+    def _exit_evidence(self) -> None:
+        now = time.monotonic()
+        active = self.active
+        if active is None:
+            pending = self._pending or self._read_new_request()
+            capture_id = str((pending or {}).get("captureId", ""))
+            if pending is None or pending.get("abort") or not capture_id or capture_id in self.handled:
+                return
+            self._mark_handled(capture_id)
+            active = _Active(pending, now)
+        elif active.phase not in (ARMED, CAPTURING):
+            return
+        self.active = None
+        if active.run is not None:
+            active.run.discard()
+        exc = getattr(sys, "last_value", None)
+        tb = getattr(sys, "last_traceback", None)
+        why = "%s: %s" % (type(exc).__name__, exc) if exc is not None else "no exception"
+        reason = "the training process exited during the capture (%s)" % why[:1500]
+        out = self.output_dir(active.capture_id)
+        header = "stepscope: rank %d exited during capture %s" % (self.rank, active.capture_id)
+        write_text_atomic(os.path.join(out, STACKS_FILE), format_exit_stacks(exc, tb, header))
+        recorder = write_flight_recorder(out, self.rank, self.world_size, "exit")
+        self._write_meta(active, since=now - self.last_step, error=reason, dump_reason="exit", recorder=recorder)
+        self.write_state(FAILED, capture_id=active.capture_id, message=reason, steps_captured=active.captured)
 
     # ------------------------------------------------------------------ files
 
@@ -335,16 +406,20 @@ class Hook:
     def _write_meta(
         self,
         active: _Active,
+        *,
         device: str = "cpu",
         hung: bool = False,
         since: Optional[float] = None,
         error: Optional[str] = None,
+        dump_reason: Optional[str] = None,
+        recorder: Optional[str] = None,
     ) -> None:
         meta = self._identity(active.capture_id)
         torch_mod = sys.modules.get("torch")
         meta.update(
             {
                 "torchVersion": str(getattr(torch_mod, "__version__", "")) or None,
+                "cudaVersion": getattr(getattr(torch_mod, "version", None), "cuda", None),
                 "pythonVersion": platform.python_version(),
                 "device": device,
                 "stepsRequested": active.steps,
@@ -353,6 +428,8 @@ class Hook:
                 "hung": hung,
                 "secondsSinceLastStep": None if since is None else round(since, 3),
                 "error": error,
+                "dumpReason": dump_reason,
+                "flightRecorder": recorder,
             }
         )
         write_json_atomic(os.path.join(self.output_dir(active.capture_id), META_FILE), meta)

@@ -9,14 +9,14 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from pydantic import BaseModel, ValidationError
 
 from stepscope_contract.constants import AUTH_HEADER
-from stepscope_contract.storage import Scheme, parse_storage_uri
 from stepscope_contract.wire import CaptureRequest, ErrorBody
 from stepscope_sidecar.agent import Agent, Busy
 from stepscope_sidecar.auth import authorized
-from stepscope_sidecar.stores import s3_endpoint
+from stepscope_sidecar.destinations import DestinationError, DestinationPolicy
 
 AGENT_KEY: web.AppKey[Agent] = web.AppKey("agent", Agent)
 TOKEN_KEY: web.AppKey[str] = web.AppKey("token", str)
+POLICY_KEY: web.AppKey[DestinationPolicy] = web.AppKey("destinations", DestinationPolicy)
 OPEN_PATHS = frozenset({"/healthz"})
 MAX_BODY = 256 * 1024
 
@@ -57,10 +57,8 @@ async def start_capture(request: web.Request) -> web.Response:
     except ValidationError as exc:
         return _error(400, "invalid capture request", str(exc)[:2000])
     try:
-        location = parse_storage_uri(capture.destination.session_uri)
-        if location.scheme is not Scheme.FILE:
-            s3_endpoint(capture.destination, location.scheme)
-    except ValueError as exc:  # StorageUriError is a ValueError
+        request.app[POLICY_KEY].check(capture)
+    except DestinationError as exc:
         return _error(400, "invalid destination", str(exc))
     try:
         status, created = agent.start(capture)
@@ -102,10 +100,11 @@ async def _on_shutdown(app: web.Application) -> None:
     await app[AGENT_KEY].shutdown()
 
 
-def build_app(agent: Agent, token: str) -> web.Application:
+def build_app(agent: Agent, token: str, destinations: DestinationPolicy) -> web.Application:
     app = web.Application(middlewares=[auth_and_count], client_max_size=MAX_BODY)
     app[AGENT_KEY] = agent
     app[TOKEN_KEY] = token
+    app[POLICY_KEY] = destinations
     app.router.add_post("/v1/captures", start_capture)
     app.router.add_get("/v1/captures/{capture_id}", get_capture)
     app.router.add_post("/v1/captures/{capture_id}/abort", abort_capture)

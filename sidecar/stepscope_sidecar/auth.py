@@ -23,10 +23,14 @@ def load_token(path: str | Path) -> str:
 
 
 def authorized(header: str | None, token: str) -> bool:
-    """True when `header` is 'Bearer <token>'; the comparison takes constant time."""
+    """True when `header` is 'Bearer <token>'; the comparison takes constant time.
+
+    A header that is not valid UTF-8 reaches us with surrogate escapes (aiohttp decodes header bytes that way); it
+    is encoded with those surrogates kept (never the bytes of a valid token), so it is a wrong token, never an error."""
     if not header:
         return False
     scheme, _, presented = header.partition(" ")
     if scheme.lower() != AUTH_SCHEME.lower():
         return False
-    return hmac.compare_digest(presented.strip().encode("utf-8"), token.encode("utf-8"))
+    sent = presented.strip().encode("utf-8", "surrogatepass")
+    return hmac.compare_digest(sent, token.encode("utf-8"))

@@ -13,28 +13,30 @@ from pathlib import Path
 
 from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.storage import (
+    FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,
-    MANIFEST_FILE,
     STACKS_FILE,
     TRACE_FILE,
+    StorageLocation,
     parse_storage_uri,
-    rank_location,
 )
 from stepscope_contract.wire import (
     CaptureRequest,
     CaptureState,
     CaptureStatus,
+    HookPhase,
     HookRequest,
     HookState,
-    UploadedArtifact,
 )
-from stepscope_sidecar.aggregate import final_state, hook_done, live_state, rank_outcome
+from stepscope_sidecar.agent_metrics import Metrics
+from stepscope_sidecar.hook_states import final_state, hook_done, live_state, rank_outcome
 from stepscope_sidecar.hookfiles import HookDir
-from stepscope_sidecar.metrics import Metrics
 from stepscope_sidecar.nvml import Sampler, write_records
-from stepscope_sidecar.retry import Backoff
-from stepscope_sidecar.stores import Store, TransferSettings, make_store
-from stepscope_sidecar.uploader import UploadError, UploadStats, content_type, put_with_retry, sha256_of
+from stepscope_sidecar.uploader import UploadError, UploadStats, content_type, upload_rank, write_manifest
+from stepscope_storage import open_store
+from stepscope_storage.checksums import sha256_file
+from stepscope_storage.credentials import Credentials
+from stepscope_storage.store import StorageError, TransferSettings
 
 log = logging.getLogger(__name__)
 ABORT_ACK_SECONDS = 10.0
@@ -51,7 +53,6 @@ class AgentConfig:
     node: str | None = None
     poll_s: float = 0.2
     transfer: TransferSettings = field(default_factory=TransferSettings)
-    backoff: Backoff = field(default_factory=Backoff)
 
 
 class CaptureRun:
@@ -132,7 +133,9 @@ class CaptureRun:
             *(asyncio.to_thread(self._upload_rank, r, states[r], sampler, timed_out) for r in ranks)
         )
         outcomes = {r: outcome for r, (outcome, _) in zip(ranks, results, strict=True)}
-        messages = [f"rank {r}: {msg}" for r, (_, msg) in zip(ranks, results, strict=True) if msg]
+        # one message per rank, and the rank named only when the pod holds several (the operator names the pod's)
+        messages = [f"rank {r}: {msg}" if len(ranks) > 1 else msg for r, (_, msg) in zip(ranks, results, strict=True)]
+        messages = [m for m in messages if m]
         self.status.steps_captured = min(
             (s.steps_captured for s in states.values() if s.capture_id == self.capture_id), default=0
         )
@@ -184,7 +187,7 @@ class CaptureRun:
         meta, meta_error = self.hooks.meta(self.capture_id, rank)
         if meta_error:
             errors.append(meta_error)
-        if meta is not None and meta.error and meta.error not in errors:
+        if meta is not None and meta.error and not any(meta.error in e or e in meta.error for e in errors):
             errors.append(meta.error)
 
         gpu_note = "not requested"
@@ -192,12 +195,14 @@ class CaptureRun:
             gpu_note = sampler.status
             if sampler.records:
                 write_records(sampler.records, rank_dir / GPU_METRICS_FILE, state.local_rank)
-        files = [rank_dir / n for n in (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE) if (rank_dir / n).is_file()]
-        if outcome is CaptureState.UPLOADED and not (rank_dir / TRACE_FILE).is_file():
+        names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE)
+        files = [rank_dir / n for n in names if (rank_dir / n).is_file()]
+        wrote_trace = ours and state.phase is HookPhase.WRITTEN
+        if outcome is CaptureState.UPLOADED and wrote_trace and not (rank_dir / TRACE_FILE).is_file():
             errors.append("the hook reported a trace but it is missing")
             outcome = CaptureState.FAILED
 
-        location = rank_location(parse_storage_uri(self.request.destination.session_uri), rank)
+        session = parse_storage_uri(self.request.destination.session_uri)
         manifest = RankManifest(
             capture_id=self.capture_id,
             namespace=self.request.session.namespace,
@@ -207,7 +212,9 @@ class CaptureRun:
             rank=rank,
             state=outcome,
             files=[
-                ArtifactFile(name=p.name, size=p.stat().st_size, sha256=sha256_of(p), content_type=content_type(p.name))
+                ArtifactFile(
+                    name=p.name, size=p.stat().st_size, sha256=sha256_file(p), content_type=content_type(p.name)
+                )
                 for p in files
             ],
             meta=meta,
@@ -216,39 +223,33 @@ class CaptureRun:
             capture_started_at=self.status.started_at,
             capture_finished_at=_now(),
         )
+        return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors)
+
+    def _upload(
+        self,
+        session: StorageLocation,
+        manifest: RankManifest,
+        files: list[Path],
+        rank_dir: Path,
+        *,
+        outcome: CaptureState,
+        errors: list[str],
+    ) -> tuple[CaptureState, str]:
+        """Files then manifest; the local copy goes only once everything is confirmed in storage."""
         stats = UploadStats()
         # uploads get what is left of the capture deadline, and at least min(timeoutSeconds, 60 s) after the window
         grace = min(float(self.request.options.timeout_seconds), 60.0)
-        upload_deadline = max(self.deadline, time.monotonic() + grace)
+        deadline = max(self.deadline, time.monotonic() + grace)
         try:
-            store: Store = make_store(location, self.request.destination, self.config.transfer)
-            uploaded: list[UploadedArtifact] = []
-            for path in files:
-                key = location.key(path.name)
-                put_with_retry(store, path, key, deadline=upload_deadline, stats=stats, backoff=self.config.backoff)
-                uploaded.append(UploadedArtifact(rank=rank, uri=store.uri(key)))
-            manifest.upload_finished_at = _now()
-            manifest.upload_attempts = stats.attempts + 1
-            rank_dir.mkdir(parents=True, exist_ok=True)
-            manifest_path = rank_dir / MANIFEST_FILE
-            manifest_path.write_text(manifest.model_dump_json(by_alias=True, indent=1), encoding="utf-8")
-            put_with_retry(
-                store,
-                manifest_path,
-                location.key(MANIFEST_FILE),
-                deadline=upload_deadline,
-                stats=stats,
-                backoff=self.config.backoff,
-            )
-            uploaded.append(UploadedArtifact(rank=rank, uri=store.uri(location.key(MANIFEST_FILE))))
-        except (UploadError, ValueError, OSError) as exc:
+            store = open_store(session, self.request.destination, Credentials.from_env(), self.config.transfer)
+            uploaded = upload_rank(store, session, manifest, files, rank_dir, deadline=deadline, stats=stats)
+        except (UploadError, StorageError, OSError) as exc:
             self.metrics.upload_failures.inc()
             self.metrics.upload_retries.inc(stats.retries)
             manifest.errors.append(str(exc))
             manifest.state = CaptureState.FAILED
-            manifest.upload_attempts = stats.attempts
-            rank_dir.mkdir(parents=True, exist_ok=True)
-            (rank_dir / MANIFEST_FILE).write_text(manifest.model_dump_json(by_alias=True, indent=1), encoding="utf-8")
+            manifest.upload_attempts = stats.files + stats.retries + 1
+            write_manifest(manifest, rank_dir)
             return CaptureState.FAILED, f"{exc} (local copy kept in {rank_dir})"
         self.metrics.upload_bytes.inc(stats.bytes)
         self.metrics.upload_retries.inc(stats.retries)

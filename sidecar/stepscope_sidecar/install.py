@@ -28,10 +28,14 @@ def install(dest: Path) -> list[Path]:
     return [site, package]
 
 
-def main(argv: list[str]) -> int:
+def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="stepscope install-hook", description=__doc__)
     p.add_argument("dest", help="folder the training container has on PYTHONPATH, e.g. /stepscope/hook")
-    args = p.parse_args(argv)
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
     for path in install(Path(args.dest)):
         print(f"installed {path}")
     return 0

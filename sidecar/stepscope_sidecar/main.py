@@ -9,34 +9,71 @@ from pathlib import Path
 
 from aiohttp import web
 
-from stepscope_contract.constants import DEFAULT_SIDECAR_PORT, ENV_NODE_NAME, ENV_POD_NAME
+from stepscope_contract.constants import (
+    DEFAULT_SIDECAR_PORT,
+    ENV_NODE_NAME,
+    ENV_POD_NAME,
+    ENV_POD_NAMESPACE,
+    ENV_STORAGE_BASE,
+    ENV_STORAGE_ENDPOINT,
+)
+from stepscope_contract.storage import StorageUriError
 from stepscope_sidecar import nvml
 from stepscope_sidecar.agent import Agent
+from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.app import build_app
 from stepscope_sidecar.auth import TokenError, load_token
 from stepscope_sidecar.capture import AgentConfig
-from stepscope_sidecar.metrics import Metrics
-from stepscope_sidecar.retry import Backoff
-from stepscope_sidecar.stores import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
+from stepscope_sidecar.destinations import DestinationPolicy
+from stepscope_storage.store import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
 
 log = logging.getLogger("stepscope.sidecar")
 
 
-def parse_args(argv: list[str]) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="stepscope sidecar", description="capture agent beside a training container")
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stepscope sidecar",
+        description="capture agent beside a training container",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--host", default="127.0.0.1", help="address to listen on (the pod IP in a cluster)")
     p.add_argument("--port", type=int, default=DEFAULT_SIDECAR_PORT, help="0 picks a free port")
     p.add_argument("--hook-dir", required=True, help="volume shared with the training container")
     p.add_argument("--token-file", required=True, help="file holding the bearer token (mounted Secret)")
-    p.add_argument("--port-file", help="write the bound port here once listening")
-    p.add_argument("--multipart-threshold", type=int, default=DEFAULT_MULTIPART_THRESHOLD)
-    p.add_argument("--multipart-chunk", type=int, default=DEFAULT_MULTIPART_CHUNK)
-    p.add_argument("--retry-base", type=float, default=0.5, help="first retry delay, seconds (doubles each time)")
-    p.add_argument("--retry-cap", type=float, default=8.0, help="longest retry delay, seconds")
-    p.add_argument("--retry-attempts", type=int, default=12, help="attempts per file before giving up")
+    p.add_argument("--port-file", help="write the bound port here once listening (unset: nowhere)")
+    p.add_argument(
+        "--storage-base",
+        default=os.environ.get(ENV_STORAGE_BASE, ""),
+        help=f"comma-separated storage bases sessions must use (default ${ENV_STORAGE_BASE}); none: no capture",
+    )
+    p.add_argument(
+        "--storage-endpoint",
+        default=os.environ.get(ENV_STORAGE_ENDPOINT, ""),
+        help=f"comma-separated S3-compatible endpoints uploads may use (default ${ENV_STORAGE_ENDPOINT})",
+    )
+    p.add_argument(
+        "--multipart-threshold",
+        type=int,
+        default=DEFAULT_MULTIPART_THRESHOLD,
+        help="bytes above which uploads are multipart",
+    )
+    p.add_argument("--multipart-chunk", type=int, default=DEFAULT_MULTIPART_CHUNK, help="bytes per multipart part")
+    p.add_argument(
+        "--retry-attempts",
+        type=int,
+        default=TransferSettings.attempts,
+        help="attempts per storage request (a multipart part is one request); the capture deadline bounds them all",
+    )
+    p.add_argument(
+        "--retry-mode", choices=["standard", "adaptive"], default=TransferSettings.retry_mode, help="botocore retries"
+    )
     p.add_argument("--poll-interval", type=float, default=0.2, help="seconds between looks at the hooks' states")
-    p.add_argument("--log-level", default="INFO")
-    return p.parse_args(argv)
+    p.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING or ERROR")
+    return p
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def _write_port(path: str, port: int) -> None:
@@ -45,10 +82,10 @@ def _write_port(path: str, port: int) -> None:
     os.replace(tmp, path)
 
 
-async def _serve(args: argparse.Namespace, agent: Agent, token: str) -> None:
+async def _serve(args: argparse.Namespace, agent: Agent, token: str, destinations: DestinationPolicy) -> None:
     import asyncio
 
-    runner = web.AppRunner(build_app(agent, token), handle_signals=True)
+    runner = web.AppRunner(build_app(agent, token, destinations), handle_signals=True)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)
     await site.start()
@@ -75,13 +112,27 @@ def main(argv: list[str]) -> int:
     except TokenError as exc:
         log.error("%s", exc)
         return 2
+    try:
+        destinations = DestinationPolicy.from_settings(
+            args.storage_base, args.storage_endpoint, os.environ.get(ENV_POD_NAMESPACE)
+        )
+    except StorageUriError as exc:
+        log.error("--storage-base: %s", exc)
+        return 2
+    if not destinations.bases or not destinations.namespace:
+        log.warning("no storage base or namespace configured: every capture request will be refused")
+    log.info("uploads allowed to: %s", destinations.describe())
     config = AgentConfig(
         hook_dir=Path(args.hook_dir),
         pod=os.environ.get(ENV_POD_NAME) or None,
         node=os.environ.get(ENV_NODE_NAME) or None,
         poll_s=args.poll_interval,
-        transfer=TransferSettings(multipart_threshold=args.multipart_threshold, multipart_chunk=args.multipart_chunk),
-        backoff=Backoff(base=args.retry_base, cap=args.retry_cap, max_attempts=args.retry_attempts),
+        transfer=TransferSettings(
+            multipart_threshold=args.multipart_threshold,
+            multipart_chunk=args.multipart_chunk,
+            attempts=args.retry_attempts,
+            retry_mode=args.retry_mode,
+        ),
     )
     gpu = nvml.probe()
     log.info("GPU metrics: %s", gpu)
@@ -94,7 +145,7 @@ def main(argv: list[str]) -> int:
             if task is not None:
                 loop.add_signal_handler(sig, task.cancel)
         try:
-            await _serve(args, agent, token)
+            await _serve(args, agent, token, destinations)
         except asyncio.CancelledError:
             await agent.shutdown()
 

@@ -1,8 +1,14 @@
-"""GPU metrics during the capture window through NVML (nvidia-ml-py); without NVML it says why."""
+"""GPU metrics during the capture window through NVML (nvidia-ml-py); without NVML it says why.
+
+The records are the lines of gpu_metrics.jsonl.gz, whose format the contract documents
+(stepscope_contract.gpu_metrics.GpuSample). The NVML library object is injectable (`nvml=`), so the sampling
+path runs in tests against a stand-in library on machines without a GPU.
+"""
 
 from __future__ import annotations
 
 import gzip
+import importlib
 import json
 import threading
 import time
@@ -11,25 +17,31 @@ from pathlib import Path
 from typing import Any
 
 PCIE_EVERY = 10  # PCIe throughput queries take ~20 ms each: sample them every 10th tick
+STATIC_TICKS = 3  # name, max SM clock and power limit do not change: written in the first samples only
 
 
-def probe() -> str:
+def _library(nvml: Any | None) -> Any:
+    """The NVML bindings: the given object, else the pynvml module (ImportError when it is not installed)."""
+    return nvml if nvml is not None else importlib.import_module("pynvml")
+
+
+def probe(nvml: Any | None = None) -> str:
     """'available' or the reason GPU metrics cannot be recorded here."""
     try:
-        import pynvml
+        nv = _library(nvml)
     except ImportError:
         return "unavailable: nvidia-ml-py is not installed"
     try:
-        pynvml.nvmlInit()
+        nv.nvmlInit()
     except Exception as exc:
         return f"unavailable: NVML init failed ({exc})"
     try:
-        count = int(pynvml.nvmlDeviceGetCount())
+        count = int(nv.nvmlDeviceGetCount())
     except Exception as exc:
         return f"unavailable: NVML device count failed ({exc})"
     finally:
         try:
-            pynvml.nvmlShutdown()
+            nv.nvmlShutdown()
         except Exception as exc:  # shutdown trouble does not change the answer
             return f"unavailable: NVML shutdown failed ({exc})"
     return "available" if count > 0 else "unavailable: no GPU devices"
@@ -47,15 +59,16 @@ def _field(name: str, call: Callable[[], Any], unsupported: set[str], out: dict[
 class Sampler:
     """Samples every device at `interval_s` in a thread between start() and stop()."""
 
-    def __init__(self, interval_s: float) -> None:
+    def __init__(self, interval_s: float, nvml: Any | None = None) -> None:
         self.interval_s = max(0.01, min(interval_s, 0.1))  # at least 10 Hz
+        self._nvml = nvml
         self.records: list[dict[str, Any]] = []
         self.status = "not started"
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> None:
-        reason = probe()
+        reason = probe(self._nvml)
         if reason != "available":
             self.status = reason
             return
@@ -69,8 +82,7 @@ class Sampler:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        import pynvml
-
+        pynvml = _library(self._nvml)
         try:
             pynvml.nvmlInit()
             handles = [pynvml.nvmlDeviceGetHandleByIndex(i) for i in range(pynvml.nvmlDeviceGetCount())]
@@ -110,6 +122,20 @@ class Sampler:
         _field("memory", memory, unsupported, rec)
         _field("powerW", lambda: nv.nvmlDeviceGetPowerUsage(handle) / 1000.0, unsupported, rec)
         _field("smClockMHz", lambda: int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM)), unsupported, rec)
+        _field("memClockMHz", lambda: int(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_MEM)), unsupported, rec)
+        _field(
+            "temperatureC",
+            lambda: int(nv.nvmlDeviceGetTemperature(handle, nv.NVML_TEMPERATURE_GPU)),
+            unsupported,
+            rec,
+        )
+        _field("throttleReasons", lambda: _throttle_reasons(nv, handle), unsupported, rec)
+        if tick < STATIC_TICKS:
+            _field("name", lambda: _text(nv.nvmlDeviceGetName(handle)), unsupported, rec)
+            _field(
+                "smClockMaxMHz", lambda: int(nv.nvmlDeviceGetMaxClockInfo(handle, nv.NVML_CLOCK_SM)), unsupported, rec
+            )
+            _field("powerLimitW", lambda: nv.nvmlDeviceGetEnforcedPowerLimit(handle) / 1000.0, unsupported, rec)
         if tick % PCIE_EVERY == 0:
             _field(
                 "pcieTxKBs",
@@ -136,6 +162,17 @@ class Sampler:
 
         _field("nvlink", nvlink, unsupported, rec)
         return rec
+
+
+def _throttle_reasons(nv: Any, handle: Any) -> int:
+    """NVML's clocks-event reasons mask (named 'throttle reasons' before NVML 12.2)."""
+    call = getattr(nv, "nvmlDeviceGetCurrentClocksEventReasons", None) or nv.nvmlDeviceGetCurrentClocksThrottleReasons
+    return int(call(handle))
+
+
+def _text(value: Any) -> str:
+    text = value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+    return text[:256]
 
 
 def write_records(records: list[dict[str, Any]], path: Path, device: int | None) -> int:

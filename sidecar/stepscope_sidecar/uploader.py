@@ -1,16 +1,22 @@
-"""Uploads one rank's files with checksums, retries and a deadline; the manifest goes last."""
+"""Uploads one rank's files to their places in the session folder (stepscope_contract.storage layout), manifest
+last, through stepscope_storage: multipart above the threshold, botocore's retries per request (a failed part is
+sent again, not the whole file), a deadline, and size and SHA-256 checked once stored.
+
+The manifest says what was captured and what went wrong; when an upload fails for good the rank is failed with the
+reason and its local copy is kept (the manifest is written beside it), so the capture's final state is the truth.
+"""
 
 from __future__ import annotations
 
-import hashlib
 import logging
-import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
-from stepscope_sidecar.retry import Backoff, describe, is_retryable
-from stepscope_sidecar.stores import Store
+from stepscope_contract.manifest import RankManifest
+from stepscope_contract.storage import MANIFEST_FILE, StorageLocation, rank_artifact_key
+from stepscope_contract.wire import UploadedArtifact
+from stepscope_storage.store import StorageError, Store, Stored, TransferCounts
 
 log = logging.getLogger(__name__)
 
@@ -21,65 +27,75 @@ CONTENT_TYPES = {
 }
 
 
-DEFAULT_BACKOFF = Backoff()
-
-
 class UploadError(RuntimeError):
-    """An upload that will not succeed: the message has the last error and the attempt count."""
+    """An upload that did not succeed: the message has the file, the attempts and the last error."""
 
 
 def content_type(name: str) -> str:
     return CONTENT_TYPES.get(Path(name).suffix, "application/octet-stream")
 
 
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 @dataclass
 class UploadStats:
-    attempts: int = 0
+    attempts: int = 0  # requests sent, retries included
     retries: int = 0
     bytes: int = 0
+    files: int = 0
     errors: list[str] = field(default_factory=list)
 
 
-def put_with_retry(
+def upload_file(store: Store, local: Path, key: str, *, deadline: float, stats: UploadStats) -> Stored:
+    """One file to `key`; UploadError (with the attempts and the last error) when it does not get there."""
+    before = store.counts
+    try:
+        stored = store.put_file(local, key, content_type(local.name), deadline=deadline)
+    except StorageError as exc:
+        sent = _count(store, before, stats)
+        raise UploadError(f"upload of {local.name} failed after {sent} attempt(s): {exc}") from exc
+    if _count(store, before, stats) > store.counts.calls - before.calls:
+        log.warning("%s uploaded after retries (%d so far for this rank)", local.name, stats.retries)
+    stats.bytes += stored.size
+    stats.files += 1
+    return stored
+
+
+def _count(store: Store, before: TransferCounts, stats: UploadStats) -> int:
+    """Fold the requests sent since `before` into `stats`; how many there were."""
+    after = store.counts
+    stats.retries += after.retries - before.retries
+    sent = after.attempts - before.attempts
+    stats.attempts += sent
+    return sent
+
+
+def upload_rank(
     store: Store,
-    local: Path,
-    key: str,
+    session: StorageLocation,
+    manifest: RankManifest,
+    files: list[Path],
+    rank_dir: Path,
     *,
     deadline: float,
     stats: UploadStats,
-    backoff: Backoff = DEFAULT_BACKOFF,
-    sleep: Callable[[float], None] = time.sleep,
-    clock: Callable[[], float] = time.monotonic,
-) -> None:
-    """Upload and confirm (size check against the store); retry transient errors until the deadline."""
-    size = local.stat().st_size
-    attempt = 0
-    while True:
-        stats.attempts += 1
-        try:
-            store.put(local, key, content_type(local.name))
-            if not store.confirm(key, size):
-                raise UploadError(f"{key}: stored size differs from {size} bytes")
-            stats.bytes += size
-            return
-        except Exception as exc:
-            reason = describe(exc)
-            retryable = is_retryable(exc)
-            delay = backoff.delay(attempt)
-            attempt += 1
-            if not retryable or attempt >= backoff.max_attempts or clock() + delay > deadline:
-                why = "not retryable" if not retryable else "out of retries/time"
-                raise UploadError(
-                    f"upload of {local.name} failed after {attempt} attempt(s) ({why}): {reason}"
-                ) from exc
-            stats.retries += 1
-            log.warning("upload of %s failed (%s); retry %d in %.2fs", local.name, reason, attempt, delay)
-            sleep(delay)
+) -> list[UploadedArtifact]:
+    """Every file of the rank, then its manifest (which says how many attempts it took); UploadError on failure,
+    after the manifest was written into `rank_dir` beside the kept files."""
+    uploaded: list[UploadedArtifact] = []
+    for path in files:
+        stored = upload_file(store, path, rank_artifact_key(session, manifest.rank, path.name), deadline=deadline,
+                             stats=stats)  # fmt: skip
+        uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
+    manifest.upload_attempts = len(files) + 1 + stats.retries  # one per file, the manifest's, and every retry
+    manifest.upload_finished_at = datetime.now(UTC)
+    manifest_path = write_manifest(manifest, rank_dir)
+    stored = upload_file(store, manifest_path, rank_artifact_key(session, manifest.rank, MANIFEST_FILE),
+                         deadline=deadline, stats=stats)  # fmt: skip
+    uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
+    return uploaded
+
+
+def write_manifest(manifest: RankManifest, rank_dir: Path) -> Path:
+    rank_dir.mkdir(parents=True, exist_ok=True)
+    path = rank_dir / MANIFEST_FILE
+    path.write_text(manifest.model_dump_json(by_alias=True, indent=1), encoding="utf-8")
+    return path

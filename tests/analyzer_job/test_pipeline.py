@@ -10,6 +10,7 @@ import pytest
 
 from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
 from stepscope_analyzer.storage_io import LocalStore, location_of
+from stepscope_contract.storage import MANIFEST_FILE, TRACE_FILE, rank_artifact_key, rank_location
 
 pytestmark = pytest.mark.integration
 
@@ -30,16 +31,27 @@ def test_shared_hta_folder_is_analysed_rank_by_rank(shared_traces: Path) -> None
     assert large.device == "cuda" and large.kernel_time > 0
 
 
-def test_session_folder_reports_missing_ranks(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+@pytest.mark.parametrize("layout_of", ["traces", "first", "both"])
+def test_session_folder_reports_missing_ranks(tmp_path: Path, gloo_traces: list[bytes], layout_of: str) -> None:
+    """The sidecars' layout (traces/rank<R>.pt.trace.json.gz, traces/rank<R>/manifest.json), the first layout
+    (ranks/<R>/...) of sessions written before it, and a folder holding one rank in each."""
+    session = location_of(f"file://{tmp_path}")
     for rank in (0, 1):
-        d = tmp_path / "ranks" / str(rank)
-        d.mkdir(parents=True)
-        (d / "trace.pt.trace.json.gz").write_bytes(gloo_traces[rank])
+        first = layout_of == "first" or (layout_of == "both" and rank == 1)
+
+        def put(name: str, data: bytes, rank: int = rank, first: bool = first) -> None:
+            path = Path(rank_location(session, rank).key(name) if first else rank_artifact_key(session, rank, name))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+
+        put(TRACE_FILE, gloo_traces[rank])
         manifest = {"captureId": "c", "namespace": "n", "session": "s", "rank": rank, "state": "uploaded",
                     "node": f"node-{rank}", "meta": {"captureId": "c", "rank": rank, "worldSize": 4, "pid": 1,
                                                      "stepsRequested": 4, "stepsCaptured": 4}}  # fmt: skip
-        (d / "manifest.json").write_text(json.dumps(manifest))
-    layout = discover(LocalStore(), location_of(f"file://{tmp_path}"))
+        put(MANIFEST_FILE, json.dumps(manifest).encode())
+    layout = discover(LocalStore(), session)
+    assert layout.session and [i.rank for i in layout.inputs] == [0, 1]
+    assert all(i.trace_key and i.manifest_key for i in layout.inputs)
     report = reduce_outcomes(summarize_all(LocalStore(), layout), include_missing=True)
     assert [(r.rank, r.status.value) for r in report.ranks] == [(0, "ok"), (1, "ok"), (2, "missing"), (3, "missing")]
     assert [r.node for r in report.ranks[:2]] == ["node-0", "node-1"]

@@ -32,7 +32,7 @@ def test_adds_report_ready_and_keeps_the_others() -> None:
     assert patch["metadata"] == {"resourceVersion": "42"}
     status = patch["status"]
     assert "phase" not in status  # the operator's
-    assert status["conditions"][0] == accepted
+    assert status["conditions"][0] == {**accepted, "message": ""}  # as read, in the contract's wire form
     ready = status["conditions"][1]
     assert ready["type"] == "ReportReady" and ready["status"] == "True" and ready["observedGeneration"] == 3
     assert status["summary"] == {"verdict": "fine", "slowestRank": 2, "slowRanks": [], "hungRanks": [],

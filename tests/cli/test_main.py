@@ -1,12 +1,17 @@
+"""The `stepscope` console script: help, version, exit codes, and every subcommand's options documented with their
+defaults."""
+
+import argparse
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from stepscope_cli.main import SUBCOMMANDS, main, usage
+from stepscope_cli.main import PARSERS, SUBCOMMANDS, main, parser_of, usage, version
 
 pytestmark = pytest.mark.unit
+SCRIPT = Path(sys.executable).parent / "stepscope"
 
 
 def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None:
@@ -15,6 +20,16 @@ def test_help_lists_every_subcommand(capsys: pytest.CaptureFixture[str]) -> None
     for name in SUBCOMMANDS:
         assert name in out
     assert out.strip() == usage().strip()
+
+
+def test_no_arguments_prints_help_and_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == 2
+    assert capsys.readouterr().err.strip() == usage().strip()
+
+
+def test_version() -> None:
+    result = subprocess.run([str(SCRIPT), "--version"], capture_output=True, text=True, check=False)
+    assert result.returncode == 0 and result.stdout.strip() == f"stepscope {version()}" and version() != "unknown"
 
 
 def test_unknown_subcommand_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
@@ -29,7 +44,23 @@ def test_every_subcommand_resolves_to_a_callable() -> None:
         assert callable(getattr(importlib.import_module(module), func)), name
 
 
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_every_option_has_help_with_its_default(name: str) -> None:
+    assert name in PARSERS, f"{name} has no parser listed in PARSERS"
+    parser = parser_of(name)
+    formatter = parser.formatter_class(prog=parser.prog)
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction) or not action.option_strings:
+            continue
+        assert action.help and action.help != argparse.SUPPRESS, f"{name} {action.option_strings} has no help"
+        if action.required:
+            continue
+        shown = formatter._get_help_string(action)  # what --help prints, before % formatting
+        assert "%(default)" in shown or "default" in shown, f"{name} {action.option_strings}: no default in {shown!r}"
+
+
 def test_console_script_installed() -> None:
-    script = Path(sys.executable).parent / "stepscope"
-    result = subprocess.run([str(script), "--help"], capture_output=True, text=True, check=False)
+    result = subprocess.run([str(SCRIPT), "--help"], capture_output=True, text=True, check=False)
     assert result.returncode == 0 and "analyzer-job" in result.stdout
+    bare = subprocess.run([str(SCRIPT)], capture_output=True, text=True, check=False)
+    assert bare.returncode == 2 and "usage: stepscope" in bare.stderr

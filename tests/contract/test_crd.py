@@ -1,5 +1,6 @@
 """The CRD and the pydantic models agree: the committed CRD is the generated one, and a corpus of
-valid and invalid sessions gets the same verdict from both, with messages that name the field."""
+valid and invalid sessions gets the same verdict from both (the CRD side as the API server judges it: schema plus
+CEL rules), with messages that name the field and read as sentences, not schema dumps."""
 
 from __future__ import annotations
 
@@ -9,14 +10,16 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import jsonschema
 import pytest
 import yaml
 from pydantic import ValidationError
 
 from stepscope_contract.crd import build_crd, render_crd_yaml
+from stepscope_contract.crd_rules import IMMUTABLE_FIELDS, RULES
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.session import ProfileSessionSpec
+from stepscope_local.kube.cel import evaluate
+from stepscope_local.kube.validation import validation_errors
 
 pytestmark = pytest.mark.unit
 
@@ -34,15 +37,9 @@ def _schema() -> dict[str, Any]:
     return schema
 
 
-def _crd_errors(obj: dict[str, Any]) -> list[str]:
-    validator = jsonschema.Draft7Validator(_schema())
-    out = []
-    for err in validator.iter_errors(obj):
-        path = [str(p) for p in err.absolute_path]
-        if err.validator == "required":  # name the missing field itself, as the apiserver does
-            path.append(re.sub(r"^'(.*)' is a required property$", r"\1", err.message))
-        out.append(".".join(path) + ": " + err.message)
-    return out
+def _crd_errors(obj: dict[str, Any], old: dict[str, Any] | None = None) -> list[str]:
+    """What the API server says about `obj` (the emulator runs the schema and the CEL rules)."""
+    return [f"{field}: {message}" for field, message in validation_errors(_schema(), obj, old)]
 
 
 def _expected_field(path: Path) -> str:
@@ -104,3 +101,57 @@ def test_invalid_examples_fail_both_naming_the_field(path: Path) -> None:
     with pytest.raises(ValidationError) as info:
         ProfileSessionSpec.model_validate(obj["spec"])
     assert field in describe_validation_error(info.value)
+
+
+def test_messages_are_sentences_not_schema_dumps() -> None:
+    for path in INVALID:
+        for message in _crd_errors(yaml.safe_load(path.read_text())):
+            assert "is valid under each of" not in message and "{'" not in message, (path.name, message)
+            assert "Invalid value" in message or "Required value" in message or "Unsupported value" in message
+
+
+def test_every_rule_compiles_and_has_a_message() -> None:
+    for rule in RULES:
+        _, error = evaluate(rule.rule, {}, {} if rule.transition else ...)
+        assert error is None or "compilation" not in error, (rule.rule, error)
+        assert rule.message or rule.message_expression, rule.rule
+
+
+def test_cross_field_rules_give_their_message() -> None:
+    base = yaml.safe_load((EXAMPLES / "profilesession-minimal.yaml").read_text())
+    both = {
+        **base,
+        "spec": {**base["spec"], "targets": {**base["spec"]["targets"], "jobRef": {"kind": "Job", "name": "j"}}},
+    }
+    assert _crd_errors(both) == [
+        'spec.targets: Invalid value: "object": set targets.selector or targets.jobRef, not both'
+    ]
+    ranks = {**base, "spec": {**base["spec"], "targets": {**base["spec"]["targets"], "ranks": "0-3,x"}}}
+    (message,) = _crd_errors(ranks)
+    assert message.startswith("spec.targets.ranks:") and '"0-3,x" is not a rank list' in message
+    local = {**base, "spec": {**base["spec"], "storage": {"uri": "file:///t", "credentialsSecret": {"name": "s"}}}}
+    (message,) = _crd_errors(local)
+    assert "storage.credentialsSecret only applies to s3:// and oss:// URIs, not to file:///t" in message
+
+
+EDITS = {
+    "targets": ("maxTargets", 8),
+    "capture": ("steps", 11),
+    "storage": ("uri", "s3://other/x"),
+    "analysis": ("shards", 3),
+}
+
+
+@pytest.mark.parametrize("field", IMMUTABLE_FIELDS)
+def test_frozen_fields_cannot_change(field: str) -> None:
+    old = yaml.safe_load((EXAMPLES / "profilesession-full.yaml").read_text())
+    new = yaml.safe_load((EXAMPLES / "profilesession-full.yaml").read_text())
+    key, value = EDITS[field]
+    new["spec"][field][key] = value
+    assert _crd_errors(new) == []  # valid on its own ...
+    assert _crd_errors(new, old) == [  # ... but not as an edit
+        f'spec.{field}: Invalid value: "object": spec.{field} cannot change once the session exists; '
+        "create a new ProfileSession instead"
+    ]
+    new["spec"] = {**old["spec"], "ttlSecondsAfterFinished": 60}
+    assert _crd_errors(new, old) == []  # the analyzer Job's TTL may still change

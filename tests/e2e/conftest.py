@@ -15,8 +15,9 @@ import pytest
 import yaml
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import start_operator, wait_operator_healthy, wait_ready_pods
-from stepscope_local.manifests import DEMO_DIR, load_all, s3_location, script_configmap, training_job
+from stepscope_local.demo import wait_operator_healthy, wait_ready_pods
+from stepscope_local.install import install, start_operator
+from stepscope_local.manifests import s3_location, training_job
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.s3 import free_port
 
@@ -38,18 +39,31 @@ class Env:
         mode: str = "host",
         slow_ms: float = 60.0,
         extra_env: dict[str, str] | None = None,
+        storage_base: str | None = None,
     ) -> None:
-        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env)
+        """`storage_base`: the sidecars' STEPSCOPE_STORAGE_BASE (comma-separated) instead of the demo's."""
+        job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env, storage_endpoint=self.cluster.s3_endpoint)
         job["metadata"]["name"] = name
+        if storage_base is not None:
+            sidecar = next(c for c in job["spec"]["template"]["spec"]["containers"] if c["name"] == "stepscope-sidecar")
+            next(e for e in sidecar["env"] if e["name"] == "STEPSCOPE_STORAGE_BASE")["value"] = storage_base
         self.cluster.api.apply(job)
 
-    def ready_pods(self, job: str, count: int = 4, timeout: float = 150.0) -> list[dict[str, Any]]:
+    def ready_pods(self, job: str, count: int = 4, timeout: float = 300.0) -> list[dict[str, Any]]:
         return sorted(wait_ready_pods(self.cluster, count, timeout, job), key=lambda p: p["metadata"]["name"])
 
     def stop_training(self, name: str) -> None:
         self.cluster.api.delete("batch/v1", "jobs", "default", name)
 
-    def apply_session(self, name: str, job: str, **capture: Any) -> None:
+    def apply_session(
+        self,
+        name: str,
+        job: str,
+        delete_artifacts: bool = False,
+        storage: dict[str, Any] | None = None,
+        **capture: Any,
+    ) -> None:
+        """`storage`: spec.storage instead of the local S3 bucket through its explicit endpoint."""
         session = {
             "apiVersion": API,
             "kind": "ProfileSession",
@@ -64,11 +78,13 @@ class Env:
                     "stepTimeoutSeconds": 10,
                     **capture,
                 },
-                "storage": {
+                "storage": storage
+                or {
                     "uri": f"s3://{BUCKET}/sessions",
                     "endpoint": self.cluster.s3_endpoint,
                     "addressingStyle": "path",
                     "credentialsSecret": {"name": "stepscope-s3"},
+                    "deleteOnSessionDelete": delete_artifacts,
                 },
                 # 4 ranks share 2 CPU cores here: scheduling noise moves per-rank times by ~10%, so only
                 # differences above 20% of a step are findings (a planted slow rank adds 60 ms to ~60 ms steps).
@@ -78,7 +94,7 @@ class Env:
         }
         path = self.workdir / f"{name}.yaml"
         path.write_text(yaml.safe_dump(session))
-        result = self.cluster.kubectl("apply", "--validate=false", "-f", str(path))
+        result = self.cluster.kubectl("apply", "-f", str(path))
         assert result.returncode == 0, result.stderr
 
     def session(self, name: str) -> dict[str, Any]:
@@ -86,7 +102,7 @@ class Env:
         assert obj is not None, f"session {name} is gone"
         return obj
 
-    def wait_phase(self, name: str, phases: tuple[str, ...] = TERMINAL, timeout: float = 180.0) -> dict[str, Any]:
+    def wait_phase(self, name: str, phases: tuple[str, ...] = TERMINAL, timeout: float = 300.0) -> dict[str, Any]:
         deadline = time.monotonic() + timeout
         obj: dict[str, Any] = {}
         while time.monotonic() < deadline:
@@ -110,13 +126,12 @@ class Env:
 def e2e(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Env]:
     workdir = tmp_path_factory.mktemp("e2e")
     with LocalCluster(workdir=workdir / "cluster", buckets=(BUCKET,)) as cluster:
-        for doc in load_all(DEMO_DIR / "secrets.yaml"):
-            cluster.api.apply(doc)
-        cluster.api.apply(script_configmap())
+        install(cluster)
         port = free_port()
-        operator = start_operator(cluster, workdir, [str(REPO / ".venv" / "bin" / "stepscope"), "operator"], port)
+        command = [str(REPO / ".venv" / "bin" / "stepscope"), "operator"]
+        operator = start_operator(cluster, workdir, command, port, namespaces="default")
         try:
-            assert wait_operator_healthy(operator, port, 120), (workdir / "operator.log").read_text()[-3000:]
+            assert wait_operator_healthy(operator, port, 240), (workdir / "operator.log").read_text()[-3000:]
             yield Env(cluster, workdir)
         finally:
             kill_group(operator, 5)

@@ -16,7 +16,7 @@ RELEASE_NAMESPACE = "stepscope-system"
 
 
 def run_helm(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run([str(HELM), *args], capture_output=True, text=True, timeout=180, check=False)
 
 
 _CACHE: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
@@ -47,3 +47,43 @@ def one(docs: list[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[st
     found = [d for d in by_kind(docs, kind) if d["metadata"]["name"].endswith(name_suffix)]
     assert len(found) == 1, f"{kind} *{name_suffix}: {[d['metadata']['name'] for d in found]}"
     return found[0]
+
+
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+ROLE_KINDS = ("Role", "ClusterRole")
+BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
+
+
+def rules_of(role: dict[str, Any]) -> set[Rule]:
+    out: set[Rule] = set()
+    for rule in role.get("rules") or []:
+        assert "nonResourceURLs" not in rule and "resourceNames" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                for verb in rule["verbs"]:
+                    out.add((group, resource, verb))
+    return out
+
+
+def grants(docs: list[dict[str, Any]], account: str, namespace: str) -> dict[tuple[str, str | None], set[Rule]]:
+    """What a ServiceAccount may do, per (scope, namespace): ('cluster', None) or ('namespace', ns)."""
+    roles = {
+        (d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in docs if d["kind"] in ROLE_KINDS
+    }
+    out: dict[tuple[str, str | None], set[Rule]] = {}
+    for binding in (d for d in docs if d["kind"] in BINDING_KINDS):
+        subjects = binding["subjects"]
+        if not any(
+            s["kind"] == "ServiceAccount" and s["name"] == account and s["namespace"] == namespace for s in subjects
+        ):
+            continue
+        ref = binding["roleRef"]
+        role_ns = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
+        role = roles[(ref["kind"], role_ns, ref["name"])]
+        scope = (
+            ("cluster", None)
+            if binding["kind"] == "ClusterRoleBinding"
+            else ("namespace", binding["metadata"]["namespace"])
+        )
+        out.setdefault(scope, set()).update(rules_of(role))
+    return out

@@ -16,10 +16,12 @@ from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from helm_chart import CHART, CI_VALUES, RELEASE_NAMESPACE, REPO, by_kind, one, render, run_helm
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.injection import InjectionConfig
+from stepscope_operator.storage_defaults import StorageDefaults
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
 # Kinds of other projects' CRDs (cert-manager, Prometheus Operator): no schema in kubernetes-validate.
@@ -101,7 +103,7 @@ def test_rendered_objects_validate_through_the_cli(tmp_path: Path) -> None:
         [str(REPO / ".venv" / "bin" / "kubernetes-validate"), "--strict", "-k", "1.32.0", str(out)],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=180,
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
@@ -156,18 +158,22 @@ def test_operator_env_follows_the_interface_default() -> None:
     assert config.sidecar_token_file == "/var/run/secrets/stepscope/token"
     assert (config.metrics_port, config.health_port) == (8080, 8081)
     injection = InjectionConfig.from_env(env)
-    assert injection == InjectionConfig(token_secret="stepscope-sidecar-token")
+    assert injection == InjectionConfig(token_secret="stepscope-sidecar-token")  # no bucket: no storage base
     assert env["STEPSCOPE_WEBHOOK_PORT"] == "9443" and env["STEPSCOPE_WEBHOOK_CERT_DIR"] == "/etc/stepscope/webhook-tls"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
     token_volume = volumes[mounts["/var/run/secrets/stepscope"]]["secret"]
-    assert token_volume["secretName"] == "stepscope-sidecar-token"
+    assert token_volume["secretName"] == "stepscope-sidecar-master"  # the master, from which namespace tokens derive
     assert token_volume["items"] == [{"key": "token", "path": "token"}]
     assert volumes[mounts["/etc/stepscope/webhook-tls"]]["secret"]["secretName"] == "stepscope-webhook-tls"
     # every STEPSCOPE_ variable the chart sets is one the operator or the webhook reads
-    sources = "".join(
-        (REPO / "operator" / "stepscope_operator" / f).read_text() for f in ("config.py", "injection.py", "webhook.py")
-    )
+    sources = (
+        "".join(
+            (REPO / "operator" / "stepscope_operator" / f).read_text()
+            for f in ("config.py", "injection.py", "webhook.py", "storage_defaults.py")
+        )
+        + (REPO / "contract" / "stepscope_contract" / "constants.py").read_text()
+    )  # names shared with the sidecar
     for name in env:
         if name.startswith("STEPSCOPE_"):
             assert f'"{name}"' in sources, name
@@ -179,11 +185,11 @@ def test_operator_env_follows_the_interface_ci() -> None:
     assert config.watch_namespaces == ("team-a", "team-b")
     injection = InjectionConfig.from_env(_env(container))
     assert injection.credentials_secret == "stepscope-s3"
+    assert injection.storage_base == "s3://traces/stepscope"
+    assert injection.storage_endpoint == "https://minio.storage.svc:9000"
     assert container["args"] == ["--verbose"]
-    refs = {e["name"]: e["valueFrom"]["secretKeyRef"] for e in container["env"] if "valueFrom" in e}
-    assert refs["AWS_ACCESS_KEY_ID"] == {"name": "stepscope-s3", "key": "AWS_ACCESS_KEY_ID"}
-    assert refs["AWS_SECRET_ACCESS_KEY"] == {"name": "stepscope-s3", "key": "AWS_SECRET_ACCESS_KEY"}
-    assert _env(container)["AWS_ENDPOINT_URL"] == "https://minio.storage.svc:9000"
+    # the operator holds no storage keys: a session's artifacts are deleted by a Job with the session's own Secret
+    assert not [e for e in container["env"] if e["name"].startswith("AWS_") or "valueFrom" in e]
 
 
 def test_interfaces_doc_lists_every_operator_variable_the_chart_sets() -> None:
@@ -284,9 +290,15 @@ def test_webhook_disabled_renders_no_webhook() -> None:
 def test_token_secret_and_analyzer_account_in_every_training_namespace(values: str, namespaces: set[str]) -> None:
     docs = render(*VALUE_SETS[values])
     secrets = [s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "stepscope-sidecar-token"]
-    assert {s["metadata"]["namespace"] for s in secrets} == namespaces | {RELEASE_NAMESPACE}
-    tokens = {base64.b64decode(s["data"]["token"]) for s in secrets}
-    assert len(tokens) == 1 and len(tokens.pop()) >= 16  # one token everywhere
+    assert {s["metadata"]["namespace"] for s in secrets} == namespaces
+    master = one(docs, "Secret", "-sidecar-master")
+    assert master["metadata"]["namespace"] == RELEASE_NAMESPACE
+    master_token = base64.b64decode(master["data"]["token"]).decode()
+    assert len(master_token) >= 16
+    for secret in secrets:  # each namespace holds only its own token, derived from the master
+        token = base64.b64decode(secret["data"]["token"]).decode()
+        assert token == namespace_token(master_token, secret["metadata"]["namespace"]) != master_token
+    assert len({s["data"]["token"] for s in secrets}) == len(secrets)
     accounts = [a for a in by_kind(docs, "ServiceAccount") if a["metadata"]["name"] == "stepscope-analyzer"]
     assert {a["metadata"]["namespace"] for a in accounts} == namespaces
 
@@ -313,7 +325,8 @@ def test_notes_name_the_next_steps() -> None:
     notes = result.stdout.split("NOTES:", 1)[1]
     assert "rollout status deployment/stepscope-operator" in notes
     assert "stepscope.dev/inject" in notes
-    assert "uri: s3://traces/stepscope" in notes and "endpoint: https://minio.storage.svc:9000" in notes
+    assert "uri: s3://traces/stepscope" in notes and "ConfigMap stepscope-system/stepscope-storage" in notes
+    assert f"stepscope check -n team-a --install-namespace {RELEASE_NAMESPACE}" in notes
     session = yaml.safe_load(notes.split("<<'YAML'", 1)[1].split("YAML", 1)[0])
     from stepscope_contract.session import ProfileSessionSpec
 
@@ -325,3 +338,20 @@ def test_chart_requires_kubernetes_with_native_sidecars() -> None:
     old = run_helm("template", str(CHART), "--kube-version", "1.28.9")
     assert old.returncode != 0 and "kubeVersion" in old.stderr
     assert run_helm("template", str(CHART), "--kube-version", "1.29.0").returncode == 0
+
+
+def test_storage_settings_configmap_matches_the_operator_env() -> None:
+    docs = render(CI_VALUES)
+    settings = one(docs, "ConfigMap", "-storage")
+    assert settings["metadata"]["labels"]["app.kubernetes.io/component"] == "storage-settings"
+    env = _env(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+    assert {k: env[k] for k in settings["data"]} == settings["data"]
+    defaults = StorageDefaults.from_env(settings["data"])
+    assert defaults == StorageDefaults(
+        base="s3://traces/stepscope",
+        endpoint="https://minio.storage.svc:9000",
+        region="us-east-1",
+        addressing_style="path",
+        credentials_secret="stepscope-s3",
+    )
+    assert StorageDefaults.from_env(one(render(), "ConfigMap", "-storage")["data"]) == StorageDefaults()

@@ -1,31 +1,32 @@
 """Least privilege, read from the rendered chart: the exact rules each account gets, no wildcard anywhere, no
-reading of Secrets, namespaced Roles when namespaces are watched and ClusterRoles only otherwise."""
+reading of Secrets, namespaced Roles when namespaces are watched (then nothing cluster-wide) and ClusterRoles only
+otherwise."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from helm_chart import CI_VALUES, RELEASE_NAMESPACE, by_kind, render
+from helm_chart import CI_VALUES, RELEASE_NAMESPACE, Rule, by_kind, grants, render, rules_of
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 VALUE_SETS = {"default": (), "ci": (CI_VALUES,)}
 ROLE_KINDS = ("Role", "ClusterRole")
 BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 
-Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
-
+# exactly what the operator's requests need (tests/e2e/test_rbac_traffic.py checks them against real traffic)
 OPERATOR_RULES: set[Rule] = {
-    *{("stepscope.dev", "profilesessions", v) for v in ("get", "list", "watch", "patch", "update")},
-    *{("stepscope.dev", "profilesessions/status", v) for v in ("get", "patch", "update")},
+    *{("stepscope.dev", "profilesessions", v) for v in ("get", "list", "watch", "patch")},
+    ("stepscope.dev", "profilesessions/status", "patch"),
     ("stepscope.dev", "profilesessions/finalizers", "update"),
-    *{("", "pods", v) for v in ("get", "list", "watch")},
-    *{("batch", "jobs", v) for v in ("create", "get", "list", "watch")},
+    ("", "pods", "list"),
+    ("batch", "jobs", "create"),
+    ("batch", "jobs", "get"),
     ("", "events", "create"),
-    ("", "events", "patch"),
+    ("trainer.kubeflow.org", "trainjobs", "get"),
+    ("jobset.x-k8s.io", "jobsets", "get"),
 }
-CRD_RULES: set[Rule] = {("apiextensions.k8s.io", "customresourcedefinitions", v) for v in ("get", "list", "watch")}
 ANALYZER_RULES: set[Rule] = {
     ("stepscope.dev", "profilesessions", "get"),
     ("stepscope.dev", "profilesessions/status", "patch"),
@@ -33,40 +34,14 @@ ANALYZER_RULES: set[Rule] = {
 
 
 def _flatten(role: dict[str, Any]) -> set[Rule]:
-    out: set[Rule] = set()
-    for rule in role.get("rules") or []:
-        assert "nonResourceURLs" not in rule and "resourceNames" not in rule
-        for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
-                for verb in rule["verbs"]:
-                    out.add((group, resource, verb))
-    return out
+    return rules_of(role)
 
 
 def _roles(docs: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [d for d in docs if d["kind"] in ROLE_KINDS]
 
 
-def _grants(docs: list[dict[str, Any]], account: str, namespace: str) -> dict[tuple[str, str | None], set[Rule]]:
-    """What a ServiceAccount may do, per (scope, namespace): ('cluster', None) or ('namespace', ns)."""
-    roles = {(d["kind"], d["metadata"].get("namespace"), d["metadata"]["name"]): d for d in _roles(docs)}
-    out: dict[tuple[str, str | None], set[Rule]] = {}
-    for binding in (d for d in docs if d["kind"] in BINDING_KINDS):
-        subjects = binding["subjects"]
-        if not any(
-            s["kind"] == "ServiceAccount" and s["name"] == account and s["namespace"] == namespace for s in subjects
-        ):
-            continue
-        ref = binding["roleRef"]
-        role_ns = binding["metadata"].get("namespace") if ref["kind"] == "Role" else None
-        role = roles[(ref["kind"], role_ns, ref["name"])]
-        scope = (
-            ("cluster", None)
-            if binding["kind"] == "ClusterRoleBinding"
-            else ("namespace", binding["metadata"]["namespace"])
-        )
-        out.setdefault(scope, set()).update(_flatten(role))
-    return out
+_grants = grants
 
 
 @pytest.mark.parametrize("values", sorted(VALUE_SETS))
@@ -85,19 +60,15 @@ def test_no_wildcards_and_no_secret_access(values: str) -> None:
 def test_cluster_wide_operator_gets_cluster_roles_with_exactly_its_handlers_needs() -> None:
     docs = render()
     grants = _grants(docs, "stepscope-operator", RELEASE_NAMESPACE)
-    assert grants == {("cluster", None): OPERATOR_RULES | CRD_RULES}
+    assert grants == {("cluster", None): OPERATOR_RULES}
     assert not by_kind(docs, "Role")
 
 
-def test_namespaced_operator_gets_roles_per_watched_namespace_and_only_crd_reads_cluster_wide() -> None:
+def test_namespaced_operator_gets_roles_per_watched_namespace_and_nothing_cluster_wide() -> None:
     docs = render(CI_VALUES)
     grants = _grants(docs, "stepscope-operator", RELEASE_NAMESPACE)
-    assert grants == {
-        ("cluster", None): CRD_RULES,
-        ("namespace", "team-a"): OPERATOR_RULES,
-        ("namespace", "team-b"): OPERATOR_RULES,
-    }
-    assert {r["metadata"]["name"] for r in by_kind(docs, "ClusterRole")} == {"stepscope-operator-crds"}
+    assert grants == {("namespace", "team-a"): OPERATOR_RULES, ("namespace", "team-b"): OPERATOR_RULES}
+    assert not by_kind(docs, "ClusterRole") and not by_kind(docs, "ClusterRoleBinding")
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ def main() -> None:
     custom = client.CustomObjectsApi(api_client)
     while True:
         try:
-            session = custom.get_namespaced_custom_object(*API, "demo")
+            custom.get_namespaced_custom_object(*API, "demo")
             break
         except client.ApiException:
             time.sleep(0.2)
@@ -26,7 +26,7 @@ def main() -> None:
     creds = {k: base64.b64decode(v).decode() for k, v in secret.data.items()}
     s3 = boto3.client(
         "s3",
-        endpoint_url=session["spec"]["storage"]["endpoint"],
+        endpoint_url=os.environ["STEPSCOPE_STORAGE_ENDPOINT"],  # the install's storage settings
         region_name="us-east-1",
         aws_access_key_id=creds["AWS_ACCESS_KEY_ID"],
         aws_secret_access_key=creds["AWS_SECRET_ACCESS_KEY"],

@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 
 
 def test_demo_flow_with_a_standin_operator(tmp_path: Path) -> None:
@@ -25,6 +25,10 @@ def test_demo_flow_with_a_standin_operator(tmp_path: Path) -> None:
             str(tmp_path),
             "--warmup",
             "0",
+            "--ready-timeout",
+            "300",
+            "--timeout",
+            "240",
             "--operator-health-timeout",
             "0",
             "--operator-command",
@@ -32,7 +36,7 @@ def test_demo_flow_with_a_standin_operator(tmp_path: Path) -> None:
         ],
         capture_output=True,
         text=True,
-        timeout=140,
+        timeout=560,
         check=False,
     )
     out = result.stdout + result.stderr

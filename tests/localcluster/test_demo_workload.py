@@ -1,6 +1,7 @@
 """The demo's workload on the local cluster, without the operator: the exact pod spec of examples/demo runs
 (hook init container, trainer, sidecar with Secret env and token volume), the sidecars capture on request and
-upload to moto, and `stepscope analyze` of what they uploaded names the planted slow rank."""
+upload to moto in the flat traces layout, `stepscope analyze` of what they uploaded names the planted slow rank,
+and `stepscope fetch` lays the session out for HTA (which loads every rank) and TensorBoard."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from typing import Any
 
 import pytest
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, CaptureState, SessionRef, StorageDestination
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap, training_job
+from stepscope_local.install import install
+from stepscope_local.manifests import training_job
 from stepscope_local.s3 import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
-TOKEN = "demo-sidecar-token"
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
+TOKEN = namespace_token("demo-master-token", "default")  # what examples/demo/secrets.yaml holds
 
 
 def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -28,7 +31,7 @@ def _call(url: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
     req = urllib.request.Request(
         url, data=data, headers={"Authorization": f"Bearer {TOKEN}", "Content-Type": "application/json"}
     )
-    with urllib.request.urlopen(req, timeout=10) as resp:
+    with urllib.request.urlopen(req, timeout=60) as resp:
         out: dict[str, Any] = json.loads(resp.read())
         return out
 
@@ -39,11 +42,11 @@ def _ready(pod: dict[str, Any]) -> bool:
 
 def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: Path) -> None:
     with LocalCluster(workdir=tmp_path / "cluster", buckets=("stepscope-demo",)) as cluster:
-        for doc in load_all(DEMO_DIR / "secrets.yaml"):
-            cluster.api.apply(doc)
-        cluster.api.apply(script_configmap())
-        cluster.api.apply(training_job(free_port(), slow_rank=2, slow_mode="host", slow_ms=40))
-        deadline = time.monotonic() + 90
+        install(cluster)  # Secrets, storage settings (the sidecars' allowed destinations), the training script
+        cluster.api.apply(
+            training_job(free_port(), slow_rank=2, slow_mode="host", slow_ms=40, storage_endpoint=cluster.s3_endpoint)
+        )
+        deadline = time.monotonic() + 240
         pods: list[dict[str, Any]] = []
         while time.monotonic() < deadline:
             pods = cluster.api.list("v1", "pods", "default", "job-name=ddp-train")
@@ -53,11 +56,13 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         assert len(pods) == 4 and all(_ready(p) for p in pods), cluster.kubectl("get", "pods").stdout
         time.sleep(2)  # some training steps
         session_uri = "s3://stepscope-demo/sessions/default/demo-0000abcd"
-        options = CaptureOptions(steps=5, skip_steps=2, activities=["cpu"], timeout_seconds=60, step_timeout_seconds=30)
+        options = CaptureOptions(
+            steps=5, skip_steps=2, activities=["cpu"], timeout_seconds=240, step_timeout_seconds=60
+        )
         for pod in pods:
             request = CaptureRequest(
                 capture_id="cap-1",
-                session=SessionRef(namespace="default", name="demo"),
+                session=SessionRef(namespace="default", name="demo", uid="0000abcd-1111"),
                 options=options,
                 destination=StorageDestination(
                     session_uri=session_uri, endpoint=cluster.s3_endpoint, addressing_style="path"
@@ -65,7 +70,8 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
             )
             _call(f"http://{pod['status']['podIP']}:8471/v1/captures", request.model_dump(mode="json", by_alias=True))
         states: dict[str, str] = {}
-        while time.monotonic() < deadline + 30:
+        captured_by = time.monotonic() + 240
+        while time.monotonic() < captured_by:
             for pod in pods:
                 status = _call(f"http://{pod['status']['podIP']}:8471/v1/captures/cap-1")
                 states[pod["metadata"]["name"]] = status["state"]
@@ -75,7 +81,8 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         assert set(states.values()) == {CaptureState.UPLOADED}, states
         keys = [o["Key"] for o in cluster.s3.client().list_objects_v2(Bucket="stepscope-demo")["Contents"]]  # type: ignore[union-attr]
         for rank in range(4):
-            assert any(f"/ranks/{rank}/" in k and k.endswith(".pt.trace.json.gz") for k in keys), keys
+            assert f"sessions/default/demo-0000abcd/traces/rank{rank}.pt.trace.json.gz" in keys, keys
+            assert f"sessions/default/demo-0000abcd/traces/rank{rank}/manifest.json" in keys, keys
         out = tmp_path / "report"
         env = {
             "AWS_ACCESS_KEY_ID": cluster.s3_access_key,
@@ -95,7 +102,7 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
             ],
             capture_output=True,
             text=True,
-            timeout=90,
+            timeout=240,
             check=False,
             env=env,
         )
@@ -106,3 +113,23 @@ def test_demo_pods_capture_to_s3_and_the_analysis_names_the_slow_rank(tmp_path: 
         print("verdict:", diagnosis["verdict"])
         slow = {r["rank"]: r["cause"] for r in diagnosis["slow_ranks"]}
         assert slow.get(2) == "host", diagnosis
+        _fetch_for_local_tools(session_uri, cluster.s3_endpoint, tmp_path, env)
+
+
+def _fetch_for_local_tools(session_uri: str, endpoint: str, tmp_path: Path, env: dict[str, str]) -> None:
+    names = [f"rank{r}.pt.trace.json.gz" for r in range(4)]
+    for layout, expected in (
+        ("hta", names),
+        ("tensorboard", [f"demo-0000abcd/{n}" for n in names]),
+        ("session", [f"traces/{n}" for n in names] + [f"traces/rank{r}/manifest.json" for r in range(4)]),
+    ):
+        dest = tmp_path / f"fetched-{layout}"
+        cmd = [str(Path(sys.executable).parent / "stepscope"), "fetch", session_uri, str(dest), "--layout", layout,
+               "--endpoint", endpoint, "--addressing-style", "path", "--quiet"]  # fmt: skip
+        fetched = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
+        assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+        got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+        assert set(expected) <= set(got) and (layout == "session" or got == sorted(expected)), (layout, got)
+    hta = pytest.importorskip("hta.trace_analysis", reason="HTA comes with the bench dependency group")
+    analysis = hta.TraceAnalysis(trace_dir=str(tmp_path / "fetched-hta"))
+    assert sorted(analysis.t.traces) == [0, 1, 2, 3]

@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.s3 import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API = "stepscope.dev/v1alpha1"
-TOKEN = "operator-test-token"
+TOKEN = "operator-test-token"  # the operator's master token
+SIDECAR_TOKEN = namespace_token(TOKEN, "default")  # what the sidecars of namespace default accept
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 
 
@@ -26,6 +28,8 @@ class OperatorProcess:
     api: EmulatorServer
     workdir: Path
     proc: subprocess.Popen[bytes] | None = None
+    extra_env: dict[str, str] | None = None
+    verbose: bool = True
 
     def start(self) -> None:
         token = self.workdir / "token"
@@ -41,16 +45,17 @@ class OperatorProcess:
             "STEPSCOPE_SIGNAL_TIMEOUT_SECONDS": "2",
             "STEPSCOPE_METRICS_PORT": str(free_port()),
             "STEPSCOPE_HEALTH_PORT": str(health),
+            **(self.extra_env or {}),
         }
         log = (self.workdir / "operator.log").open("ab")
         self.proc = subprocess.Popen(
-            [str(Path(sys.executable).parent / "stepscope"), "operator", "--verbose"],
+            [str(Path(sys.executable).parent / "stepscope"), "operator", *(["--verbose"] if self.verbose else [])],
             env=env,
             stdout=log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
         )
-        deadline = time.monotonic() + 120
+        deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
             assert self.proc.poll() is None, self.log()[-3000:]
             try:
@@ -114,13 +119,13 @@ def session(name: str, targets: dict[str, Any], **capture: Any) -> dict[str, Any
         "metadata": {"name": name, "namespace": "default"},
         "spec": {
             "targets": targets,
-            "capture": {"steps": 3, "timeoutSeconds": 30, **capture},
+            "capture": {"steps": 3, "timeoutSeconds": 180, **capture},
             "storage": {"uri": "s3://bucket/prefix", "credentialsSecret": {"name": "s3-creds"}},
         },
     }
 
 
-def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 60) -> dict[str, Any]:
+def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: float = 120) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     obj: dict[str, Any] | None = None
     while time.monotonic() < deadline:

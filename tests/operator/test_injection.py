@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+import jsonpatch
 import kubernetes_validate
 import pytest
 
@@ -26,58 +27,10 @@ pytestmark = pytest.mark.unit
 K8S_VERSIONS = ("1.29.0", "1.32.0", "1.35.0")
 
 
-def _pointer(path: str) -> list[str]:
-    if not path.startswith("/"):
-        raise ValueError(f"bad JSON pointer {path!r}")
-    return [p.replace("~1", "/").replace("~0", "~") for p in path.split("/")[1:]]
-
-
-def _parent(doc: Any, parts: list[str]) -> Any:
-    for part in parts[:-1]:
-        doc = doc[int(part)] if isinstance(doc, list) else doc[part]
-    return doc
-
-
 def apply_json_patch(document: Any, ops: list[dict[str, Any]]) -> Any:
-    """A small RFC 6902 applier (add, remove, replace, test) for the tests; raises on any invalid operation."""
-    doc = copy.deepcopy(document)
-    for op in ops:
-        parts = _pointer(op["path"])
-        if not parts:
-            raise ValueError("whole-document operations are not used")
-        parent = _parent(doc, parts)
-        last = parts[-1]
-        kind = op["op"]
-        if isinstance(parent, list):
-            if kind == "add":
-                index = len(parent) if last == "-" else int(last)
-                if not 0 <= index <= len(parent):
-                    raise IndexError(op["path"])
-                parent.insert(index, copy.deepcopy(op["value"]))
-            elif kind == "replace":
-                parent[int(last)] = copy.deepcopy(op["value"])
-            elif kind == "remove":
-                del parent[int(last)]
-            elif kind == "test":
-                assert parent[int(last)] == op["value"]
-            else:
-                raise ValueError(kind)
-        elif isinstance(parent, dict):
-            if kind == "add":
-                parent[last] = copy.deepcopy(op["value"])
-            elif kind == "replace":
-                if last not in parent:
-                    raise KeyError(op["path"])
-                parent[last] = copy.deepcopy(op["value"])
-            elif kind == "remove":
-                del parent[last]
-            elif kind == "test":
-                assert parent[last] == op["value"]
-            else:
-                raise ValueError(kind)
-        else:
-            raise TypeError(f"{op['path']}: parent is not a container")
-    return doc
+    """RFC 6902 (the jsonpatch library) on a copy; raises on any invalid operation."""
+    result: Any = jsonpatch.apply_patch(document, ops, in_place=False)
+    return result
 
 
 def make_pod(labels: dict[str, str] | None = None, **spec: Any) -> dict[str, Any]:
@@ -168,6 +121,29 @@ def test_labelled_pod_gets_sidecar_init_container_volumes_and_env() -> None:
     annotations = patched["metadata"]["annotations"]
     assert annotations[INJECTED_ANNOTATION] == "true"
     assert annotations["stepscope.dev/sidecar-port"] == "8471"
+
+
+def test_the_flight_recorder_is_turned_on_unless_the_container_chose_a_buffer_size() -> None:
+    tenv = _env(_inject(make_pod({INJECT_LABEL: "true"}))["spec"]["containers"][0])
+    assert tenv["TORCH_FR_BUFFER_SIZE"] == {"name": "TORCH_FR_BUFFER_SIZE", "value": "2000"}
+    assert tenv["TORCH_NCCL_TRACE_BUFFER_SIZE"]["value"] == "2000"  # the name torch < 2.6 reads
+    for name in ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE"):
+        pod = make_pod({INJECT_LABEL: "true"})
+        pod["spec"]["containers"][0]["env"].append({"name": name, "value": "0"})
+        env = _inject(pod)["spec"]["containers"][0]["env"]
+        assert [e for e in env if e["name"].startswith("TORCH_")] == [{"name": name, "value": "0"}]
+    off = InjectionConfig(flight_recorder_buffer_size=0)
+    pod = make_pod({INJECT_LABEL: "true"})
+    env = apply_json_patch(pod, mutate(pod, off, None))["spec"]["containers"][0]["env"]
+    assert not [e for e in env if e["name"].startswith("TORCH_")]
+
+
+def test_the_flight_recorder_buffer_size_comes_from_the_operator_environment() -> None:
+    assert InjectionConfig.from_env({}).flight_recorder_buffer_size == 2000
+    assert InjectionConfig.from_env({"STEPSCOPE_FR_BUFFER_SIZE": "500"}).flight_recorder_buffer_size == 500
+    assert InjectionConfig.from_env({"STEPSCOPE_FR_BUFFER_SIZE": "0"}).flight_recorder_buffer_size == 0
+    with pytest.raises(ValueError, match="STEPSCOPE_FR_BUFFER_SIZE"):
+        InjectionConfig.from_env({"STEPSCOPE_FR_BUFFER_SIZE": "-1"})
 
 
 def test_existing_pythonpath_keeps_its_value_after_the_hook() -> None:
@@ -278,9 +254,14 @@ def test_config_from_env() -> None:
             "STEPSCOPE_SIDECAR_CREDENTIALS_SECRET": "keys",
             "STEPSCOPE_SIDECAR_RUN_AS_USER": "1000",
             "STEPSCOPE_SIDECAR_RESOURCES": '{"limits": {"memory": "1Gi"}}',
+            "STEPSCOPE_SIDECAR_STORAGE_BASE": "s3://b/p",
+            "STEPSCOPE_SIDECAR_STORAGE_ENDPOINT": "https://minio:9000",
         }
     )
     sidecar = _inject(make_pod({INJECT_LABEL: "true"}), config)["spec"]["initContainers"][1]
+    env = _env(sidecar)
+    assert env["STEPSCOPE_STORAGE_BASE"]["value"] == "s3://b/p"
+    assert env["STEPSCOPE_STORAGE_ENDPOINT"]["value"] == "https://minio:9000"
     assert sidecar["image"] == "registry.example/stepscope/sidecar:1.2.3"
     assert sidecar["imagePullPolicy"] == "Always"
     assert sidecar["args"][3] == "9000" and sidecar["ports"][0]["containerPort"] == 9000
@@ -292,9 +273,9 @@ def test_config_from_env() -> None:
 
 
 def test_json_patch_applier_rejects_invalid_operations() -> None:
-    with pytest.raises(KeyError):
+    with pytest.raises(jsonpatch.JsonPatchConflict):
         apply_json_patch({"a": {}}, [{"op": "replace", "path": "/a/b", "value": 1}])
-    with pytest.raises(IndexError):
+    with pytest.raises(jsonpatch.JsonPatchConflict):
         apply_json_patch({"a": []}, [{"op": "add", "path": "/a/3", "value": 1}])
     assert apply_json_patch({"a/b": [1]}, [{"op": "add", "path": "/a~1b/0", "value": 0}]) == {"a/b": [0, 1]}
 
@@ -313,7 +294,9 @@ def _strip_injection(template: dict[str, Any]) -> dict[str, Any]:
     for container in spec["containers"]:
         for key in ("env", "volumeMounts"):
             kept = [
-                x for x in container.get(key, []) if not x["name"].startswith(("stepscope", "STEPSCOPE", "PYTHONPATH"))
+                x
+                for x in container.get(key, [])
+                if not x["name"].startswith(("stepscope", "STEPSCOPE", "PYTHONPATH", "TORCH_FR", "TORCH_NCCL_TRACE"))
             ]
             container.pop(key, None)
             if kept:
@@ -332,5 +315,9 @@ def test_manual_injection_doc_matches_what_the_webhook_injects() -> None:
         kubernetes_validate.validate(job, version, strict=True)
     template = job["spec"]["template"]
     user = _strip_injection(template)
-    config = InjectionConfig(credentials_secret="stepscope-s3")
+    config = InjectionConfig(
+        credentials_secret="stepscope-s3",
+        storage_base="s3://ml-team-profiles/stepscope",
+        storage_endpoint="https://minio.storage:9000",
+    )
     assert apply_json_patch(user, mutate(user, config, {INJECT_LABEL: "true"})) == template

@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_harness import API, TOKEN, OperatorProcess, add_pod, finish_analysis, session, wait_for
+from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, finish_analysis, session, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 
 
 def _pods(api: EmulatorServer, fleet: SidecarFleet, labels: dict[str, str], job: str | None = None) -> None:
@@ -39,13 +39,13 @@ def _kubectl(api: EmulatorServer, tmp: Path, *args: str) -> subprocess.Completed
         ["/usr/bin/kubectl", "--kubeconfig", str(api.kubeconfig_path), "--cache-dir", str(tmp / "kc"), *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=150,
         check=False,
     )
 
 
 def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: OperatorProcess, tmp_path: Path) -> None:
-    with SidecarFleet(TOKEN, 3, upload_after=0.5) as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=0.5) as fleet:
         _pods(api, fleet, {"app": "trainer"})
         api.apply(session("happy", {"selector": {"matchLabels": {"app": "trainer"}}}))
         obj = wait_for(api, "happy", ("Analyzing", "Failed"))
@@ -74,7 +74,7 @@ def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: Ope
         assert validated.returncode == 0, validated.stdout + validated.stderr
 
         finish_analysis(api, "happy")
-        waited = _kubectl(api, tmp_path, "wait", "--for=condition=Complete", "profilesession/happy", "--timeout=30s")
+        waited = _kubectl(api, tmp_path, "wait", "--for=condition=Complete", "profilesession/happy", "--timeout=120s")
         assert waited.returncode == 0, waited.stdout + waited.stderr
         final = wait_for(api, "happy", ("Succeeded", "PartiallySucceeded", "Failed"))
         assert final["status"]["phase"] == "Succeeded", final["status"]
@@ -87,24 +87,49 @@ def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: Ope
         assert {"Capturing", "Analyzing", "Succeeded"} <= reasons, reasons
 
 
+def test_sharded_analysis_goes_map_then_reduce_by_its_status_stage(
+    api: EmulatorServer, operator: OperatorProcess
+) -> None:
+    """The stage is a status field (analysisStage), not read back from the Job's name."""
+    with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=0.5, base="127.0.13.") as fleet:
+        _pods(api, fleet, {"app": "sharded"})
+        body = session("sharded", {"selector": {"matchLabels": {"app": "sharded"}}})
+        body["spec"]["analysis"] = {"shards": 2}
+        api.apply(body)
+        status = wait_for(api, "sharded", ("Analyzing", "Failed"))["status"]
+        assert (status["analyzerJob"], status["analysisStage"]) == ("sharded-analyze-map", "Map"), status
+        job = api.get("batch/v1", "jobs", "default", "sharded-analyze-map")
+        assert job is not None and job["spec"]["completions"] == 2
+        api.patch_status("batch/v1", "jobs", "default", "sharded-analyze-map",
+                         {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]})  # fmt: skip
+        deadline = time.monotonic() + 60
+        while (api.get(API, "profilesessions", "default", "sharded") or {})["status"].get("analysisStage") != "Reduce":
+            assert time.monotonic() < deadline, "no reduce stage"
+            time.sleep(0.2)
+        status = api.get(API, "profilesessions", "default", "sharded")["status"]  # type: ignore[index]
+        assert status["analyzerJob"] == "sharded-analyze-reduce" and status["phase"] == "Analyzing"
+        reduce_job = api.get("batch/v1", "jobs", "default", "sharded-analyze-reduce")
+        assert reduce_job is not None and "--shards" in reduce_job["spec"]["template"]["spec"]["containers"][0]["args"]
+
+
 def test_invalid_spec_fails_naming_the_field(api: EmulatorServer, operator: OperatorProcess) -> None:
-    body = session("invalid", {"selector": {"matchLabels": {"app": "x"}}})
-    body["spec"]["storage"] = {"uri": "file:///data/traces", "credentialsSecret": {"name": "s3"}}
-    api.apply(body)
+    # A backwards range passes the CRD's rules (a regular expression cannot order numbers); the operator names it.
+    api.apply(session("invalid", {"selector": {"matchLabels": {"app": "x"}}, "ranks": "0-3,7-5"}))
     status = wait_for(api, "invalid", ("Failed",))["status"]
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
     assert accepted["status"] == "False" and accepted["reason"] == "InvalidSpec"
-    assert "spec" in accepted["message"] and "credentialsSecret" in accepted["message"], accepted
+    assert "spec.targets.ranks" in accepted["message"] and "7-5" in accepted["message"], accepted
 
 
 def test_no_matching_pods_says_what_was_searched(api: EmulatorServer, operator: OperatorProcess) -> None:
-    api.apply(session("nopods", {"selector": {"matchLabels": {"app": "nothing-here"}}}))
+    api.apply(session("nopods", {"selector": {"matchLabels": {"app": "nothing-here"}}, "waitSeconds": 2}))
     status = wait_for(api, "nopods", ("Failed",))["status"]
     assert "app=nothing-here" in status["message"] and "namespace default" in status["message"], status
+    assert "waited 2s" in status["message"], status
 
 
 def test_job_reference_and_one_sidecar_down(api: EmulatorServer, operator: OperatorProcess) -> None:
-    with SidecarFleet(TOKEN, 3, upload_after=0.5, base="127.0.10.") as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=0.5, base="127.0.10.") as fleet:
         _pods(api, fleet, {"app": "other"}, job="ddp")
         fleet.kill(1)
         api.apply(session("jobref", {"jobRef": {"kind": "Job", "name": "ddp"}}))
@@ -123,17 +148,17 @@ def test_restart_during_capture_sends_no_duplicate_starts(api: EmulatorServer, t
     op = OperatorProcess(api, tmp_path)
     op.start()
     try:
-        with SidecarFleet(TOKEN, 3, upload_after=6.0, base="127.0.11.") as fleet:
+        with SidecarFleet(SIDECAR_TOKEN, 3, upload_after=6.0, base="127.0.11.") as fleet:
             _pods(api, fleet, {"app": "restart"})
             api.apply(session("restart", {"selector": {"matchLabels": {"app": "restart"}}}))
             wait_for(api, "restart", ("Capturing",))
-            deadline = time.monotonic() + 20
+            deadline = time.monotonic() + 120
             while sum(s.requests["start"] for s in fleet.sidecars) < 3:
                 assert time.monotonic() < deadline
                 time.sleep(0.1)
             op.kill(signal.SIGKILL)
             op.start()
-            obj = wait_for(api, "restart", ("Analyzing", "Failed"), timeout=60)
+            obj = wait_for(api, "restart", ("Analyzing", "Failed"))
             assert obj["status"]["phase"] == "Analyzing", obj["status"]
             assert [s.requests["start"] for s in fleet.sidecars] == [1, 1, 1]
             assert all(s.requests["get"] >= 1 for s in fleet.sidecars)
@@ -142,17 +167,17 @@ def test_restart_during_capture_sends_no_duplicate_starts(api: EmulatorServer, t
 
 
 def test_delete_during_capture_aborts_and_releases(api: EmulatorServer, operator: OperatorProcess) -> None:
-    with SidecarFleet(TOKEN, 2, upload_after=30.0, base="127.0.12.") as fleet:
+    with SidecarFleet(SIDECAR_TOKEN, 2, upload_after=30.0, base="127.0.12.") as fleet:
         _pods(api, fleet, {"app": "deleted"})
         api.apply(session("deleteme", {"selector": {"matchLabels": {"app": "deleted"}}}))
         obj = wait_for(api, "deleteme", ("Capturing",))
         assert "stepscope.dev/finalizer" in obj["metadata"].get("finalizers", [])
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 120
         while sum(s.requests["start"] for s in fleet.sidecars) < 2:
             assert time.monotonic() < deadline
             time.sleep(0.1)
         api.delete(API, "profilesessions", "default", "deleteme")
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + 120
         while api.get(API, "profilesessions", "default", "deleteme") is not None:
             assert time.monotonic() < deadline, "the finalizer was never released"
             time.sleep(0.2)

@@ -10,10 +10,25 @@ from typing import Any
 import pytest
 import yaml
 
-from stepscope_contract.session import ConditionType, Phase, ProfileSessionSpec, TargetState, TargetStatus
+from stepscope_contract.session import (
+    AnalysisStage,
+    ConditionType,
+    Phase,
+    ProfileSessionSpec,
+    TargetState,
+    TargetStatus,
+)
+from stepscope_operator.analyzer_jobs import build_job, job_outcome, shard_count
 from stepscope_operator.config import OperatorConfig
-from stepscope_operator.jobs import build_job, job_outcome, shard_count
-from stepscope_operator.status import bounded, capture_phase, count_targets, final_phase, progress, set_condition
+from stepscope_operator.status import (
+    bounded,
+    capture_phase,
+    count_targets,
+    failure_summary,
+    final_phase,
+    progress,
+    set_condition,
+)
 from stepscope_operator.targets import capture_id, pod_rank, resolve_targets, selector_string
 
 pytestmark = pytest.mark.unit
@@ -101,9 +116,9 @@ def test_conditions_keep_transition_time_when_unchanged() -> None:
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     first = set_condition([], ConditionType.CAPTURED, True, reason="A", message="m", now=t0)
     again = set_condition(first, ConditionType.CAPTURED, True, reason="B", message="n", now=t0 + timedelta(hours=1))
-    assert again[0]["lastTransitionTime"] == first[0]["lastTransitionTime"] and again[0]["reason"] == "B"
+    assert again[0].last_transition_time == first[0].last_transition_time and again[0].reason == "B"
     flipped = set_condition(again, ConditionType.CAPTURED, False, reason="C", message="", now=t0 + timedelta(hours=2))
-    assert flipped[0]["lastTransitionTime"] == "2026-01-01T02:00:00Z" and flipped[0]["status"] == "False"
+    assert flipped[0].wire()["lastTransitionTime"] == "2026-01-01T02:00:00Z" and flipped[0].wire()["status"] == "False"
 
 
 def test_counts_progress_and_phases() -> None:
@@ -120,7 +135,7 @@ def test_counts_progress_and_phases() -> None:
     many = [TargetStatus(pod=f"p{i}", rank=i, state=TargetState.CAPTURED) for i in range(300)]
     many[250] = many[250].model_copy(update={"state": TargetState.FAILED})
     listed, truncated = bounded(many)
-    assert truncated and len(listed) == 256 and listed[0]["pod"] == "p250"
+    assert truncated and len(listed) == 256 and listed[0].pod == "p250"
 
 
 def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
@@ -134,9 +149,10 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
     config = OperatorConfig()
     assert shard_count(s, 8, config) == 1 and shard_count(s, 1024, config) == 16
     docs = [
-        build_job(session="s", namespace="ns", uid="u-1", spec=s, config=config, mode=mode, shards=4)
-        for mode in ("all", "map", "reduce")
+        build_job(session="s", namespace="ns", uid="u-1", spec=s, config=config, stage=stage, shards=4)
+        for stage in (AnalysisStage.ALL, AnalysisStage.MAP, AnalysisStage.REDUCE)
     ]
+    assert [d["metadata"]["name"] for d in docs] == ["s-analyze", "s-analyze-map", "s-analyze-reduce"]
     assert docs[1]["spec"]["completionMode"] == "Indexed" and docs[1]["spec"]["completions"] == 4
     assert "--mode" in docs[2]["spec"]["template"]["spec"]["containers"][0]["args"]
     for doc in docs:
@@ -169,3 +185,15 @@ def test_job_outcome() -> None:
         }
     )
     assert failed == ("failed", "DeadlineExceeded: too slow")
+
+
+def test_failure_summary_says_each_reason_once() -> None:
+    hung = "no step boundary within stepTimeoutSeconds (30 s)"
+    targets = [TargetStatus(pod=f"ddp-{r}", rank=r, state=TargetState.HUNG, message=hung) for r in range(4)]
+    targets.append(TargetStatus(pod="ddp-4", rank=4, state=TargetState.FAILED, message="upload failed"))
+    targets.append(TargetStatus(pod="ddp-5", rank=5, state=TargetState.CAPTURED))
+    assert failure_summary(targets) == (
+        f"ddp-0, ddp-1, ddp-2, ddp-3 (ranks 0-3): Hung: {hung}; ddp-4 (rank 4): Failed: upload failed"
+    )
+    many = [TargetStatus(pod=f"p{r}", rank=r, state=TargetState.HUNG, message=hung) for r in range(9)]
+    assert failure_summary(many) == f"p0, p1, p2, p3 and 5 more (ranks 0-8): Hung: {hung}"

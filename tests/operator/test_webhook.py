@@ -28,7 +28,7 @@ from stepscope_contract.constants import INJECT_LABEL, INJECTED_ANNOTATION, SIDE
 from stepscope_operator import webhook
 from stepscope_operator.injection import InjectionConfig
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
 
 def _name(cn: str) -> x509.Name:

@@ -19,7 +19,7 @@ from stepscope_contract.constants import INJECT_LABEL, SIDECAR_CONTAINER_NAME
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.s3 import free_port
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 
 def test_operator_process_serves_the_webhook(
@@ -42,7 +42,7 @@ def test_operator_process_serves_the_webhook(
             method="POST",
         )
         context = ssl.create_default_context(cafile=str(ca))
-        with urllib.request.urlopen(request, timeout=10, context=context) as resp:
+        with urllib.request.urlopen(request, timeout=60, context=context) as resp:
             answer = json.loads(resp.read())
         response = answer["response"]
         assert response["allowed"] is True

@@ -21,6 +21,8 @@ HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
 TOKEN = "test-token-0123456789"
 BUCKET = "stepscope-test"
+NAMESPACE = "team-a"  # the namespace of the sidecars and of capture_body's session
+SESSION_DIR = "resnet-01234567"  # capture_body's session folder: <base>/team-a/resnet-01234567
 
 
 def free_port() -> int:
@@ -93,7 +95,7 @@ class Sidecar:
         if token is not None:
             req.add_header("Authorization", f"Bearer {token}")
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
+            with urllib.request.urlopen(req, timeout=60) as resp:
                 raw = resp.read()
                 status = resp.status
         except urllib.error.HTTPError as err:
@@ -125,7 +127,7 @@ def start_moto(procs: Procs, workdir: Path, port: int | None = None, name: str =
         except OSError:
             return False
 
-    wait_for(up, 30, "moto_server")
+    wait_for(up, 180, "moto_server")
     return url
 
 
@@ -141,18 +143,48 @@ def s3_client(endpoint: str) -> Any:
     )
 
 
-def start_sidecar(procs: Procs, workdir: Path, token_file: Path, name: str, *extra: str) -> Sidecar:
+def start_sidecar(
+    procs: Procs,
+    workdir: Path,
+    token_file: Path,
+    name: str,
+    *extra: str,
+    bases: str = "",
+    endpoints: str = "",
+    namespace: str = NAMESPACE,
+) -> Sidecar:
+    """A sidecar process of `namespace` that uploads only under `bases` (comma-separated) through `endpoints`."""
     hook_dir = workdir / f"run-{name}"
     hook_dir.mkdir(parents=True, exist_ok=True)
     port_file = workdir / f"{name}.port"
     port_file.unlink(missing_ok=True)
     log = workdir / f"sidecar-{name}.log"
-    env = base_env() | {"STEPSCOPE_POD_NAME": f"pod-{name}", "STEPSCOPE_NODE_NAME": f"node-{name}"}
+    env = base_env() | {
+        "STEPSCOPE_POD_NAME": f"pod-{name}",
+        "STEPSCOPE_NODE_NAME": f"node-{name}",
+        "STEPSCOPE_POD_NAMESPACE": namespace,
+        "STEPSCOPE_STORAGE_BASE": bases,
+        "STEPSCOPE_STORAGE_ENDPOINT": endpoints,
+    }
     args = [sys.executable, "-m", "stepscope_cli.main", "sidecar", "--host", "127.0.0.1", "--port", "0"]
     args += ["--hook-dir", str(hook_dir), "--token-file", str(token_file), "--port-file", str(port_file), *extra]
     proc = procs.start(args, env, log)
-    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 30, f"sidecar {name} to listen")
+    port = wait_for(lambda: port_file.exists() and port_file.read_text().strip(), 180, f"sidecar {name} to listen")
     return Sidecar(url=f"http://127.0.0.1:{port}", hook_dir=hook_dir, proc=proc, log=log)
+
+
+def stored_key(session_prefix: str, rank: int, name: str) -> str:
+    """Where a rank's file `name` lies in the bucket, for a session folder at `session_prefix` (contract layout)."""
+    from stepscope_contract.storage import Scheme, StorageLocation, rank_artifact_key
+
+    return rank_artifact_key(StorageLocation(Scheme.S3, BUCKET, session_prefix), rank, name)
+
+
+def stored_path(session_dir: Path, rank: int, name: str) -> Path:
+    """The same for a file:// session folder."""
+    from stepscope_contract.storage import parse_storage_uri, rank_artifact_key
+
+    return Path(rank_artifact_key(parse_storage_uri(f"file://{session_dir}"), rank, name))
 
 
 def capture_body(capture_id: str, session_uri: str, endpoint: str | None = None, **options: Any) -> dict[str, Any]:
@@ -163,7 +195,7 @@ def capture_body(capture_id: str, session_uri: str, endpoint: str | None = None,
         dest["endpoint"] = endpoint
     return {
         "captureId": capture_id,
-        "session": {"namespace": "team-a", "name": "resnet", "uid": "0123456789abcdef"},
+        "session": {"namespace": NAMESPACE, "name": "resnet", "uid": "0123456789abcdef"},
         "options": opts,
         "destination": dest,
     }

@@ -4,6 +4,7 @@ The training script does not import stepscope: the hook comes only through PYTHO
 
 from __future__ import annotations
 
+import functools
 import gzip
 import hashlib
 import json
@@ -25,10 +26,11 @@ from sidecar_harness import (
     capture_body,
     free_port,
     start_sidecar,
+    stored_key,
     wait_for,
 )
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
 WORLD = 4
 SESSION_PREFIX = "profiles/team-a/resnet-01234567"
@@ -41,7 +43,10 @@ def cluster(
 ) -> Iterator[tuple[list[Sidecar], Path]]:
     control = workdir / "control"
     control.mkdir()
-    sidecars = [start_sidecar(procs, workdir, token_file, f"n{i}") for i in range(WORLD)]
+    base, endpoint = f"s3://{BUCKET}/profiles", s3[0]
+    sidecars = [
+        start_sidecar(procs, workdir, token_file, f"n{i}", bases=base, endpoints=endpoint) for i in range(WORLD)
+    ]
     master_port = free_port()
     for i, sc in enumerate(sidecars):
         env = base_env() | {
@@ -58,7 +63,7 @@ def cluster(
         procs.start(args, env, workdir / f"train-n{i}.log")
     # every hook reports in at its first step boundary
     for i, sc in enumerate(sidecars):
-        wait_for(lambda sc=sc, i=i: sc.call("GET", "/v1/status")[1].get("hookRanks") == [i], 90, f"rank {i} hook")
+        wait_for(lambda sc=sc, i=i: sc.call("GET", "/v1/status")[1].get("hookRanks") == [i], 300, f"rank {i} hook")
     yield sidecars, control
     (control / "stop").write_text("")
 
@@ -92,26 +97,27 @@ def test_three_step_capture_on_four_ranks(cluster: tuple[list[Sidecar], Path], s
     other = capture_body("cap-other", SESSION_URI, endpoint)
     assert sidecars[0].call("POST", "/v1/captures", other)[0] == 409
 
-    finals = [sc.wait_terminal("cap-3steps", 60) for sc in sidecars]
+    finals = [sc.wait_terminal("cap-3steps", 240) for sc in sidecars]
     for rank, final in enumerate(finals):
         assert final["state"] == "uploaded", final
         assert final["ranks"] == [rank]
         assert final["stepsCaptured"] == 3
 
     for rank, sc in enumerate(sidecars):
-        prefix = f"{SESSION_PREFIX}/ranks/{rank}/"
-        keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=prefix)["Contents"]}
-        assert f"{prefix}trace.pt.trace.json.gz" in keys and f"{prefix}manifest.json" in keys
-        manifest = json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}manifest.json")["Body"].read())
+        keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix=SESSION_PREFIX + "/")["Contents"]}
+        key = functools.partial(stored_key, SESSION_PREFIX, rank)
+        assert key("trace.pt.trace.json.gz") in keys and key("manifest.json") in keys
+        assert key("trace.pt.trace.json.gz").endswith(f"/traces/rank{rank}.pt.trace.json.gz")
+        manifest = json.loads(client.get_object(Bucket=BUCKET, Key=key("manifest.json"))["Body"].read())
         assert manifest["state"] == "uploaded" and manifest["rank"] == rank and manifest["errors"] == []
         assert manifest["meta"]["worldSize"] == WORLD and manifest["meta"]["stepsCaptured"] == 3
         assert len(manifest["meta"]["stepDurationsMs"]) == 3
         assert manifest["files"], manifest
         for f in manifest["files"]:
-            blob = client.get_object(Bucket=BUCKET, Key=prefix + f["name"])["Body"].read()
+            blob = client.get_object(Bucket=BUCKET, Key=key(f["name"]))["Body"].read()
             assert len(blob) == f["size"] and hashlib.sha256(blob).hexdigest() == f["sha256"], f["name"]
         trace = json.loads(
-            gzip.decompress(client.get_object(Bucket=BUCKET, Key=f"{prefix}trace.pt.trace.json.gz")["Body"].read())
+            gzip.decompress(client.get_object(Bucket=BUCKET, Key=key("trace.pt.trace.json.gz"))["Body"].read())
         )
         steps = sorted(e["name"] for e in trace["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#"))
         assert steps == ["ProfilerStep#0", "ProfilerStep#1", "ProfilerStep#2"], steps
@@ -135,15 +141,15 @@ def test_a_rank_that_stops_stepping_yields_stack_dumps(
     began = time.monotonic()
     for sc in sidecars:
         assert sc.call("POST", "/v1/captures", body)[0] == 202
-    finals = [sc.wait_terminal("cap-hang", 40) for sc in sidecars]
+    finals = [sc.wait_terminal("cap-hang", 240) for sc in sidecars]
     elapsed = time.monotonic() - began
     assert all(f["state"] == "hung" for f in finals), finals
     assert elapsed < step_timeout + 8, elapsed
     for rank in range(WORLD):
-        prefix = f"{SESSION_PREFIX}/ranks/{rank}/"
-        stacks = client.get_object(Bucket=BUCKET, Key=f"{prefix}stacks.txt")["Body"].read().decode()
+        key = functools.partial(stored_key, SESSION_PREFIX, rank)
+        stacks = client.get_object(Bucket=BUCKET, Key=key("stacks.txt"))["Body"].read().decode()
         assert "seconds_since_last_step" in stacks and "Thread" in stacks
-        manifest = json.loads(client.get_object(Bucket=BUCKET, Key=f"{prefix}manifest.json")["Body"].read())
+        manifest = json.loads(client.get_object(Bucket=BUCKET, Key=key("manifest.json"))["Body"].read())
         assert manifest["state"] == "hung" and manifest["meta"]["hung"] is True
         assert manifest["meta"]["secondsSinceLastStep"] >= step_timeout
         if rank == 2:

@@ -15,6 +15,7 @@ from stepscope_analyzer.analyses.gpu_breakdown import KERNEL_CATS, idle_breakdow
 from stepscope_analyzer.analyses.hta_filter import gpu_event_mask, hta_keep_mask
 from stepscope_analyzer.analyses.kernel_types import KernelType, kernel_types_of
 from stepscope_analyzer.analyses.steps import step_rows, step_stats
+from stepscope_analyzer.analyses.trace_info import trace_environment
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
 from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StreamIdle
 
@@ -62,6 +63,7 @@ def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int 
         _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
     else:
         _cpu(report, trace, top_n)
+    report.environment = trace_environment(trace)
     return report
 
 

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from stepscope_analyzer.diagnosis.aggregate import communication_summary, top_bottlenecks
+from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.hangs import HangEvidence, find_hangs
+from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
+from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
 from stepscope_analyzer.diagnosis.verdict import next_steps, verdict_line
+from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, RankReport, RankStatus
 
 
@@ -16,11 +19,13 @@ def diagnose(
     hang_evidence: list[HangEvidence] | None = None,
     config: DiagnosisConfig | None = None,
     nodes: dict[int, str] | None = None,
+    flight_recorder: dict[int, Dump] | None = None,
 ) -> Diagnosis:
     """Diagnose a job from its per-rank summaries (any status) and hang evidence from storage.
 
     Only ranks with status ok are compared; hung ranks come from `hang_evidence` and from summaries with
-    status hung; `nodes` (rank -> node) fills in nodes the summaries lack.
+    status hung; `nodes` (rank -> node) fills in nodes the summaries lack; `flight_recorder` (rank -> dump) are
+    the ranks' Flight Recorder dumps, read for hangs and desyncs.
     """
     cfg = config or DiagnosisConfig()
     ok = [r for r in ranks if r.status is RankStatus.OK]
@@ -39,18 +44,23 @@ def diagnose(
         if not node_of.get(rank):
             node_of[rank] = node
 
-    hangs, hang_ranks = find_hangs(evidence)
-    hung = {h.rank for h in hangs}
+    world = max([r.world_size or 0 for r in ranks] + [0]) or None
+    hang = find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok})
+    hangs, hang_ranks = hang.hangs, hang.slow_ranks
+    hung = {h.rank for h in hangs} | {s.rank for s in hang_ranks}
     slow = hang_ranks + find_slow_ranks([r for r in ok if r.rank not in hung], cfg)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
-    return Diagnosis(
-        verdict=verdict_line(slow, hangs, slow_nodes, len(ok), errored),
+    verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
+    diagnosis = Diagnosis(
+        verdict=verdict or verdict_line(slow, hangs, slow_nodes, len(ok), errored),
         slow_ranks=slow,
         slow_nodes=slow_nodes,
         hangs=hangs,
+        flight_recorder=hang.flight_recorder,
         bottlenecks=bottlenecks,
         communication=communication_summary(ok, cfg.max_collectives),
         next_steps=next_steps(slow, bottlenecks, errored),
     )
+    return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)

@@ -11,9 +11,9 @@ from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
 from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
 from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
 from stepscope_analyzer.report import model_json_bytes
-from stepscope_analyzer.storage_io import StorageOptions
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult, DiffVerdict
 from stepscope_contract.session import AddressingStyle
+from stepscope_storage import Connection
 
 EXIT_PASSED = 0
 EXIT_REGRESSED = 1
@@ -51,14 +51,13 @@ def diff_parser() -> argparse.ArgumentParser:
         description="Compare a candidate run with a baseline: step time and its phases, per rank and job-wide, and "
         "each kernel/op/function's time and calls per step. Fails (exit 1) when the candidate's steps are slower "
         "than the gate allows with confidence; exit 2 when a side cannot be used.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     for side in ("baseline", "candidate"):
         p.add_argument(side, help="session folder or URI, folder of traces, one trace, or a report.json")
-    p.add_argument("-o", "--output", default="stepscope-diff", help="output folder (default ./stepscope-diff)")
-    p.add_argument(
-        "--max-regression", type=_percent, default=10.0, metavar="PCT", help="allowed slowdown, %% (default 10)"
-    )
-    p.add_argument("--confidence", type=_level, default=0.90, help="two-sided level of the interval (default 0.90)")
+    p.add_argument("-o", "--output", default="stepscope-diff", help="output folder")
+    p.add_argument("--max-regression", type=_percent, default=10.0, metavar="PCT", help="allowed slowdown, %%")
+    p.add_argument("--confidence", type=_level, default=0.90, help="two-sided level of the interval")
     p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
     p.add_argument("--region", default=None, help="object store region")
     p.add_argument(
@@ -79,10 +78,10 @@ def _summary_lines(diff: DiffResult, out: Path) -> list[str]:
 
 def diff_main(argv: list[str]) -> int:
     args = diff_parser().parse_args(argv)
-    options = StorageOptions(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+    connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
     try:
-        baseline = load_side(args.baseline, options, top_n=args.top_n, progress=_progress)
-        candidate = load_side(args.candidate, options, top_n=args.top_n, progress=_progress)
+        baseline = load_side(args.baseline, connection, top_n=args.top_n, progress=_progress)
+        candidate = load_side(args.candidate, connection, top_n=args.top_n, progress=_progress)
     except SideError as exc:
         print(f"stepscope diff: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -14,9 +14,10 @@ from pathlib import PurePosixPath
 from pydantic import ValidationError
 
 from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
-from stepscope_analyzer.storage_io import StorageError, StorageOptions, Store, location_of, open_store
+from stepscope_analyzer.storage_io import StorageError, Store, location_of, open_store
 from stepscope_contract.report import Report
 from stepscope_contract.storage import REPORT_JSON, StorageLocation, StorageUriError, report_location
+from stepscope_storage import Credentials, EndpointSettings
 
 DIFF_TOP_N = 500
 """names kept per rank and category when the diff analyses traces (a report.json keeps its own --top-n)"""
@@ -53,15 +54,16 @@ def _stored_report(store: Store, location: StorageLocation) -> Report | None:
 
 def load_side(
     source: str,
-    options: StorageOptions | None = None,
+    settings: EndpointSettings | None = None,
     *,
     top_n: int = DIFF_TOP_N,
     progress: Progress = _quiet,
 ) -> Report:
-    """The Report of one side; raises SideError when the source cannot give one."""
+    """The Report of one side; raises SideError when the source cannot give one. `settings`: endpoint, region and
+    addressing style (a Connection or a session's StorageSpec); keys from the environment (Credentials.from_env)."""
     try:
         location = location_of(source)
-        store = open_store(location, options)
+        store = open_store(location, settings, Credentials.from_env())
         if PurePosixPath(location.prefix).name.endswith(REPORT_JSON):
             progress(f"reading the report {location.uri}")
             return _read_report(store, location.prefix)

@@ -1,13 +1,20 @@
-"""Columnar storage of a trace's complete events: numpy arrays plus interned name and category tables."""
+"""Columnar storage of a trace's complete events: numpy arrays plus interned name and category tables.
+
+The builder enforces the analyzer's limits on what it accumulates (events, distinct names and their characters,
+steps, durations): beyond one, the trace is a LimitExceededError naming it; names longer than `max_name_chars` are
+cut (with a hash, so distinct names stay distinct)."""
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.schema import COLLECTIVE_FIELDS, META_TYPE, TraceEvent
 
@@ -103,6 +110,14 @@ def _stream_of(value: Any) -> int:
         return -1
 
 
+def clip_name(name: str, most: int) -> str:
+    """`name` cut to `most` characters, ending with a hash of the whole so that distinct names stay distinct."""
+    if len(name) <= most:
+        return name
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    return f"{name[: max(0, most - 14)]}…#{digest}"
+
+
 def _int_arg(value: Any) -> int:
     if type(value) is int:
         return value
@@ -113,14 +128,29 @@ def _int_arg(value: Any) -> int:
     return -1
 
 
+def _ids(values: list[Any], table: dict[str, int], new: Callable[[str], int]) -> list[Any]:
+    """The id of each value (its text: str() of anything else), numbering unseen ones with `new` in order."""
+    try:
+        ids: list[Any] = [table.get(v) for v in values]  # one C-level pass while nothing is new
+    except TypeError:  # an unhashable value (a JSON array as a name)
+        ids = [None] * len(values)
+    if None in ids:
+        for i, value in enumerate(values):
+            if ids[i] is None:
+                key = value if type(value) is str else str(value)
+                known = table.get(key)
+                ids[i] = new(key) if known is None else known
+    return ids
+
+
 class ColumnBuilder:
     """Accumulates events chunk by chunk; ``finish`` turns them into TraceColumns."""
 
     def __init__(self) -> None:
         self._names: dict[str, int] = {}
         self._cats: dict[str, int] = {}
-        self._name_id: list[int] = []
-        self._cat_id: list[int] = []
+        self._name_id: list[Any] = []  # ids (a row's name until _intern_rows)
+        self._cat_id: list[Any] = []
         self._ts: list[Any] = []
         self._dur: list[Any] = []
         self._pid: list[int] = []
@@ -133,10 +163,13 @@ class ColumnBuilder:
         self._thread_names: dict[tuple[int, int], str] = {}
         self.seen = 0
         self._rows = 0  # rows already flushed into arrays
+        self._limits = limits.current()
+        self._name_chars = 0
         self._parts: dict[str, list[npt.NDArray[Any]]] = {k: [] for k in _PART_KEYS}
 
     def add(self, events: list[Any]) -> None:
-        names, cats, labels = self._names, self._cats, self._labels
+        """Events decoded as plain JSON objects (the generic path: any shape, checked field by field)."""
+        labels, first = self._labels, len(self._ts)
         name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
         pid_l, tid_l, stream_l, corr_l, ext_l = self._pid, self._tid, self._stream, self._corr, self._ext
         coll = self._collective_args
@@ -152,19 +185,8 @@ class ColumnBuilder:
                 continue
             if cat == "Trace":
                 continue
-            name = ev.get("name", "")
-            if type(name) is not str:
-                name = str(name)
-            nid = names.get(name)
-            if nid is None:
-                nid = names[name] = len(names)
-            if type(cat) is not str:
-                cat = str(cat)
-            cid = cats.get(cat)
-            if cid is None:
-                cid = cats[cat] = len(cats)
-            name_id.append(nid)
-            cat_id.append(cid)
+            name_id.append(ev.get("name", ""))  # the name itself until _intern_rows
+            cat_id.append(cat)
             ts_l.append(ev.get("ts"))
             dur_l.append(dur)
             pid = ev.get("pid")
@@ -180,15 +202,16 @@ class ColumnBuilder:
                 ext = args.get("External id")
                 ext_l.append(-1 if ext is None else _int_arg(ext))
                 if "Collective name" in args or "Process Group Name" in args:
-                    coll[self._rows + len(name_id) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
+                    coll[self._rows + len(ts_l) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
             else:
                 stream_l.append(-1)
                 corr_l.append(-1)
                 ext_l.append(-1)
+        self._intern_rows(first)
 
     def add_typed(self, events: list[Any]) -> None:
         """Same as ``add`` for events decoded into TraceEvent structs (the fast path)."""
-        names, cats, labels = self._names, self._cats, self._labels
+        labels, first = self._labels, len(self._ts)
         name_id, cat_id, ts_l, dur_l = self._name_id, self._cat_id, self._ts, self._dur
         pid_l, tid_l, stream_l, corr_l, ext_l = self._pid, self._tid, self._stream, self._corr, self._ext
         self.seen += len(events)
@@ -201,19 +224,8 @@ class ColumnBuilder:
                 continue
             if cat == "Trace":
                 continue
-            name = ev.name
-            if type(name) is not str:
-                name = str(name)
-            nid = names.get(name)
-            if nid is None:
-                nid = names[name] = len(names)
-            if type(cat) is not str:
-                cat = str(cat)
-            cid = cats.get(cat)
-            if cid is None:
-                cid = cats[cat] = len(cats)
-            name_id.append(nid)
-            cat_id.append(cid)
+            name_id.append(ev.name)  # the name itself until _intern_rows
+            cat_id.append(cat)
             ts_l.append(ev.ts)
             dur_l.append(dur)
             pid = ev.pid
@@ -233,17 +245,45 @@ class ColumnBuilder:
             ext = args.external_id
             ext_l.append(ext if type(ext) is int else _int_arg(ext))
             if args.collective_name is not None or args.pg_name is not None:
-                self._collective_args[self._rows + len(name_id) - 1] = {
+                self._collective_args[self._rows + len(ts_l) - 1] = {
                     key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
                 }
+        self._intern_rows(first)
+
+    def _intern_rows(self, first: int) -> None:
+        """Turn the names and categories of the rows from `first` on into ids (in order of first appearance; both
+        paths share this, so an event's ids do not depend on how it was decoded)."""
+        name_id, cat_id = self._name_id, self._cat_id
+        name_id[first:] = _ids(name_id[first:], self._names, self._intern)
+        cat_id[first:] = _ids(cat_id[first:], self._cats, self._new_category)
+
+    def _new_category(self, cat: str) -> int:
+        cid = self._cats[cat] = len(self._cats)
+        return cid
+
+    def _intern(self, name: str) -> int:
+        """A new name's id, within the limits on distinct names and their characters."""
+        names, table = self._names, self._limits
+        if len(names) >= table.max_distinct_names:
+            raise table.exceeded("max_distinct_names", f"the trace has more than {len(names)} distinct event names")
+        self._name_chars += len(name)
+        if self._name_chars > table.max_name_chars_total:
+            raise table.exceeded("max_name_chars_total", f"its distinct event names exceed {self._name_chars} chars")
+        nid = names[name] = len(names)
+        return nid
 
     def add_chunk(self, events: list[Any]) -> None:
         """Add one chunk of events and convert it to arrays at once (keeps Python objects to one chunk)."""
+        table = self._limits
+        if self.seen + len(events) > table.max_events * 4:  # every kind of event, also those not kept
+            raise table.exceeded("max_events", f"the trace has more than {self.seen + len(events)} events")
         if events and isinstance(events[0], TraceEvent):
             self.add_typed(events)
         else:
             self.add(events)
         self.flush()
+        if self._rows > table.max_events:
+            raise table.exceeded("max_events", f"the trace has more than {self._rows} complete events")
 
     def flush(self) -> None:
         """Move the accumulated rows from Python lists into numpy arrays (validated)."""
@@ -296,10 +336,13 @@ class ColumnBuilder:
         bad = np.flatnonzero(dur_raw < 0)
         if bad.size:
             raise TraceError(f"complete event #{int(bad[0])} has a negative 'dur' ({dur_raw[bad[0]]})")
+        name_id = cat("name_id", np.int32)
+        self._check_durations_and_steps(dur_raw, name_id)
+        most = self._limits.max_name_chars
         return TraceColumns(
-            names=list(self._names),
-            cats=list(self._cats),
-            name_id=cat("name_id", np.int32),
+            names=[clip_name(n, most) for n in self._names],
+            cats=[clip_name(c, most) for c in self._cats],
+            name_id=name_id,
             cat_id=cat("cat_id", np.int32),
             ts=ts,
             dur=dur,
@@ -313,6 +356,16 @@ class ColumnBuilder:
             thread_names=self._thread_names,
             labels={v: k for k, v in self._labels.items()},
         )
+
+    def _check_durations_and_steps(self, dur: npt.NDArray[np.float64], name_id: I32) -> None:
+        table = self._limits
+        longest = float(np.max(dur)) if dur.size else 0.0
+        if longest > table.max_event_duration_us:
+            raise table.exceeded("max_event_duration_us", f"an event lasts {longest:g} us")
+        step_ids = [i for i, n in enumerate(self._names) if n.startswith("ProfilerStep#")]
+        steps = int(np.count_nonzero(np.isin(name_id, np.asarray(step_ids, dtype=np.int32)))) if step_ids else 0
+        if steps > table.max_steps:
+            raise table.exceeded("max_steps", f"the trace has {steps} ProfilerStep# events")
 
 
 _PART_KEYS = ("ts", "dur", "name_id", "cat_id", "pid", "tid", "stream", "correlation", "external_id")

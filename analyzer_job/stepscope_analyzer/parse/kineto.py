@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.parse.columns import ColumnBuilder, TraceColumns
 from stepscope_analyzer.parse.errors import TraceError
-from stepscope_analyzer.parse.source import read_raw_bytes, read_trace_bytes
+from stepscope_analyzer.parse.source import read_raw_bytes, whole_text
 from stepscope_analyzer.parse.splitter import DEFAULT_CHUNK_BYTES, CannotSplitError, ChunkedEvents, parse_whole
 from stepscope_analyzer.parse.stream import GZIP_MAGIC, iter_blocks
 
@@ -24,6 +25,16 @@ class ParsedTrace:
     def distributed_info(self) -> dict[str, Any]:
         info = self.metadata.get("distributedInfo")
         return info if isinstance(info, dict) else {}
+
+    def check_limits(self) -> None:
+        """A claimed world size or rank beyond `max_world_size` makes the trace an error (it would size reports)."""
+        table = limits.current()
+        for key in ("world_size", "rank"):
+            value = self.distributed_info.get(key)
+            if isinstance(value, int) and (
+                value > table.max_world_size or (key == "rank" and value >= table.max_world_size)
+            ):
+                raise table.exceeded("max_world_size", f"distributedInfo.{key} is {value}")
 
     @property
     def rank(self) -> int | None:
@@ -47,20 +58,23 @@ def _parse_blocks(blocks: Iterator[bytes], whole: Callable[[], bytes], chunk_byt
         close = getattr(blocks, "close", None)
         if close is not None:
             close()
+        builder = ColumnBuilder()  # what the chunked pass built is dropped before the whole text is read
         data = whole()
-        builder = ColumnBuilder()
         metadata, events = parse_whole(data)
+        size = len(data)
+        del data
         builder.add_chunk(events)
         del events
-        size = len(data)
     except RecursionError as exc:
         raise TraceError("trace JSON is nested too deeply") from exc
-    return ParsedTrace(events=builder.finish(), metadata=metadata, size_bytes=size)
+    parsed = ParsedTrace(events=builder.finish(), metadata=metadata, size_bytes=size)
+    parsed.check_limits()
+    return parsed
 
 
 def parse_bytes(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTrace:
     """Parse decompressed Chrome-trace JSON bytes."""
-    return _parse_blocks(iter_blocks(data), lambda: data, chunk_bytes)
+    return _parse_blocks(iter_blocks(data), lambda: whole_text(data), chunk_bytes)
 
 
 def parse_trace(source: Path | bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTrace:
@@ -74,6 +88,6 @@ def parse_trace(source: Path | bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) ->
         return parse_bytes(raw, chunk_bytes)
     blocks = iter_blocks(raw)
     try:
-        return _parse_blocks(blocks, lambda: read_trace_bytes(raw), chunk_bytes)
+        return _parse_blocks(blocks, lambda: whole_text(raw), chunk_bytes)
     finally:
         blocks.close()

@@ -5,7 +5,9 @@ about every ``chunk_bytes`` and each piece is decoded on its own, so at most a f
 decoded events are alive at a time. A cut is accepted only when the piece decodes as a complete JSON array, which
 proves the cut is at the array's top level (a cut inside a string or a nested object leaves the piece unbalanced).
 Anything unusual raises CannotSplitError and the caller parses the whole document at once, which also yields the
-precise JSON error for invalid input.
+precise JSON error for invalid input. The text held at once is bounded (limits: `max_prefix_bytes` before the array,
+`max_event_bytes` for one event or the space between two), so whitespace or one giant event cannot grow the buffer
+to the size of the input.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from typing import Any
 import msgspec
 import orjson
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.schema import EVENTS_DECODER
 
@@ -25,7 +28,6 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _MAX_FAILED_CUTS = 32
-_MAX_PREFIX_BYTES = 64 << 20
 
 
 class CannotSplitError(Exception):
@@ -111,9 +113,10 @@ class ChunkedEvents:
     def __iter__(self) -> Iterator[list[Any]]:
         # Phase 1: the text before the events array (kept for the metadata).
         key = _EVENTS_KEY.search(self._buf)
+        max_prefix = limits.current().max_prefix_bytes
         while key is None:
             searched = len(self._buf)
-            if searched > _MAX_PREFIX_BYTES or self._eof:
+            if searched > max_prefix or self._eof:
                 if not self._buf.strip():
                     raise TraceError("trace is empty")
                 raise CannotSplitError
@@ -138,8 +141,12 @@ class ChunkedEvents:
         buf = self._buf
         failed = 0
         want = self._chunk_bytes
+        table = limits.current()
+        most = self._chunk_bytes + table.max_event_bytes
         while True:
             self._fill(want + (1 << 16))
+            if len(buf) > most:
+                raise table.exceeded("max_event_bytes", f"no event boundary within {len(buf)} bytes of text")
             if len(buf) < want:
                 break  # the end of input is near: the last piece holds the array's end
             cut = _BOUNDARY.search(buf, want)

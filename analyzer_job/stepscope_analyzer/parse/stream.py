@@ -1,7 +1,9 @@
 """Decompressed bytes of a trace, block by block, so the whole JSON text never has to be in memory at once.
 
 gzip is inflated on a background thread (zlib releases the GIL), overlapping with JSON decoding on the caller's
-thread; the queue between them is bounded, which bounds memory.
+thread; the queue between them is bounded, which bounds memory. Inflation stops with a LimitExceededError as soon as
+the output passes the trace's cap (limits.Limits.inflate_cap: total size and inflate ratio), so a gzip bomb costs
+no more memory than a few blocks.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import threading
 import zlib
 from collections.abc import Generator, Iterator
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 
 GZIP_MAGIC = b"\x1f\x8b"
@@ -18,8 +21,23 @@ BLOCK_BYTES = 1 << 20
 _QUEUE_BLOCKS = 8
 
 
-def _inflate(raw: bytes, block: int) -> Iterator[bytes]:
-    """Inflate one or more concatenated gzip members; every piece yielded is at most ``block`` bytes."""
+def _inflate(raw: bytes, block: int, cap: int | None = None) -> Iterator[bytes]:
+    """Inflate one or more concatenated gzip members; every piece yielded is at most ``block`` bytes.
+
+    More than ``cap`` inflated bytes (default: the limits' cap for this size) raise LimitExceededError."""
+    table = limits.current()
+    allowed, limit_name = table.inflate_cap(len(raw))
+    if cap is not None and cap < allowed:
+        allowed, limit_name = cap, "max_whole_parse_bytes"
+    total = 0
+    for out in _members(raw, block):
+        total += len(out)
+        if total > allowed:
+            raise table.exceeded(limit_name, f"the gzip trace ({len(raw)} bytes) inflates past {allowed} bytes")
+        yield out
+
+
+def _members(raw: bytes, block: int) -> Iterator[bytes]:
     data = memoryview(raw)
     step = 1 << 16
     while True:
@@ -33,10 +51,10 @@ def _inflate(raw: bytes, block: int) -> Iterator[bytes]:
                 pending = inflater.unconsumed_tail
                 if out:
                     yield out
-        tail = inflater.flush()
-        if tail:
-            yield tail
-        if not inflater.eof:
+        if not inflater.eof:  # (flush() after the end would append the unconsumed tail to unused_data again)
+            tail = inflater.flush()
+            if tail:
+                yield tail
             raise TraceError("corrupt or truncated gzip: the compressed stream ends early")
         # input consumed past the member's end comes back in unused_data; the rest was never fed
         rest = bytes(inflater.unused_data) + bytes(data[pos:])
@@ -47,15 +65,20 @@ def _inflate(raw: bytes, block: int) -> Iterator[bytes]:
         data = memoryview(rest)
 
 
-def iter_blocks(raw: bytes, block: int = BLOCK_BYTES, threaded: bool = True) -> Generator[bytes, None, None]:
-    """Yield the decompressed content of ``raw`` (gzip or plain) in blocks."""
+def iter_blocks(
+    raw: bytes, block: int = BLOCK_BYTES, threaded: bool = True, cap: int | None = None
+) -> Generator[bytes, None, None]:
+    """Yield the decompressed content of ``raw`` (gzip or plain) in blocks (at most ``cap`` bytes of it, if given)."""
     if raw[:2] != GZIP_MAGIC:
+        table = limits.current()
+        if len(raw) > table.max_inflated_bytes:
+            raise table.exceeded("max_inflated_bytes", f"the trace holds {len(raw)} bytes of JSON")
         for start in range(0, len(raw), block):
             yield raw[start : start + block]
         return
     if not threaded:
         try:
-            yield from _inflate(raw, block)
+            yield from _inflate(raw, block, cap)
         except zlib.error as exc:
             raise TraceError(f"corrupt or truncated gzip: {exc}") from exc
         return

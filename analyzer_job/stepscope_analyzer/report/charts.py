@@ -33,6 +33,16 @@ class Label:
     bold: bool = False
 
 
+@dataclass(frozen=True)
+class Line:
+    """A polyline: 'x,y x,y ...' in chart coordinates."""
+
+    points: str
+    stroke: str
+    title: str
+    width: float = 1.5
+
+
 @dataclass
 class Chart:
     width: int
@@ -40,6 +50,7 @@ class Chart:
     rects: list[Rect] = field(default_factory=list)
     labels: list[Label] = field(default_factory=list)
     note: str = ""
+    lines: list[Line] = field(default_factory=list)
 
 
 def _cut(text: str, limit: int) -> str:

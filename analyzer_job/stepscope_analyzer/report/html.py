@@ -4,11 +4,18 @@ autoescape on, so every name taken from a trace is escaped."""
 from __future__ import annotations
 
 from functools import cache
+from typing import Any
 
 import jinja2
 
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
-from stepscope_contract.report import Cause, RankStatus, Report
+from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
+from stepscope_analyzer.report.gain import gain_sentence
+from stepscope_analyzer.report.gpu_charts import gpu_charts
+from stepscope_analyzer.report.hang_view import hang_view
+from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
+from stepscope_analyzer.report.trace_access import trace_access
+from stepscope_contract.report import Cause, RankReport, RankStatus, Report
 
 MAX_TABLE_NAME = 160
 MAX_TABLE_RANKS = 1024
@@ -28,6 +35,10 @@ def _us(value: float) -> str:
     return f"{value:.0f} µs"
 
 
+def _gib(value: float) -> str:
+    return f"{value / 2**30:.1f} GiB"
+
+
 @cache
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
@@ -39,6 +50,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["short"] = _short
     env.filters["us"] = _us
+    env.filters["gib"] = _gib
     return env
 
 
@@ -65,9 +77,32 @@ def render_html(report: Report) -> str:
             breakdown=breakdown_chart(ok, highlight),
             timeline=step_timeline(ok, highlight),
             bottlenecks=bottleneck_chart(d.bottlenecks),
+            hang=hang_view(d),
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
+            **_explanations(report, ok, highlight),
         )
     )
+
+
+MAX_STEP_VIEWS = 4
+
+
+def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> dict[str, Any]:
+    """What the template needs to explain the step: phases, GPU metrics, gain, environment, trace access."""
+    by_rank = {r.rank: r for r in ok}
+    slow_ok = [by_rank[s.rank] for s in report.diagnosis.slow_ranks if s.rank in by_rank][:MAX_STEP_VIEWS]
+    step_views = [(r.rank, c) for r in slow_ok if (c := step_phase_chart(r)) is not None]
+    return {
+        "gain": gain_sentence(report.diagnosis),
+        "phases": phase_chart(ok, highlight),
+        "phase_colors": {k.replace("_", " "): v for k, v in PHASE_COLORS.items()},
+        "step_views": step_views,
+        "gpu_plots": gpu_charts(ok, highlight),
+        "gpu_ranks": [r for r in ok if r.gpu_metrics is not None][:MAX_TABLE_RANKS],
+        "gpu_note": gpu_metrics_note(report.ranks),
+        "env_rows": environment_rows(report),
+        "access": trace_access(report),
+    }
 
 
 def render_page(template: str, **context: object) -> str:

@@ -42,6 +42,33 @@ app.kubernetes.io/part-of: stepscope
 {{- default (printf "%s-sidecar-token" (include "stepscope.fullname" .)) .Values.sidecar.token.secretName }}
 {{- end }}
 
+{{/* The Secret (release namespace) with the master token the operator derives each namespace's token from. */}}
+{{- define "stepscope.masterTokenSecret" -}}
+{{- printf "%s-sidecar-master" (include "stepscope.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
+
+{{/* The master token: sidecar.token.value, else the installed one (kept across upgrades), else a random one. */}}
+{{- define "stepscope.sidecarMaster" -}}
+{{- $master := .Values.sidecar.token.value }}
+{{- if not $master }}
+{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "stepscope.masterTokenSecret" .) }}
+{{- if and $existing $existing.data (hasKey $existing.data "token") }}
+{{- $master = index $existing.data "token" | b64dec }}
+{{- else }}
+{{- $master = randAlphaNum 48 }}
+{{- end }}
+{{- end }}
+{{- $master }}
+{{- end }}
+
+{{/* The storage base sessions must use (spec.storage.uri) and injected sidecars upload under; empty without a bucket. */}}
+{{- define "stepscope.storageBase" -}}
+{{- with .Values.storage.bucket }}
+{{- $prefix := trimAll "/" $.Values.storage.prefix }}
+{{- printf "%s://%s%s" $.Values.storage.scheme . (ternary "" (printf "/%s" $prefix) (eq $prefix "")) }}
+{{- end }}
+{{- end }}
+
 {{- define "stepscope.webhookService" -}}
 {{- printf "%s-webhook" (include "stepscope.fullname" .) | trunc 63 | trimSuffix "-" }}
 {{- end }}
@@ -74,37 +101,63 @@ app.kubernetes.io/part-of: stepscope
 {{- end }}
 {{- end }}
 
+{{- /*
+Exactly what the operator's requests need (tests/e2e/test_rbac_traffic.py checks real traffic against these rules).
+kopf discovers the CRD once at startup through discovery (scanning disabled), so nothing cluster-wide is needed.
+*/ -}}
 {{- define "stepscope.operatorRules" -}}
-# ProfileSessions: watched by kopf, patched for its progress annotations and finalizer.
+# ProfileSessions: watched by kopf, patched for its progress annotations, the accepted spec and the finalizer.
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "list", "watch", "patch"]
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/status"]
-  verbs: ["get", "patch", "update"]
+  verbs: ["patch"]
+# Never a request: the OwnerReferencesPermissionEnforcement admission plugin checks it when the operator creates an
+# analyzer Job owned by a session (blockOwnerDeletion).
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/finalizers"]
   verbs: ["update"]
 # Target resolution by label selector.
 - apiGroups: [""]
   resources: ["pods"]
-  verbs: ["get", "list", "watch"]
-# The analyzer Jobs it creates (removed by ownerReferences and ttlSecondsAfterFinished, never by the operator).
+  verbs: ["list"]
+# The analyzer and cleanup Jobs it creates and follows (removed by ownerReferences or ttlSecondsAfterFinished).
 - apiGroups: ["batch"]
   resources: ["jobs"]
-  verbs: ["create", "get", "list", "watch"]
-# Kubernetes Events for phase transitions.
+  verbs: ["create", "get"]
+# Kubernetes Events for phase transitions and artifact deletion.
 - apiGroups: [""]
   resources: ["events"]
-  verbs: ["create", "patch"]
+  verbs: ["create"]
+# jobRef targets: a TrainJob (Kubeflow Trainer v2) and the JobSet that runs it, read for the ranks of their pods.
+- apiGroups: ["trainer.kubeflow.org"]
+  resources: ["trainjobs"]
+  verbs: ["get"]
+- apiGroups: ["jobset.x-k8s.io"]
+  resources: ["jobsets"]
+  verbs: ["get"]
 {{- end }}
 
 {{- define "stepscope.analyzerRules" -}}
-# The analyzer Job reads its session and writes the report's part of the status; nothing else.
+# The analyzer Job reads its session and writes the report's part of the status; the cleanup Job only reads the
+# session being deleted. Nothing else (docs/security.md: what the status patch can still change, and why it is safe).
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions"]
   verbs: ["get"]
 - apiGroups: ["stepscope.dev"]
   resources: ["profilesessions/status"]
   verbs: ["patch"]
+{{- end }}
+
+{{/* The install's storage settings, as the operator reads them (STEPSCOPE_STORAGE_*); also the data of the
+ConfigMap <fullname>-storage that `stepscope check` reads. BASE and ENDPOINT are the names the sidecar reads too. */}}
+{{- define "stepscope.storageSettings" -}}
+STEPSCOPE_STORAGE_BASE: {{ include "stepscope.storageBase" . | quote }}
+STEPSCOPE_STORAGE_ENDPOINT: {{ .Values.storage.endpoint | quote }}
+STEPSCOPE_STORAGE_REGION: {{ .Values.storage.region | quote }}
+STEPSCOPE_STORAGE_ADDRESSING_STYLE: {{ .Values.storage.addressingStyle | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_SECRET: {{ .Values.storage.credentialsSecret.name | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY: {{ .Values.storage.credentialsSecret.accessKeyIdKey | quote }}
+STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY: {{ .Values.storage.credentialsSecret.secretAccessKeyKey | quote }}
 {{- end }}

@@ -7,13 +7,14 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import aiohttp.web
 import kmock
 
-from stepscope_local.kube import errors
+from stepscope_local.kube import errors, field_validation, openapi
+from stepscope_local.kube.identity import AuditLog
 from stepscope_local.kube.resources import ALL_VERBS, ResourceType
 from stepscope_local.kube.selectors import parse_field_selector, parse_label_selector
 from stepscope_local.kube.store import Obj, Store
@@ -30,6 +31,14 @@ def _json(body: Any, status: int = 200) -> aiohttp.web.Response:
     )
 
 
+def _warned(response: aiohttp.web.Response, warnings: list[str]) -> aiohttp.web.Response:
+    """Add the API server's `Warning: 299 - "..."` headers (field validation in Warn mode)."""
+    for text in warnings:
+        escaped = text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", " ")
+        response.headers.add("Warning", f'299 - "{escaped}"')
+    return response
+
+
 class FidelityEmulator(kmock.KubernetesEmulator):
     """Serves discovery, CRUD, patch, watch and Table output from a :class:`Store`."""
 
@@ -37,6 +46,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         super().__init__()
         self.store = store
         self.log_reader = log_reader
+        self.audit: AuditLog | None = None  # who made which request (identity.py); set by EmulatorServer
         self._watch_queues: set[asyncio.Queue[tuple[str, Obj, int] | None]] = set()
 
     def close_watches(self) -> None:
@@ -74,6 +84,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.Response(text="ok")
         if parts == ["version"]:
             return _json(self._version())
+        if parts[0] == "openapi":  # built off the loop: the first build reads Kubernetes' definitions (~0.5 s)
+            return await asyncio.to_thread(self._openapi, raw, parts[1:])
         if parts[0] == "api":
             if len(parts) == 1:
                 host = raw.host
@@ -97,9 +109,10 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return _json(self._resource_list(group, version))
         return await self._resource_request(raw, data, group, version, rest)
 
-    async def _resource_request(
-        self, raw: aiohttp.web.BaseRequest, data: Any, group: str, version: str, rest: list[str]
-    ) -> aiohttp.web.StreamResponse:
+    def _locate(
+        self, raw: aiohttp.web.BaseRequest, group: str, version: str, rest: list[str]
+    ) -> tuple[ResourceType, str | None, str | None, str | None]:
+        """(type, namespace, name, subresource) of a resource path; the request is recorded for the audit."""
         namespace: str | None = None
         if len(rest) >= 3 and rest[0] == "namespaces":
             with contextlib.suppress(errors.ApiError):
@@ -112,6 +125,15 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         sub = rest[2] if len(rest) > 2 else None
         if sub is not None and sub not in rtype.subresources:
             raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
+        if self.audit is not None:
+            auth = raw.headers.get("Authorization")
+            self.audit.record(auth, raw.method, raw.query, group, rtype.plural, sub, namespace, name)
+        return rtype, namespace, name, sub
+
+    async def _resource_request(
+        self, raw: aiohttp.web.BaseRequest, data: Any, group: str, version: str, rest: list[str]
+    ) -> aiohttp.web.StreamResponse:
+        rtype, namespace, name, sub = self._locate(raw, group, version, rest)
         query = raw.query
         method = raw.method.upper()
         if "protobuf" in raw.headers.get("Content-Type", ""):  # fidelity gap: JSON bodies only
@@ -124,7 +146,25 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             if name:
                 fields = ",".join(f for f in (fields, f"metadata.name={name}") if f)
             return await self._watch(raw, rtype, namespace, query.get("labelSelector"), fields, accept)
-        if method == "GET" and name is None:
+        # server-side field validation of the body (Strict raises here, Warn answers with Warning headers)
+        warnings = field_validation.check(rtype, data, query.get("fieldValidation")) if sub is None else []
+        if name is None:
+            return self._collection_request(method, rtype, namespace, data, query, accept, warnings=warnings)
+        return await self._object_request(raw, data, rtype, namespace, name, sub, warnings=warnings)
+
+    def _collection_request(  # noqa: PLR0917
+        self,
+        method: str,
+        rtype: ResourceType,
+        namespace: str | None,
+        data: Any,
+        query: Mapping[str, str],
+        accept: str,
+        *,
+        warnings: list[str],
+    ) -> aiohttp.web.StreamResponse:
+        """GET (list or Table), POST (create) and DELETE (deletecollection) on a collection."""
+        if method == "GET":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
@@ -138,13 +178,12 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     "items": items,
                 }
             )
-        if method == "POST" and name is None:
+        if method == "POST":
             if not isinstance(data, dict):
                 raise errors.bad_request("the request body must be a JSON object")
-            if query.get("dryRun"):
-                return _json(data, 201)
-            return _json(self.store.create(rtype, namespace, data), 201)
-        if name is None and method == "DELETE":
+            created = self.store.create(rtype, namespace, data, dry_run=bool(query.get("dryRun")))
+            return _warned(_json(created, 201), warnings)
+        if method == "DELETE":
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
@@ -157,13 +196,27 @@ class FidelityEmulator(kmock.KubernetesEmulator):
                     "items": deleted,
                 }
             )
-        if name is None:
-            raise errors.ApiError(405, "MethodNotAllowed", f"{method} is not supported on collections")
+        raise errors.ApiError(405, "MethodNotAllowed", f"{method} is not supported on collections")
+
+    async def _object_request(  # noqa: PLR0917
+        self,
+        raw: aiohttp.web.BaseRequest,
+        data: Any,
+        rtype: ResourceType,
+        namespace: str | None,
+        name: str,
+        sub: str | None,
+        *,
+        warnings: list[str],
+    ) -> aiohttp.web.StreamResponse:
+        """GET (object, Table or pod log), PUT, PATCH and DELETE on one object or its subresource."""
+        query = raw.query
+        method = raw.method.upper()
         if method == "GET" and sub == "log":
             return self._log(namespace or "default", name, query.get("container"))
         if method == "GET":
             obj = self.store.get(rtype, namespace, name)
-            if wants_table(accept):
+            if wants_table(raw.headers.get("Accept", "")):
                 return _json(
                     table(
                         rtype,
@@ -176,10 +229,11 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         if method == "PUT":
             if not isinstance(data, dict):
                 raise errors.bad_request("the request body must be a JSON object")
-            return _json(self.store.replace(rtype, namespace, name, data, sub))
+            return _warned(_json(self.store.replace(rtype, namespace, name, data, sub)), warnings)
         if method == "PATCH":
             body = data if data is not None else json.loads(await raw.text() or "null")
-            return _json(self.store.patch(rtype, namespace, name, raw.headers.get("Content-Type", ""), body, sub))
+            patched = self.store.patch(rtype, namespace, name, raw.headers.get("Content-Type", ""), body, sub)
+            return _warned(_json(patched), warnings)
         if method == "DELETE":
             options = data if isinstance(data, dict) else {}
             policy = query.get("propagationPolicy") or options.get("propagationPolicy")
@@ -251,6 +305,22 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             unsubscribe()
             self._watch_queues.discard(queue)
         return response
+
+    # ---- OpenAPI --------------------------------------------------------------------------------------------------
+    def _openapi(self, raw: aiohttp.web.BaseRequest, rest: list[str]) -> aiohttp.web.StreamResponse:
+        """`/openapi/v2` (JSON) and `/openapi/v3[/<group-version>]`, for kubectl's validation and explain."""
+        types = self.store.types()
+        if rest == ["v2"]:
+            if "protobuf" in raw.headers.get("Accept", "") and "json" not in raw.headers.get("Accept", ""):
+                raise errors.ApiError(406, "NotAcceptable", "the local emulator serves OpenAPI v2 as JSON only")
+            return _json(openapi.v2_document(types))
+        if rest == ["v3"]:
+            return _json(openapi.v3_index(types))
+        if len(rest) > 1 and rest[0] == "v3":
+            document = openapi.v3_document(types, "/".join(rest[1:]))
+            if document is not None:
+                return _json(document)
+        raise errors.ApiError(404, "NotFound", f"the server could not find the requested resource ({raw.path})")
 
     # ---- logs -----------------------------------------------------------------------------------------------------
     def _log(self, namespace: str, name: str, container: str | None) -> aiohttp.web.StreamResponse:

@@ -14,6 +14,7 @@ import yaml
 
 from stepscope_local.kube import errors
 from stepscope_local.kube.handler import FidelityEmulator, LogReader
+from stepscope_local.kube.identity import ADMIN_TOKEN, AuditLog, Identities
 from stepscope_local.kube.store import Obj, Store
 
 
@@ -22,12 +23,12 @@ def _split_api_version(api_version: str) -> tuple[str, str]:
     return group, version
 
 
-def write_kubeconfig(path: Path, url: str, namespace: str = "default") -> Path:
+def write_kubeconfig(path: Path, url: str, namespace: str = "default", token: str = ADMIN_TOKEN) -> Path:
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "stepscope-local", "cluster": {"server": url}}],
-        "users": [{"name": "stepscope-local", "user": {"token": "stepscope-local"}}],
+        "users": [{"name": "stepscope-local", "user": {"token": token}}],
         "contexts": [
             {
                 "name": "stepscope-local",
@@ -46,6 +47,9 @@ class EmulatorServer:
     def __init__(self, workdir: Path | None = None, log_reader: LogReader | None = None) -> None:
         self.store = Store()
         self._emulator = FidelityEmulator(self.store, log_reader)
+        self.identities = Identities()
+        self.audit = AuditLog(self.identities)  # every resource request with the identity of its token
+        self._emulator.audit = self.audit
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         if workdir is None:
             self._tmp = tempfile.TemporaryDirectory(prefix="stepscope-kube-")
@@ -117,6 +121,16 @@ class EmulatorServer:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
         self.stop()
+
+    def kubeconfig_for(self, user: str) -> Path:
+        """A kubeconfig whose token the emulator records as `user` (e.g. system:serviceaccount:ns:name)."""
+        token = self.identities.token_for(user)
+        safe = "".join(c if c.isalnum() or c in "-." else "_" for c in user)
+        path = self._workdir / "kubeconfigs" / f"{safe}.yaml"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_kubeconfig(path, self.url, token=token)
+        return path
 
     # ---- helpers --------------------------------------------------------------------------------------------------
     def apply(self, obj: dict[str, Any]) -> Obj:

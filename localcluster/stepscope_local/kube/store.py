@@ -23,7 +23,7 @@ from stepscope_local.kube import errors
 from stepscope_local.kube.patching import apply_patch
 from stepscope_local.kube.resources import BUILTINS, CRD_TYPE, ResourceType, types_from_crd
 from stepscope_local.kube.selectors import parse_field_selector, parse_label_selector
-from stepscope_local.kube.validation import apply_defaults, field_errors, prune
+from stepscope_local.kube.validation import apply_defaults, prune, validation_errors
 
 Obj = dict[str, Any]
 EventCallback = Callable[[str, Obj, int], None]
@@ -188,22 +188,26 @@ class Store:
         return initial, unsubscribe
 
     # ---- writes ---------------------------------------------------------------------------------------------------
-    def _check_schema(self, rtype: ResourceType, obj: Obj) -> None:
+    def _check_schema(self, rtype: ResourceType, obj: Obj, old: Obj | None = None) -> None:
         if rtype.kind == "Secret" and rtype.group == "" and isinstance(obj.get("stringData"), dict):
             data = obj.setdefault("data", {})  # the apiserver folds stringData into data
             for key, value in obj.pop("stringData").items():
                 data[key] = base64.b64encode(str(value).encode()).decode()
         if rtype.schema:
             pruned = prune(rtype.schema, obj)
-            obj.clear()
-            obj.update(pruned)
+            if pruned is not obj:  # a schema that preserves unknown fields keeps the very same object
+                obj.clear()
+                obj.update(pruned)
             apply_defaults(rtype.schema, obj)
-            problems = field_errors(rtype.schema, obj)
+            problems = validation_errors(rtype.schema, obj, old)
             if problems:
                 name = obj.get("metadata", {}).get("name", "")
                 raise errors.invalid(rtype.qualified, name, problems)
 
-    def create(self, rtype: ResourceType, namespace: str | None, body: Obj, *, keep_status: bool = False) -> Obj:
+    def create(
+        self, rtype: ResourceType, namespace: str | None, body: Obj, *, keep_status: bool = False, dry_run: bool = False
+    ) -> Obj:
+        """Create an object; with `dry_run`, everything but storing it (validation, defaults, name generation)."""
         obj = copy.deepcopy(body)
         meta = obj.setdefault("metadata", {})
         if not isinstance(meta, dict):
@@ -263,6 +267,8 @@ class Store:
             meta["uid"] = str(uuid.uuid4())
             meta["creationTimestamp"] = now_rfc3339()
             meta["generation"] = 1
+            if dry_run:
+                return copy.deepcopy(obj)
             meta["resourceVersion"] = str(self._next_rv())
             bucket[key] = obj
             if rtype.key == CRD_TYPE.key:
@@ -336,7 +342,7 @@ class Store:
         meta["resourceVersion"] = old["metadata"]["resourceVersion"]
         new["apiVersion"] = old["apiVersion"]
         new["kind"] = old["kind"]
-        self._check_schema(rtype, new)
+        self._check_schema(rtype, new, old)
         if new == old:
             return copy.deepcopy(old)
         if _content(new) != _content(old):

@@ -115,7 +115,60 @@ def _job_columns(obj: dict[str, Any]) -> list[Any]:
     return [state, f"{status.get('succeeded', 0)}/{spec.get('completions', 1)}"]
 
 
+# ---- events: the columns `kubectl get events` shows (LAST SEEN, TYPE, REASON, OBJECT, MESSAGE) -------------------
+_EVENT_COLUMNS = (
+    ("Last Seen", 0),
+    ("Type", 0),
+    ("Reason", 0),
+    ("Object", 0),
+    ("Subobject", 1),
+    ("Source", 1),
+    ("Message", 0),
+    ("First Seen", 1),
+    ("Count", 1),
+    ("Name", 1),
+)
+
+
+def _is_event(rtype: ResourceType) -> bool:
+    return rtype.kind == "Event" and rtype.group in ("", "events.k8s.io")
+
+
+def _event_columns(obj: dict[str, Any]) -> list[Any]:
+    """The cells of one Event, core/v1 or events.k8s.io/v1 (regarding/note/series instead of involvedObject...)."""
+    meta = obj.get("metadata") or {}
+    regarding = obj.get("involvedObject") or obj.get("regarding") or {}
+    series = obj.get("series") or {}
+    count = int(obj.get("count") or obj.get("deprecatedCount") or series.get("count") or 1)
+    first = obj.get("firstTimestamp") or obj.get("deprecatedFirstTimestamp") or obj.get("eventTime")
+    first = first or meta.get("creationTimestamp")
+    last = series.get("lastObservedTime") or obj.get("lastTimestamp") or obj.get("deprecatedLastTimestamp")
+    last = last or obj.get("eventTime") or first
+    last_seen = _age(last)
+    if count > 1:
+        last_seen = f"{last_seen} (x{count} over {_age(first)})"
+    source = obj.get("source") or {}
+    source_text = obj.get("reportingController") or source.get("component") or ""
+    if source.get("host"):
+        source_text = f"{source_text}, {source['host']}"
+    kind = str(regarding.get("kind", "")).lower()
+    return [
+        last_seen,
+        obj.get("type", ""),
+        obj.get("reason", ""),
+        f"{kind}/{regarding.get('name', '')}",
+        regarding.get("fieldPath", ""),
+        source_text,
+        obj.get("message", obj.get("note", "")),
+        _age(first),
+        count,
+        meta.get("name", ""),
+    ]
+
+
 def columns_for(rtype: ResourceType) -> list[dict[str, Any]]:
+    if _is_event(rtype):
+        return [{"name": n, "type": "string", "priority": p} for n, p in _EVENT_COLUMNS]
     if rtype.printer_columns:
         cols = [dict(c) for c in rtype.printer_columns]
         return [_NAME_COLUMN, *cols]
@@ -130,7 +183,9 @@ def columns_for(rtype: ResourceType) -> list[dict[str, Any]]:
 
 def row(rtype: ResourceType, obj: dict[str, Any], include_object: str) -> dict[str, Any]:
     cells: list[Any] = [obj.get("metadata", {}).get("name")]
-    if rtype.printer_columns:
+    if _is_event(rtype):
+        cells = _event_columns(obj)
+    elif rtype.printer_columns:
         cells += [_cell(c, obj) for c in rtype.printer_columns]
     else:
         if rtype.plural == "pods" and rtype.group == "":

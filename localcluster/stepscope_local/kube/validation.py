@@ -1,23 +1,79 @@
-"""openAPIV3Schema validation and defaulting of custom resources."""
+"""openAPIV3Schema validation and defaulting of custom resources, with the API server's messages.
+
+Structural violations are reported as the API server words them (`spec.storage: Required value`,
+`spec.capture.steps: Invalid value: 5000: spec.capture.steps in body should be less than or equal to 1000`), never
+as jsonschema's dump of the schema; CEL rules (`x-kubernetes-validations`) are evaluated by `cel.py`.
+"""
 
 from __future__ import annotations
 
-import re
+import json
 from typing import Any
 
 import jsonschema  # type: ignore[import-untyped]
 
+from stepscope_local.kube import cel
+
+
+def _field(path: list[Any]) -> str:
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def _structural_message(err: Any, field: str) -> str:
+    value, limit, kind = err.instance, err.validator_value, err.validator
+    shown = cel.describe_value(value)
+    if kind == "required":
+        return "Required value"
+    if kind == "enum":
+        return f"Unsupported value: {shown}: supported values: " + ", ".join(json.dumps(v) for v in limit)
+    if kind == "maximum":
+        return f"Invalid value: {shown}: {field} in body should be less than or equal to {limit}"
+    if kind == "minimum":
+        return f"Invalid value: {shown}: {field} in body should be greater than or equal to {limit}"
+    if kind == "maxLength":
+        return f"Too long: may not be more than {limit} bytes"
+    if kind == "minLength":
+        return f"Invalid value: {shown}: {field} in body should be at least {limit} chars long"
+    if kind == "pattern":
+        return f"Invalid value: {shown}: {field} in body should match '{limit}'"
+    if kind in ("maxItems", "maxProperties"):
+        return f"Too many: {len(value)}: must have at most {limit} items"
+    if kind in ("minItems", "minProperties"):
+        return f"Invalid value: {len(value)}: {field} in body should have at least {limit} items"
+    if kind == "type":
+        return f"Invalid value: {shown}: {field} in body must be of type {limit}: {json.dumps(type(value).__name__)}"
+    if kind in ("oneOf", "anyOf", "allOf", "not"):
+        return f"Invalid value: {shown}: {field} in body must match the schema's {kind} alternatives"
+    return f"Invalid value: {shown}: {err.message[:200]}"
+
 
 def field_errors(schema: dict[str, Any], obj: dict[str, Any]) -> list[tuple[str, str]]:
-    """(field path, message) per violation; a missing required field is named itself, as the apiserver does."""
+    """(field path, message) per structural violation; a missing required field is named itself, as the API
+    server does."""
     validator = jsonschema.Draft7Validator(schema)
     out: list[tuple[str, str]] = []
     for err in sorted(validator.iter_errors(obj), key=lambda e: [str(p) for p in e.absolute_path]):
-        path = [str(p) for p in err.absolute_path]
+        path = list(err.absolute_path)
         if err.validator == "required":
-            path.append(re.sub(r"^'(.*)' is a required property$", r"\1", err.message))
-        out.append((".".join(path) or "<root>", err.message))
+            missing = [r for r in err.validator_value if isinstance(err.instance, dict) and r not in err.instance]
+            path.append(missing[0] if missing else "?")
+        field = _field(path) or "<root>"
+        out.append((field, _structural_message(err, field)))
     return out
+
+
+def validation_errors(
+    schema: dict[str, Any], obj: dict[str, Any], old: dict[str, Any] | None = None
+) -> list[tuple[str, str]]:
+    """Everything the API server would refuse in a custom resource: its schema, then its CEL rules (transition
+    rules only when `old`, the stored object, is given)."""
+    problems = field_errors(schema, obj)
+    if cel.has_rules(schema):
+        problems += cel.rule_errors(schema, obj, cel.MISSING if old is None else old)
+    return problems
 
 
 def apply_defaults(schema: dict[str, Any], value: Any) -> Any:

@@ -14,6 +14,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -45,6 +46,10 @@ class RunnerConfig:
     nodes: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")
     grace_seconds: float = 3.0
     pod_network: str | None = None  # loopback network of pod IPs; None: a random 127.N.0.0/16
+    # (namespace, serviceAccountName) -> the kubeconfig of that identity; None: kubeconfig_path for every pod
+    service_account_kubeconfig: Callable[[str, str], Path] | None = None
+    # what every container's environment starts from, as a node's would (e.g. where OSS regions resolve to)
+    node_env: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -57,6 +62,7 @@ class _Proc:
     ports: dict[str, int] = field(default_factory=dict)
     ready: bool = False
     next_probe: float = 0.0
+    probe_failures: int = 0  # consecutive failed probes (a Ready container turns unready at failureThreshold)
     exit_code: int | None = None
     reason: str = ""
     finished_at: str = ""
@@ -198,6 +204,13 @@ class PodWorker:
             mounts[mount["mountPath"]] = host
         return mounts
 
+    def _kubeconfig(self, pod: dict[str, Any]) -> Path:
+        """The kubeconfig of the pod's ServiceAccount (its own token), as the in-cluster config would be."""
+        if self.config.service_account_kubeconfig is None:
+            return self.config.kubeconfig_path
+        account = str((pod.get("spec") or {}).get("serviceAccountName") or "default")
+        return self.config.service_account_kubeconfig(self.namespace, account)
+
     # ---- processes ------------------------------------------------------------------------------------------------
     def _launch(self, container: dict[str, Any], pod: dict[str, Any], volumes: dict[str, Path]) -> _Proc:
         name = container["name"]
@@ -210,7 +223,8 @@ class PodWorker:
                 "LANG": "C.UTF-8",
                 "HOSTNAME": self.name,
                 "PYTHONUNBUFFERED": "1",
-                "KUBECONFIG": str(self.config.kubeconfig_path),  # stands in for the in-cluster service account
+                "KUBECONFIG": str(self._kubeconfig(pod)),  # stands in for the in-cluster service account
+                **self.config.node_env,
             }
             env = container_env(
                 container, pod, lambda ns, n: self._read("secrets", n), lambda ns, n: self._read("configmaps", n), base
@@ -286,14 +300,18 @@ class PodWorker:
             port_num = proc.ports.get(port, 0) if isinstance(port, str) and not port.isdigit() else int(port)
             url = f"http://{http.get('host') or self.pod_ip}:{port_num}{http.get('path', '/')}"
             try:
-                with urllib.request.urlopen(url, timeout=1) as resp:
+                with urllib.request.urlopen(url, timeout=float(proc.probe.get("timeoutSeconds", 1))) as resp:
                     ok = 200 <= resp.status < 400
             except (urllib.error.URLError, OSError, ValueError):
                 ok = False
         else:
             ok = True  # exec/tcp probes are not emulated: treated as passing
-        changed = ok != proc.ready
-        proc.ready = ok
+        # As the kubelet: one success makes a container Ready, failureThreshold (3) failures in a row unready, so
+        # a probe that is slow once on a busy machine does not flap the pod.
+        proc.probe_failures = 0 if ok else proc.probe_failures + 1
+        ready = ok or (proc.ready and proc.probe_failures < int(proc.probe.get("failureThreshold", 3)))
+        changed = ready != proc.ready
+        proc.ready = ready
         return changed
 
     def _kill_all(self) -> None:

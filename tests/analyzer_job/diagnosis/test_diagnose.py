@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose
+from stepscope_analyzer.diagnosis import DiagnosisConfig, diagnose
 from stepscope_analyzer.diagnosis.synthetic import JobShape, synthetic_job
 from stepscope_contract.report import Cause, RankStatus
 from stepscope_contract.session import AnalysisSpec
@@ -83,38 +83,6 @@ def test_slow_node_groups_its_slow_ranks() -> None:
     assert sorted(s.rank for s in d.slow_ranks) == [4, 5, 6, 7]
     assert [(n.node, n.ranks, n.cause) for n in d.slow_nodes] == [("node-1", [4, 5, 6, 7], Cause.COMPUTE)]
     assert "node node-1" in d.verdict
-
-
-def test_hang_names_the_rank_outside_the_collective() -> None:
-    waiting = (
-        'Thread 0x1 (most recent call first):\n  File "/x/torch/distributed/distributed_c10d.py", line 2501 in '
-        'all_reduce\n  File "/x/train.py", line 40 in step\n'
-    )
-    stuck = 'Thread 0x1 (most recent call first):\n  File "/x/data.py", line 9 in load_batch\n'
-    evidence = [
-        HangEvidence(rank=r, hung=True, node="node-0", last_step=7, seconds_since_last_step=130.0, stacks=waiting)
-        for r in (0, 1, 3)
-    ] + [HangEvidence(rank=2, hung=True, node="node-0", last_step=7, seconds_since_last_step=131.0, stacks=stuck)]
-    ranks = synthetic_job(JobShape(world_size=4))
-    for r in ranks:
-        r.status = RankStatus.HUNG
-    d = diagnose(ranks, hang_evidence=evidence)
-    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.HANG)]
-    assert d.slow_ranks[0].confidence >= 0.9
-    assert [h.rank for h in d.hangs] == [0, 1, 2, 3]
-    hang2 = next(h for h in d.hangs if h.rank == 2)
-    assert hang2.waiting_collective == "all_reduce"
-    assert "load_batch" in hang2.stacks
-    assert d.verdict.startswith("Hang: rank 2")
-    assert "all_reduce" in d.verdict
-
-
-def test_hang_without_culprit_blames_every_hung_rank_with_low_confidence() -> None:
-    stacks = '  File "/x/distributed_c10d.py", line 3 in barrier\n'
-    evidence = [HangEvidence(rank=r, hung=True, stacks=stacks) for r in range(2)]
-    d = diagnose([], hang_evidence=evidence)
-    assert sorted(s.rank for s in d.slow_ranks) == [0, 1]
-    assert all(s.confidence < 0.5 for s in d.slow_ranks)
 
 
 def test_errored_ranks_do_not_stop_the_diagnosis() -> None:

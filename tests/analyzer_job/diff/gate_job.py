@@ -3,9 +3,9 @@ tests and of bench/gate_accuracy.py.
 
     python gate_job.py OUT:N [OUT:N ...] [--separate] [--world 2] [--steps 12]
 
-Each OUT:N is one recording, written as a stepscope session folder OUT/ranks/<rank>/{trace.pt.trace.json.gz,
-manifest.json}; N is its added work: every rank runs N extra 256x256 matmul+tanh rounds per step inside a
-record_function "added_work" region, a change that makes each step slower in the same way on every rank (0: the
+Each OUT:N is one recording, written as a stepscope session folder (OUT/traces/rank<R>.pt.trace.json.gz and
+OUT/traces/rank<R>/manifest.json); N is its added work: every rank runs N extra 256x256 matmul+tanh rounds per step
+inside a record_function "added_work" region, a change that makes each step slower in the same way on every rank (0: the
 baseline). By default one training job makes the recordings one after the other (like sessions taken a second
 apart on one long-running job), so a load other users put on a shared machine changes little between them;
 --separate starts a new job for each recording, one after the other, as a pipeline compares today's run with a
@@ -124,18 +124,18 @@ def _worker(rank: int, world: int, port: int, recordings: list[Recording], steps
         dist.all_reduce(settle, op=dist.ReduceOp.MAX)
     raws = []
     for out, added in recordings:
-        rank_dir = Path(out) / "ranks" / str(rank)
-        rank_dir.mkdir(parents=True, exist_ok=True)
-        raws.append(rank_dir / "trace.pt.trace.json")
+        traces = Path(out) / "traces"
+        traces.mkdir(parents=True, exist_ok=True)
+        raws.append(traces / f"rank{rank}.pt.trace.json")
         _record(trainer, raws[-1], steps, added)
         dist.barrier()
     dist.destroy_process_group()
     for raw in raws:
-        _finish(raw, rank, world)
+        _finish(raw, rank, world, steps)
 
 
-def _finish(raw: Path, rank: int, world: int) -> None:
-    gz = raw.with_name("trace.pt.trace.json.gz")
+def _finish(raw: Path, rank: int, world: int, steps: int) -> None:
+    gz = raw.with_name(f"rank{rank}.pt.trace.json.gz")
     with raw.open("rb") as fin, gzip.open(gz, "wb", compresslevel=5) as fout:
         shutil.copyfileobj(fin, fout)
     raw.unlink()
@@ -149,10 +149,20 @@ def _finish(raw: Path, rank: int, world: int) -> None:
         "node": "node-0",
         "rank": rank,
         "state": "uploaded",
-        "files": [{"name": gz.name, "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}],
-        "meta": {"captureId": "cap-gate", "rank": rank, "worldSize": world, "pid": os.getpid(), "node": "node-0"},
+        "files": [{"name": "trace.pt.trace.json.gz", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()}],
+        "meta": {
+            "captureId": "cap-gate",
+            "rank": rank,
+            "worldSize": world,
+            "pid": os.getpid(),
+            "node": "node-0",
+            "stepsRequested": steps,
+            "stepsCaptured": steps,
+        },
     }
-    (raw.parent / "manifest.json").write_text(json.dumps(manifest))
+    rank_dir = raw.parent / f"rank{rank}"
+    rank_dir.mkdir(exist_ok=True)
+    (rank_dir / "manifest.json").write_text(json.dumps(manifest))
 
 
 def run(recordings: list[Recording], *, world: int = 2, steps: int = 12, separate: bool = False) -> None:

@@ -11,8 +11,22 @@ import pytest
 
 from stepscope_analyzer.diagnosis import HangEvidence, build_status_summary, diagnose
 from stepscope_analyzer.diagnosis.synthetic import JobShape, synthetic_job
-from stepscope_analyzer.report import build_report, html_bytes, model_json_bytes
-from stepscope_contract.report import Bottleneck, Cause, Collective, KernelStat, RankError, RankStatus, Report
+from stepscope_analyzer.report import build_report, html_bytes, model_json_bytes, with_trace_links
+from stepscope_contract.report import (
+    Bottleneck,
+    Cause,
+    Collective,
+    GpuMetrics,
+    GpuSeries,
+    KernelStat,
+    MetricStats,
+    RankEnvironment,
+    RankError,
+    RankStatus,
+    Report,
+    StepPhases,
+)
+from stepscope_contract.storage import parse_storage_uri
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +41,8 @@ HOSTILE = [
 ]
 TEMPLATE_TAGS = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "h3", "section", "div", "dl", "dt", "dd", "ol",
-    "li", "span", "table", "tr", "th", "td", "p", "pre", "svg", "rect", "text", "strong",
+    "li", "span", "table", "tr", "th", "td", "p", "pre", "svg", "rect", "text", "strong", "a", "ul", "code",
+    "polyline",
 }  # fmt: skip
 
 
@@ -64,10 +79,20 @@ def _hostile_report() -> Report:
             name=HOSTILE[3], kernel_type="COMPUTATION", count=1, sum_us=90_000, mean_us=1, max_us=1, min_us=1, stddev=0
         )
     )
+    for i, r in enumerate(ranks):  # names from storage, traces and NVML reach every part of the page
+        r.trace_uri = f"file:///data/{HOSTILE[i % 4]}.pt.trace.json.gz"
+        r.phases = StepPhases(data_loading=1000.0 * (i + 1), forward=2000, backward=3000)
+        r.step_phases = [r.phases] * 3
+        r.environment = RankEnvironment(hostname=HOSTILE[0], torch_version=HOSTILE[1], device_name=HOSTILE[3])
+        r.gpu_metrics = GpuMetrics(
+            name=HOSTILE[2], samples=2, sm_clock_mhz=MetricStats(mean=1400, min=1400, max=1400),
+            series=GpuSeries(t_s=[0.0, 1.0], sm_clock_mhz=[1400.0, 1400.0], power_w=[300.0, None]),
+        )  # fmt: skip
     ranks[3] = ranks[3].model_copy(update={"status": RankStatus.HUNG})
     hang = HangEvidence(rank=3, hung=True, stacks=f'File "{HOSTILE[1]}", line 1 in {HOSTILE[0]}\n')
     errors = [RankError(rank=2, source=HOSTILE[6], message=HOSTILE[4])]
-    return build_report(ranks, diagnose(ranks, hang_evidence=[hang]), errors=errors)
+    report = build_report(ranks, diagnose(ranks, hang_evidence=[hang]), errors=errors)
+    return with_trace_links(report, parse_storage_uri("file:///data"))
 
 
 def test_hostile_names_are_escaped_in_the_html() -> None:
@@ -80,8 +105,13 @@ def test_hostile_names_are_escaped_in_the_html() -> None:
     for tag, attrs in parser.tags:
         for name, value in attrs:
             assert not name.startswith("on"), f"event handler attribute on <{tag}>"
-            assert name not in ("src", "href", "srcdoc", "xlink:href"), "the page loads nothing"
+            assert name not in ("src", "srcdoc", "xlink:href"), "the page loads nothing"
             assert "javascript:" not in (value or "")
+            if name == "href":  # links to trace files only: relative, no scheme, nothing that leaves the folder tree
+                assert tag == "a" and value is not None and value.startswith("./") and ":" not in value
+                assert value.endswith(".pt.trace.json.gz")
+    hrefs = [v for t, attrs in parser.tags for k, v in attrs if k == "href"]
+    assert len(hrefs) == 4 and "./%3Cscript%3Ealert%281%29%3C/script%3E.pt.trace.json.gz" in hrefs
     text = "".join(parser.text)
     for name in HOSTILE[:4]:
         assert name in text, f"{name!r} is shown as text"
@@ -100,7 +130,7 @@ def test_html_is_self_contained_and_leads_with_the_verdict() -> None:
     assert "<script" not in page and "<link" not in page
     body = page[page.index("<body>") :]
     assert body.index(report.diagnosis.verdict.replace("'", "&#39;")) < body.index('id="ranks"')
-    assert page.count("<svg") == 3  # breakdown, step timeline, bottlenecks
+    assert page.count("<svg") == 3  # breakdown, step timeline, bottlenecks (no phases, no GPU samples here)
     assert "What to look at next" in page
 
 

@@ -17,7 +17,7 @@ from stepscope_local.kube import EmulatorServer
 
 from ..conftest import CRD_PATH, session_body
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 GROUP, VERSION, PLURAL = "stepscope.dev", "v1alpha1", "profilesessions"
 
 
@@ -109,9 +109,9 @@ def test_patch_types_generation_and_status_isolation(k8s: client.ApiClient) -> N
     )
     assert main["status"]["phase"] == "Pending" and main["metadata"]["generation"] == 1
     spec = custom.patch_namespaced_custom_object(
-        GROUP, VERSION, "default", PLURAL, "p", {"spec": {"capture": {"steps": 7}}}
+        GROUP, VERSION, "default", PLURAL, "p", {"spec": {"ttlSecondsAfterFinished": 7}}
     )
-    assert spec["metadata"]["generation"] == 2 and spec["spec"]["capture"]["steps"] == 7
+    assert spec["metadata"]["generation"] == 2 and spec["spec"]["ttlSecondsAfterFinished"] == 7
     rv = spec["metadata"]["resourceVersion"]
     assert int(rv) > int(obj["metadata"]["resourceVersion"])
 

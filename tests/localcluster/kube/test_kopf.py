@@ -16,12 +16,12 @@ from stepscope_local.kube import EmulatorServer
 
 from ..conftest import session_body
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(60)]
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 API = "stepscope.dev/v1alpha1"
 HANDLERS = Path(__file__).with_name("kopf_handlers.py")
 
 
-def _eventually(check: Callable[[], Any], timeout: float = 20.0) -> Any:
+def _eventually(check: Callable[[], Any], timeout: float = 120.0) -> Any:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = check()
@@ -63,7 +63,7 @@ def test_kopf_operator_finalizes_patches_status_and_handles_delete(api: Emulator
     finally:
         proc.terminate()
         try:
-            proc.wait(10)
+            proc.wait(60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()

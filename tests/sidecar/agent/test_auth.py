@@ -38,3 +38,8 @@ def test_missing_or_empty_token_file_is_an_error(tmp_path: Path, content: str | 
 )
 def test_only_the_exact_bearer_token_passes(header: str | None, ok: bool) -> None:
     assert authorized(header, "s3cret") is ok
+
+
+@pytest.mark.parametrize("header", ["Bearer \udcff\udcfe", "Bearer \ud800", "\udcc3( s3cret", "Bearer s3cret\udcff"])
+def test_a_header_that_was_not_utf8_is_a_wrong_token_not_an_error(header: str) -> None:
+    assert authorized(header, "s3cret") is False

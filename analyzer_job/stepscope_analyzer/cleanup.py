@@ -1,0 +1,63 @@
+"""`stepscope analyzer-job --mode delete --namespace NS --name SESSION --uid UID`: the cleanup Job the operator starts
+when a session whose accepted spec says `storage.deleteOnSessionDelete` is deleted.
+
+The folder is recomputed here from the session object itself (accepted spec, namespace, name, uid), never taken from
+the command line or from status; the session must be the one named (same uid) and must be being deleted. Credentials
+are the session's own (`credentialsSecret` as env, set by the operator). file:// folders are deleted only when
+STEPSCOPE_ALLOW_FILE_DELETION=true (the operator sets it in local mode only).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Any
+
+from stepscope_contract.session import StorageSpec
+from stepscope_contract.session_folder import accepted_spec, session_folder
+from stepscope_contract.storage import Scheme, StorageLocation
+from stepscope_storage import Store, open_store
+from stepscope_storage.credentials import Credentials
+
+ENV_ALLOW_FILE_DELETION = "STEPSCOPE_ALLOW_FILE_DELETION"
+
+
+class CleanupRefused(RuntimeError):
+    """The session does not qualify for deletion; the message says why."""
+
+
+def _open(location: StorageLocation, storage: StorageSpec) -> Store:
+    """The session's store, reached as the sidecars reached it (stepscope_storage), with this Job's credentials."""
+    return open_store(location, storage, Credentials.from_env())
+
+
+def deletion_target(obj: dict[str, Any], uid: str, allow_file: bool) -> tuple[StorageLocation, StorageSpec]:
+    """The folder to delete and how to reach it, from the session object alone; CleanupRefused otherwise. Pure."""
+    meta = obj.get("metadata") or {}
+    if not uid or meta.get("uid") != uid:
+        raise CleanupRefused(f"the session's uid is {meta.get('uid')!r}, not {uid!r}")
+    if not meta.get("deletionTimestamp"):
+        raise CleanupRefused("the session is not being deleted")
+    spec = accepted_spec(meta)
+    if spec is None:
+        raise CleanupRefused("the session has no accepted spec (it never started, so nothing was written)")
+    if not spec.storage.delete_on_session_delete:
+        raise CleanupRefused("the accepted spec keeps the artifacts (storage.deleteOnSessionDelete is false)")
+    location = session_folder(spec, str(meta.get("namespace", "")), str(meta.get("name", "")), uid)
+    if location.scheme is Scheme.FILE and not allow_file:
+        raise CleanupRefused(f"{location.uri}: file:// folders are deleted only in local mode")
+    return location, spec.storage
+
+
+def run_delete(
+    read_session: Callable[[], dict[str, Any]],
+    uid: str,
+    log: Callable[[str], None],
+    opener: Callable[[StorageLocation, StorageSpec], Store] = _open,
+) -> int:
+    """Delete the session's folder; the number of objects removed."""
+    allow_file = os.environ.get(ENV_ALLOW_FILE_DELETION, "").lower() == "true"
+    location, storage = deletion_target(read_session(), uid, allow_file)
+    removed = opener(location, storage).delete_prefix(location)
+    log(f"deleted {removed} object(s) under {location.uri}")
+    return removed

@@ -1,0 +1,134 @@
+"""What the report's hang section shows, prepared from the diagnosis: ranks grouped by identical main-thread stacks
+(the culprits' group first), a one-line summary ("ranks 0, 1, 3: in all_reduce from train.py:52 — rank 2: stuck at
+train.py:35 in wait_forever"), and each process group's wavefront as a small table whose rows gather the ranks that
+stand at the same place. Pure: it draws nothing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+
+from stepscope_analyzer.diagnosis.thread_stacks import parse_stacks
+from stepscope_analyzer.flight_recorder import rank_list
+from stepscope_contract.report import CollectiveCall, Diagnosis, GroupWavefront, Hang
+
+MAX_GROUPS = 16
+
+
+@dataclass
+class StackGroup:
+    ranks: list[int]
+    culprit: bool
+    title: str
+    stacks: str
+    last_step: int | None
+    seconds: float | None
+
+
+@dataclass
+class WavefrontRow:
+    ranks: list[int]
+    ranks_text: str
+    state: str
+    entered: str
+    call_site: str
+    completed: str
+
+
+@dataclass
+class WavefrontTable:
+    title: str
+    rows: list[WavefrontRow] = field(default_factory=list)
+
+
+@dataclass
+class HangView:
+    summary: str
+    groups: list[StackGroup]
+    groups_cut: int
+    wavefronts: list[WavefrontTable]
+    mismatches: list[str]
+    notes: list[str]
+
+
+def _stack_key(hang: Hang) -> tuple[str, ...]:
+    """The main thread's frames by file name, line and function: pods differ in paths, not in code."""
+    main = parse_stacks(hang.stacks).main
+    if main is None or not main.frames:
+        return ("no-stacks", str(hang.rank))
+    return tuple(f"{PurePosixPath(f.filename).name}:{f.line}:{f.function}" for f in main.frames)
+
+
+def _where(hang: Hang) -> str:
+    if hang.waiting_collective:
+        return f"in {hang.waiting_collective}" + (f" from {hang.location}" if hang.location else "")
+    if hang.location:
+        return f"stuck at {hang.location}"
+    return "no stacks"
+
+
+def _groups(hangs: list[Hang]) -> list[StackGroup]:
+    by_key: dict[tuple[bool, tuple[str, ...], str], list[Hang]] = {}
+    for hang in hangs:
+        by_key.setdefault((hang.culprit, _stack_key(hang), _where(hang)), []).append(hang)
+    groups = []
+    for (culprit, _, where), members in by_key.items():
+        first = members[0]
+        title = f"{rank_list([h.rank for h in members])}: {where}" + (" — the culprit" if culprit else "")
+        groups.append(
+            StackGroup(
+                ranks=[h.rank for h in members],
+                culprit=culprit,
+                title=title,
+                stacks=first.stacks,
+                last_step=first.last_step,
+                seconds=first.seconds_since_last_step,
+            )
+        )
+    return sorted(groups, key=lambda g: (not g.culprit, g.ranks[0]))
+
+
+def _shape(call: CollectiveCall) -> str:
+    return ", ".join("[" + ", ".join(map(str, d)) + "]" for d in call.input_sizes) or "[]"
+
+
+def _call(call: CollectiveCall | None) -> tuple[str, str]:
+    if call is None:
+        return "—", ""
+    state = "completed" if call.completed else "not completed"
+    return f"{call.op} {_shape(call)} seq {call.seq} ({state})", call.call_site or ""
+
+
+def _table(front: GroupWavefront) -> WavefrontTable:
+    name, _, desc = front.process_group.partition(":")
+    label = desc if desc and desc != "undefined" else f"process group {name}"
+    call = front.collective
+    what = f"{call.op} {_shape(call)}" if call else ""
+    site = f", issued at {call.call_site}" if call and call.call_site else ""
+    table = WavefrontTable(title=f"{label}, seq {front.seq}: {what}{site}")
+    by_row: dict[tuple[str, str, str, str], list[int]] = {}
+    for row in front.rows:
+        text, where = _call(row.last_entered)
+        done = "—" if row.last_completed_seq is None else f"seq {row.last_completed_seq}"
+        by_row.setdefault((row.state, text, where, done), []).append(row.rank)
+    order = {"behind": 0, "no dump": 1, "waiting": 2, "exited": 3, "done": 4}
+    for (state, text, where, done), ranks in sorted(by_row.items(), key=lambda kv: (order.get(kv[0][0], 9), kv[1])):
+        table.rows.append(WavefrontRow(ranks, rank_list(ranks).split(" ", 1)[1], state, text, where, done))
+    return table
+
+
+def hang_view(d: Diagnosis) -> HangView | None:
+    fr = d.flight_recorder
+    has_fr = fr is not None and (fr.wavefronts or fr.mismatches or fr.notes)
+    if not d.hangs and not has_fr:
+        return None
+    groups = _groups(d.hangs)
+    summary = " — ".join(g.title.replace(" — the culprit", "") for g in groups[:6])
+    return HangView(
+        summary=summary,
+        groups=groups[:MAX_GROUPS],
+        groups_cut=max(0, len(groups) - MAX_GROUPS),
+        wavefronts=[_table(w) for w in fr.wavefronts] if fr else [],
+        mismatches=[m.message for m in fr.mismatches] if fr else [],
+        notes=list(fr.notes) if fr else [],
+    )

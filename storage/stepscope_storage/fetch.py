@@ -1,0 +1,103 @@
+"""`stepscope fetch SESSION_URI DIR [--layout session|hta|tensorboard]`: a session's folder on local disk, laid out
+for the tool that opens it (stepscope_contract.storage.fetch_path):
+
+- session (default): the folder as stored; report/report.html's trace links work, and
+  `TraceAnalysis(trace_dir="DIR/traces")` / `tensorboard --logdir DIR` open it;
+- hta: only the traces, flat in DIR (`rank<R>.pt.trace.json.gz`): `TraceAnalysis(trace_dir="DIR")`;
+- tensorboard: only the traces in DIR/<session>/: `tensorboard --logdir DIR` shows the session as one run (fetch
+  several sessions into one DIR to compare them).
+
+Sessions in the first layout (ranks/<R>/trace.pt.trace.json.gz) come out the same for hta and tensorboard.
+Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment, else the provider chain.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import FetchLayout, StorageLocation, StorageUriError, fetch_path, parse_storage_uri
+from stepscope_storage import open_store
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
+from stepscope_storage.store import StorageError, Store
+
+
+@dataclass
+class Fetched:
+    files: list[Path] = field(default_factory=list)
+    bytes: int = 0
+
+
+def fetch_session(
+    store: Store,
+    session: StorageLocation,
+    dest: Path,
+    layout: FetchLayout = FetchLayout.SESSION,
+    progress: Callable[[str], None] | None = None,
+) -> Fetched:
+    """Download the files of `session` that `layout` keeps into `dest`; StorageError when one fails."""
+    out = Fetched()
+    root = dest.resolve()
+    for key in store.list_keys(session):
+        rel = fetch_path(session, key, layout)
+        if rel is None:
+            continue
+        target = (root / rel).resolve()
+        if not target.is_relative_to(root):  # fetch_path never climbs out; a second look costs nothing
+            raise StorageError(f"{key}: {rel} would leave {root}")
+        stored = store.get_file(key, target)
+        out.files.append(target)
+        out.bytes += stored.size
+        if progress is not None:
+            progress(f"{stored.uri} -> {target}")
+    return out
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stepscope fetch",
+        description="download a session's folder (traces, manifests, report) for local tools",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("session", help="the session's folder: s3://, oss:// or file:// (status.artifactsUri)")
+    p.add_argument("dest", help="local folder to download into")
+    p.add_argument(
+        "--layout",
+        choices=[layout.value for layout in FetchLayout],
+        default=FetchLayout.SESSION.value,
+        help="session: as stored; hta: traces flat (TraceAnalysis(trace_dir=DEST)); tensorboard: DEST/<session>/",
+    )
+    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
+    p.add_argument("--region", default=None, help="object store region (oss:// derives its endpoint from it)")
+    p.add_argument(
+        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
+    return p
+
+
+def main(argv: list[str]) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        session = parse_storage_uri(args.session)
+        store = open_store(
+            session,
+            Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style)),
+            Credentials.from_env(),
+        )
+        fetched = fetch_session(
+            store, session, Path(args.dest), FetchLayout(args.layout), None if args.quiet else print
+        )
+    except (StorageUriError, StorageError) as exc:
+        print(f"stepscope fetch: {exc}", file=sys.stderr)
+        return 2
+    if not fetched.files:
+        print(f"stepscope fetch: nothing to fetch under {session.uri} (layout {args.layout})", file=sys.stderr)
+        return 1
+    print(f"{len(fetched.files)} file(s), {fetched.bytes} bytes in {Path(args.dest).resolve()}")
+    return 0

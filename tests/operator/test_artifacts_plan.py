@@ -1,0 +1,68 @@
+"""What the operator decides when a session is deleted, from its metadata and accepted spec only (pure)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from stepscope_analyzer.cleanup import CleanupRefused, deletion_target
+from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
+from stepscope_operator.artifacts import cleanup_job_name, plan_deletion
+from stepscope_operator.config import OperatorConfig
+
+pytestmark = pytest.mark.unit
+UID = "1234abcd-0000-1111-2222-333344445555"
+
+
+def _body(storage: dict[str, Any] | None, artifacts_uri: str | None = None, deleting: bool = True) -> dict[str, Any]:
+    spec = {"targets": {"selector": {"matchLabels": {"a": "b"}}}, "storage": storage}
+    annotations = {ACCEPTED_SPEC_ANNOTATION: json.dumps(spec)} if storage is not None else {}
+    meta: dict[str, Any] = {"name": "s", "namespace": "team-a", "uid": UID, "annotations": annotations}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    return {"metadata": meta, "spec": {"storage": {"uri": "s3://evil/x", "deleteOnSessionDelete": True}},
+            "status": {"artifactsUri": artifacts_uri} if artifacts_uri else {}}  # fmt: skip
+
+
+def test_the_folder_comes_from_the_accepted_spec_not_from_status_or_the_current_spec() -> None:
+    storage = {"uri": "s3://ours/p", "deleteOnSessionDelete": True, "credentialsSecret": {"name": "keys"}}
+    plan = plan_deletion(_body(storage, "s3://theirs/prefix"), OperatorConfig())
+    assert plan.location == "s3://ours/p/team-a/s-1234abcd"
+    assert [(n.warning, n.reason) for n in plan.notices] == [(True, "ArtifactsUriIgnored")]
+    assert plan.job is not None and plan.job["metadata"]["name"] == cleanup_job_name("s", UID) == "s-cleanup-1234abcd"
+    container = plan.job["spec"]["template"]["spec"]["containers"][0]
+    assert container["args"] == ["--namespace", "team-a", "--name", "s", "--uid", UID, "--mode", "delete"]
+    assert {e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"] if "valueFrom" in e} == {"keys"}
+    assert "ownerReferences" not in plan.job["metadata"] and plan.job["spec"]["ttlSecondsAfterFinished"] >= 0
+
+
+def test_nothing_is_deleted_unless_the_accepted_spec_asks() -> None:
+    assert plan_deletion(_body(None), OperatorConfig()).job is None  # never accepted: nothing was written
+    assert plan_deletion(_body({"uri": "s3://ours/p"}), OperatorConfig()).job is None
+
+
+def test_file_folders_are_deleted_only_in_local_mode() -> None:
+    body = _body({"uri": "file:///data", "deleteOnSessionDelete": True})
+    refused = plan_deletion(body, OperatorConfig())
+    assert refused.job is None and refused.notices[0].reason == "ArtifactsNotDeleted"
+    local = plan_deletion(body, OperatorConfig(local_mode=True))
+    assert local.job is not None
+    env = {e["name"]: e.get("value") for e in local.job["spec"]["template"]["spec"]["containers"][0]["env"]}
+    assert env["STEPSCOPE_ALLOW_FILE_DELETION"] == "true"
+
+
+def test_the_cleanup_job_checks_the_session_itself() -> None:
+    storage = {"uri": "s3://ours/p", "deleteOnSessionDelete": True}
+    location, options = deletion_target(_body(storage), UID, allow_file=False)
+    assert location.uri == "s3://ours/p/team-a/s-1234abcd" and options.endpoint is None
+    for body, uid, why in [
+        (_body(storage), "another-uid", "uid"),
+        (_body(storage, deleting=False), UID, "not being deleted"),
+        (_body(None), UID, "no accepted spec"),
+        (_body({"uri": "s3://ours/p"}), UID, "keeps the artifacts"),
+        (_body({"uri": "file:///data", "deleteOnSessionDelete": True}), UID, "local mode"),
+    ]:
+        with pytest.raises(CleanupRefused, match=why):
+            deletion_target(body, uid, allow_file=False)

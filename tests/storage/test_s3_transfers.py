@@ -1,0 +1,171 @@
+"""S3 transfers through stepscope_storage against moto behind a loopback proxy that fails what we tell it to:
+botocore retries one failed part of a multipart upload (never the whole file), the transfer deadline ends
+retrying with the last error, and what storage holds is checked against the SHA-256 that was sent."""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from storage_harness import BUCKET, KEYS, free_port
+
+from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import parse_storage_uri
+from stepscope_storage import ChecksumMismatch, DeadlineExceeded, StorageError, Store, TransferSettings, open_store
+from stepscope_storage.connection import Connection
+from stepscope_storage.credentials import Credentials
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+MIB = 1024 * 1024
+CREDS = Credentials(KEYS["AWS_ACCESS_KEY_ID"], KEYS["AWS_SECRET_ACCESS_KEY"])
+HOP_HEADERS = {"connection", "transfer-encoding", "content-length", "keep-alive"}
+
+
+class FlakyProxy(ThreadingHTTPServer):
+    """Forwards to moto; `fail(method, path_and_query)` decides which requests get a 503 SlowDown instead."""
+
+    daemon_threads = True
+
+    def __init__(self, upstream: str, fail: Callable[[str, str], bool]) -> None:
+        self.upstream = urlsplit(upstream)
+        self.fail = fail
+        self.seen: list[tuple[str, str]] = []
+        self.lock = threading.Lock()
+        super().__init__(("127.0.0.1", free_port()), _Forward)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.server_address[1]}"
+
+
+class _Forward(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: FlakyProxy
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return None
+
+    def _forward(self) -> None:
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        with self.server.lock:
+            self.server.seen.append((self.command, self.path))
+            failing = self.server.fail(self.command, self.path)
+        if failing:
+            payload = b"<Error><Code>SlowDown</Code><Message>slow down</Message></Error>"
+            self.send_response(503)
+            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+            return
+        up = self.server.upstream
+        conn = http.client.HTTPConnection(up.hostname or "127.0.0.1", up.port, timeout=30)
+        headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP_HEADERS | {"expect"}}
+        conn.request(self.command, self.path, body=body, headers=headers)
+        response = conn.getresponse()
+        data = response.read()
+        self.send_response(response.status)
+        for key, value in response.getheaders():
+            if key.lower() not in HOP_HEADERS:
+                self.send_header(key, value)
+        self.send_header("Content-Length", response.getheader("Content-Length") or str(len(data)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(data)
+        conn.close()
+
+    do_GET = do_PUT = do_POST = do_HEAD = do_DELETE = _forward
+
+
+@pytest.fixture
+def proxy(moto: str, raw_s3: Any) -> Iterator[Callable[[Callable[[str, str], bool]], FlakyProxy]]:
+    started: list[FlakyProxy] = []
+
+    def start(fail: Callable[[str, str], bool]) -> FlakyProxy:
+        server = FlakyProxy(moto, fail)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.shutdown()
+        server.server_close()
+
+
+def _store(endpoint: str, prefix: str, **transfer: Any) -> tuple[Store, str]:
+    location = parse_storage_uri(f"s3://{BUCKET}/{prefix}")
+    store = open_store(location, Connection(endpoint, "us-east-1", AddressingStyle.PATH), CREDS,
+                       TransferSettings(multipart_threshold=MIB, **transfer))  # fmt: skip
+    return store, location.key("trace.bin")
+
+
+def _part(path: str) -> int | None:
+    query = parse_qs(urlsplit(path).query)
+    return int(query["partNumber"][0]) if "partNumber" in query else None
+
+
+def test_a_failed_part_is_retried_alone(proxy: Any, tmp_path: Path, raw_s3: Any) -> None:
+    failed: list[int] = []
+
+    def second_part_once(method: str, path: str) -> bool:
+        if method == "PUT" and _part(path) == 2 and not failed:
+            failed.append(2)
+            return True
+        return False
+
+    server = proxy(second_part_once)
+    store, key = _store(server.url, "per-part", attempts=3, multipart_chunk=5 * MIB)
+    data = os.urandom(6 * MIB)  # two parts: s3transfer's parts are at least 5 MiB
+    (tmp_path / "f").write_bytes(data)
+    stored = store.put_file(tmp_path / "f", key, "application/octet-stream", deadline=time.monotonic() + 60)
+    parts = [_part(p) for m, p in server.seen if m == "PUT" and _part(p) is not None]
+    assert sorted(parts) == [1, 2, 2], server.seen  # part 2 twice, part 1 once: not the whole file again
+    assert sum(1 for m, p in server.seen if m == "POST" and "uploads" in p) == 1  # one multipart upload
+    assert store.counts.retries == 1
+    assert stored.sha256 == hashlib.sha256(data).hexdigest()
+    assert raw_s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data
+
+
+def test_the_deadline_ends_retrying_with_the_last_error(tmp_path: Path) -> None:
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused, which botocore retries
+    store, key = _store(dead, "deadline", attempts=50)
+    (tmp_path / "f").write_bytes(b"z" * 100)
+    began = time.monotonic()
+    with pytest.raises(DeadlineExceeded) as info:
+        store.put_file(tmp_path / "f", key, "application/octet-stream", deadline=began + 2.0)
+    assert 2.0 <= time.monotonic() - began < 30  # stopped at the first failed attempt after the deadline
+    assert "EndpointConnectionError" in str(info.value) and "attempt" in str(info.value)
+    assert store.counts.attempts >= 2 and store.counts.retries >= 1
+
+
+def test_without_a_deadline_the_attempts_run_out(tmp_path: Path) -> None:
+    store, key = _store(f"http://127.0.0.1:{free_port()}", "attempts", attempts=2)
+    (tmp_path / "f").write_bytes(b"z")
+    with pytest.raises(StorageError, match="EndpointConnectionError") as info:
+        store.put_file(tmp_path / "f", key, "application/octet-stream")
+    assert not isinstance(info.value, DeadlineExceeded)
+    assert store.counts.attempts == 2
+
+
+def test_a_download_that_does_not_match_the_recorded_sha256_is_refused(moto: str, raw_s3: Any, tmp_path: Path) -> None:
+    store, key = _store(moto, "tampered")
+    (tmp_path / "f").write_bytes(b"the real bytes")
+    stored = store.put_file(tmp_path / "f", key, "application/octet-stream")
+    raw_s3.put_object(Bucket=BUCKET, Key=key, Body=b"other bytes!!!", Metadata={"sha256": stored.sha256})
+    with pytest.raises(ChecksumMismatch, match="SHA-256"):
+        store.get_file(key, tmp_path / "down")
+    assert not (tmp_path / "down").exists()
