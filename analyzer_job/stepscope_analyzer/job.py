@@ -22,6 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from stepscope_analyzer.diagnosis import DiagnosisConfig, build_status_summary
+from stepscope_analyzer.diff.step_samples import median_and_p90
+from stepscope_analyzer.gate_step import run_gate, write_index_entry
 from stepscope_analyzer.pipeline import (
     Layout,
     RankInput,
@@ -37,8 +39,8 @@ from stepscope_analyzer.status_patch import status_patch
 from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
-from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
-from stepscope_contract.session import ProfileSession
+from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, Report, SessionInfo
+from stepscope_contract.session import ProfileSession, ProfileSessionSpec, ReportSummary
 from stepscope_contract.session_folder import accepted_spec
 from stepscope_contract.storage import (
     REPORT_HTML,
@@ -112,13 +114,27 @@ def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], P
         raise JobError(f"ProfileSession {namespace}/{name} is invalid: {describe_validation_error(exc)}") from exc
 
 
+def spec_of(session: ProfileSession) -> ProfileSessionSpec:
+    """The accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it."""
+    return accepted_spec({"annotations": session.metadata.annotations}) or session.spec
+
+
 def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
-    # the accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it
-    spec = (accepted_spec({"annotations": session.metadata.annotations}) or session.spec).storage
+    spec = spec_of(session).storage
     base = parse_storage_uri(spec.uri)
     meta = session.metadata
     location = session_location(base, meta.namespace, meta.name, meta.uid)
     return location, open_store(location, spec, Credentials.from_env())
+
+
+def with_step_numbers(summary: ReportSummary, report: Report) -> ReportSummary:
+    """The job's median and p90 step time in the summary when the diagnosis left them out."""
+    if summary.median_step_ms is not None:
+        return summary
+    median, p90 = median_and_p90(report)
+    if median <= 0:
+        return summary
+    return summary.model_copy(update={"median_step_ms": round(median / 1000, 3), "p90_step_ms": round(p90 / 1000, 3)})
 
 
 def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
@@ -206,9 +222,15 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     )
     where = report_location(location)
     report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
+    spec = spec_of(session)
+    gate = run_gate(spec, meta.namespace, store, where, report, log=_log)
+    if gate is not None:
+        report = gate.into_report(report)
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
-    summary = build_status_summary(report)
+    summary = with_step_numbers(build_status_summary(report), report)
+    if gate is not None:
+        summary = gate.into_summary(summary)
     patch_status(
         api,
         args.namespace,
@@ -218,7 +240,12 @@ def _run(args: argparse.Namespace, api: Any) -> None:
         summary=summary,
         report_url=html_url,
         report_json_url=json_url,
+        regressed=gate.condition if gate is not None else None,
     )
+    write_index_entry(
+        spec, report, store, namespace=meta.namespace, name=meta.name, uid=meta.uid, folder=location,
+        report_json=json_url, log=_log,
+    )  # fmt: skip
     _log(f"report written to {html_url}; {report.diagnosis.verdict}")
     del raw
 

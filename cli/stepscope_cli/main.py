@@ -21,6 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
     "check": ("stepscope_operator.check", "main", "verify an install: CRD, operator, webhook, storage"),
+    "wait": ("stepscope_operator.wait", "main", "wait for a session and exit 0 passed, 1 gate failed, 2 failed"),
 }
 
 # subcommand -> (module, function returning its argparse parser): what `--help` shows, checked by the tests.
@@ -35,6 +36,7 @@ PARSERS: dict[str, tuple[str, str]] = {
     "local-cluster": ("stepscope_local.cli", "build_parser"),
     "demo": ("stepscope_local.demo", "build_parser"),
     "check": ("stepscope_operator.check", "build_parser"),
+    "wait": ("stepscope_operator.wait", "build_parser"),
 }
 
 
