@@ -128,13 +128,16 @@ def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
 
 
 def with_step_numbers(summary: ReportSummary, report: Report) -> ReportSummary:
-    """The job's median and p90 step time in the summary when the diagnosis left them out."""
-    if summary.median_step_ms is not None:
-        return summary
+    """The job's median and p90 step time, and the slowest rank's slowdown, in the summary where the diagnosis left
+    them out."""
+    update: dict[str, float] = {}
     median, p90 = median_and_p90(report)
-    if median <= 0:
-        return summary
-    return summary.model_copy(update={"median_step_ms": round(median / 1000, 3), "p90_step_ms": round(p90 / 1000, 3)})
+    if summary.median_step_ms is None and median > 0:
+        update.update(median_step_ms=round(median / 1000, 3), p90_step_ms=round(p90 / 1000, 3))
+    slow = report.diagnosis.slow_ranks
+    if summary.slowdown_percent is None and slow:
+        update["slowdown_percent"] = round(slow[0].slowdown_pct, 1)
+    return summary.model_copy(update=update) if update else summary
 
 
 def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:

@@ -59,3 +59,20 @@ def test_index_key_is_next_to_the_namespace_folders_and_cannot_climb() -> None:
     assert session_index_key(base, "ml", "train-main") == f"sessions/ml/{SESSIONS_DIR}/train-main.json"
     sneaky = session_index_key(base, "../x", "../../y")
     assert sneaky.startswith("sessions/") and "/../" not in f"/{sneaky}/" and sneaky.count("/") == 3
+
+
+def test_the_ci_example_session_is_valid() -> None:
+    from pathlib import Path
+
+    import yaml
+
+    from stepscope_contract.crd import build_crd
+    from stepscope_local.kube.validation import validation_errors
+
+    text = (Path(__file__).resolve().parents[2] / "examples" / "ci" / "profilesession.yaml").read_text()
+    doc = yaml.safe_load(text.replace("RUN_NAME", "train-ci-1234"))
+    schema = build_crd()["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    assert validation_errors(schema, doc) == []
+    spec = ProfileSessionSpec.model_validate(doc["spec"])
+    assert spec.baseline is not None and spec.baseline.session == "train-main"
+    assert spec.gate.max_regression_percent == 15

@@ -12,10 +12,11 @@ from report_maker import noisy_job, rank, report
 from stepscope_analyzer.diff.baseline import BaselineError, find_baseline, regressed
 from stepscope_analyzer.diff.compare import diff_reports
 from stepscope_analyzer.gate_step import run_gate, write_index_entry
+from stepscope_analyzer.job import with_step_numbers
 from stepscope_analyzer.report import html_bytes, model_json_bytes
 from stepscope_analyzer.storage_io import location_of, open_store
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult
-from stepscope_contract.report import Report
+from stepscope_contract.report import Cause, Report, SlowRank
 from stepscope_contract.session import ConditionStatus, ProfileSessionSpec, ReportSummary
 from stepscope_contract.storage import REPORT_JSON, report_location
 
@@ -139,3 +140,14 @@ def test_the_report_shows_the_comparison_escaped(tmp_path: Path) -> None:
     assert 'id="vs-baseline"' in page and "regressed:" in page and "session main" in page
     assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
     assert "Vs baseline" not in html_bytes(candidate).decode()
+
+
+def test_the_summary_carries_the_step_numbers_where_the_diagnosis_left_them_out() -> None:
+    job = noisy_job(n_steps=20, noise=0.0, step_us=20_000.0)
+    job.diagnosis.slow_ranks = [SlowRank(rank=1, cause=Cause.HOST, confidence=0.9, slowdown_pct=31.25)]
+    summary = with_step_numbers(ReportSummary(verdict="v"), job)
+    assert summary.median_step_ms == pytest.approx(20.0, rel=0.02) and summary.p90_step_ms is not None
+    assert summary.slowdown_percent == 31.2 or summary.slowdown_percent == 31.3
+    kept = with_step_numbers(ReportSummary(median_step_ms=7.0, slowdown_percent=1.0), job)
+    assert (kept.median_step_ms, kept.slowdown_percent) == (7.0, 1.0)
+    assert with_step_numbers(ReportSummary(), report([])).median_step_ms is None
