@@ -28,7 +28,7 @@ class DiffModel(BaseModel):
 class DiffVerdict(StrEnum):
     PASSED = "passed"  # not shown to be slower than the gate allows
     REGRESSED = "regressed"  # slower by more than max_regression_pct, with confidence (the interval's lower bound)
-    IMPROVED = "improved"  # faster by more than max_regression_pct, with confidence: passes too
+    IMPROVED = "improved"  # the baseline is slower by more than max_regression_pct, with confidence: passes too
     UNUSABLE = "unusable"  # a side has too few steps to decide; see reason
 
 

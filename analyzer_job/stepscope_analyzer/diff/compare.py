@@ -3,7 +3,9 @@ phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call
 
 The decision (docs/design.md, "Regression gate"): the candidate regressed when the lower end of the interval of its
 slowdown is above max_regression_pct, i.e. it is slower by more than the gate allows with (1 + confidence) / 2
-one-sided confidence; it improved when the upper end is below -max_regression_pct; anything else passes.
+one-sided confidence; it improved when the baseline is slower than the candidate by more than max_regression_pct
+with the same confidence (the mirror image: swapping the sides of a regressed pair gives an improvement), i.e. the
+upper end is below 1 / (1 + max_regression_pct / 100) - 1; anything else passes.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def _decide(shift: Shift | None, steps: tuple[int, int], config: DiffConfig) -> 
             DiffVerdict.REGRESSED,
             f"steps are {est:.1f}% slower than the baseline ({where}): more than the {gate:g}% allowed",
         )
-    if high < -gate:
+    if high < -100.0 * gate / (100.0 + gate):  # the baseline is slower than allowed: the mirror of a regression
         return DiffVerdict.IMPROVED, f"steps are {-est:.1f}% faster than the baseline ({where})"
     slower = f"{est:.1f}% slower" if est >= 0 else f"{-est:.1f}% faster"
     return DiffVerdict.PASSED, f"steps are {slower} than the baseline ({where}): not shown to exceed {gate:g}%"

@@ -231,3 +231,14 @@ def test_absurd_per_rank_figures_are_left_out() -> None:
     assert d.phases == []
     assert {c.name: c.change for c in d.top_changes} == {"fine": ChangeKind.REMOVED}
     DiffResult.model_validate_json(model_json_bytes(d))
+
+
+def test_swapping_the_sides_of_a_regression_gives_an_improvement() -> None:
+    """The mirror image: a candidate 55% slower than its baseline regressed at 40%; its baseline, seen from the other
+    side, is 35% faster, which is an improvement at 40% too (the baseline slower by more than 40%)."""
+    gate = DiffConfig(max_regression_pct=40.0)
+    base, slow = noisy_job(seed=5, noise=0.03), scaled(noisy_job(seed=6, noise=0.03), 1.55)
+    forward, backward = diff_reports(base, slow, gate), diff_reports(slow, base, gate)
+    assert forward.verdict is DiffVerdict.REGRESSED
+    assert backward.verdict is DiffVerdict.IMPROVED
+    assert backward.regression_pct is not None and -40 < backward.regression_pct < -30
