@@ -23,8 +23,8 @@ API = "stepscope.dev/v1alpha1"
 REPO = Path(__file__).resolve().parents[2]
 GATE_SCRIPT = REPO / "examples" / "ci" / "gate.sh"
 STEPPER = str(REPO / ".venv" / "bin" / "stepscope")
-INPUT_MS = "25"  # every rank waits for its batch: the step is mostly waiting, steady on a shared machine
-ADDED_MS = "75"  # the change under test: this much more compute per step on every rank (~+200%)
+INPUT_MS = "40"  # every rank waits for its batch: the step is mostly waiting, steady on a shared machine
+ADDED_MS = "120"  # the change under test: this much more compute per step on every rank (~+250%)
 GATE_PCT = 50
 """The gate's accuracy at 15% is bench/gate_accuracy.py's measure; here the path through the cluster is checked with
 a tolerance the neighbours' bursts on a 2-core machine do not reach, and a change far beyond it."""
