@@ -18,6 +18,7 @@ BENCHES: list[list[str]] = [
     ["report_browser.py"],
     ["diagnosis_accuracy.py"],
     ["trigger_soak.py"],
+    ["gate_accuracy.py"],
 ]
 
 

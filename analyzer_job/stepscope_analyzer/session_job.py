@@ -22,6 +22,8 @@ from typing import Any
 from pydantic import ValidationError
 
 from stepscope_analyzer.diagnosis import DiagnosisConfig, build_status_summary
+from stepscope_analyzer.diff.step_samples import median_and_p90
+from stepscope_analyzer.gate_step import run_gate, write_index_entry
 from stepscope_analyzer.pipeline import (
     Layout,
     RankInput,
@@ -38,8 +40,8 @@ from stepscope_analyzer.status_patch import status_patch
 from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.errors import describe_validation_error
-from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, SessionInfo
-from stepscope_contract.session import ProfileSession
+from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, Report, SessionInfo
+from stepscope_contract.session import ProfileSession, ProfileSessionSpec, ReportSummary
 from stepscope_contract.session_folder import accepted_spec
 from stepscope_contract.storage import (
     REPORT_HTML,
@@ -113,13 +115,30 @@ def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], P
         raise JobError(f"ProfileSession {namespace}/{name} is invalid: {describe_validation_error(exc)}") from exc
 
 
+def spec_of(session: ProfileSession) -> ProfileSessionSpec:
+    """The accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it."""
+    return accepted_spec({"annotations": session.metadata.annotations}) or session.spec
+
+
 def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
-    # the accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it
-    spec = (accepted_spec({"annotations": session.metadata.annotations}) or session.spec).storage
+    spec = spec_of(session).storage
     base = parse_storage_uri(spec.uri)
     meta = session.metadata
     location = session_location(base, meta.namespace, meta.name, meta.uid)
     return location, open_store(location, spec, Credentials.from_env())
+
+
+def with_step_numbers(summary: ReportSummary, report: Report) -> ReportSummary:
+    """The job's median and p90 step time, and the slowest rank's slowdown, in the summary where the diagnosis left
+    them out."""
+    update: dict[str, float] = {}
+    median, p90 = median_and_p90(report)
+    if summary.median_step_ms is None and median > 0:
+        update.update(median_step_ms=round(median / 1000, 3), p90_step_ms=round(p90 / 1000, 3))
+    slow = report.diagnosis.slow_ranks
+    if summary.slowdown_percent is None and slow:
+        update["slowdown_percent"] = round(slow[0].slowdown_pct, 1)
+    return summary.model_copy(update=update) if update else summary
 
 
 def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
@@ -207,9 +226,15 @@ def _run(args: argparse.Namespace, api: Any) -> None:
     )
     where = report_location(location)
     report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
+    spec = spec_of(session)
+    gate = run_gate(spec, meta.namespace, store, where, report, log=_log)
+    if gate is not None:
+        report = gate.into_report(report)
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
-    summary = build_status_summary(report)
+    summary = with_step_numbers(build_status_summary(report), report)
+    if gate is not None:
+        summary = gate.into_summary(summary)
     patch_status(
         api,
         args.namespace,
@@ -219,7 +244,12 @@ def _run(args: argparse.Namespace, api: Any) -> None:
         summary=summary,
         report_url=html_url,
         report_json_url=json_url,
+        regressed=gate.condition if gate is not None else None,
     )
+    write_index_entry(
+        spec, report, store, namespace=meta.namespace, name=meta.name, uid=meta.uid, folder=location,
+        report_json=json_url, log=_log,
+    )  # fmt: skip
     _log(f"report written to {html_url}; {report.diagnosis.verdict}")
     del raw
 

@@ -1,6 +1,7 @@
 """The status merge patch the analyzer writes to its ProfileSession. Pure.
 
-The analyzer owns status.summary, status.reportURL, status.reportJSONURL and the ReportReady condition; the
+The analyzer owns status.summary, status.reportURL, status.reportJSONURL and the ReportReady and Regressed
+conditions; the
 other conditions are kept as they are (read-modify-write: a merge patch replaces the whole list). The status is
 read and written through the contract's typed model (stepscope_contract.status_wire), so only fields the CRD knows
 can be written.
@@ -50,14 +51,22 @@ def status_patch(
     report_url: str | None = None,
     report_json_url: str | None = None,
     now: datetime | None = None,
+    regressed: tuple[ConditionStatus, str, str] | None = None,
 ) -> dict[str, Any]:
-    """Merge patch for the status subresource of `current` (the whole object as read)."""
+    """Merge patch for the status subresource of `current` (the whole object as read); `regressed`: the Regressed
+    condition's (status, reason, message) when the session has a baseline."""
     metadata = current.get("metadata") or {}
     before = read_status(current.get("status"))
     after = before.model_copy(deep=True)
     generation = metadata.get("generation")
     condition = report_ready_condition(ok, message, generation if isinstance(generation, int) else None, now)
     after.conditions = upsert_condition(after.conditions, condition)
+    if regressed is not None:
+        value, reason, text = regressed
+        gate = condition.model_copy(
+            update={"type": ConditionType.REGRESSED, "status": value, "reason": reason, "message": text[:32_000]}
+        )
+        after.conditions = upsert_condition(after.conditions, gate)
     if summary is not None:
         after.summary = summary
     if report_url is not None:

@@ -15,11 +15,13 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "sidecar": ("stepscope_sidecar.main", "main", "run the sidecar agent next to a training container"),
     "install-hook": ("stepscope_sidecar.install", "main", "copy the in-process hook into a shared volume"),
     "analyze": ("stepscope_analyzer.cli", "analyze_main", "analyse traces from a folder or storage URI"),
+    "diff": ("stepscope_analyzer.diff.command", "diff_main", "compare a run with a baseline: the regression gate"),
     "analyzer-job": ("stepscope_analyzer.cli", "job_main", "the analyzer Job's entry point"),
     "fetch": ("stepscope_storage.fetch", "main", "download a session's folder for HTA, TensorBoard or the report"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
     "check": ("stepscope_operator.check", "main", "verify an install: CRD, operator, webhook, storage"),
+    "wait": ("stepscope_operator.wait", "main", "wait for a session and exit 0 passed, 1 gate failed, 2 failed"),
 }
 
 # subcommand -> (module, function returning its argparse parser): what `--help` shows, checked by the tests.
@@ -28,11 +30,13 @@ PARSERS: dict[str, tuple[str, str]] = {
     "sidecar": ("stepscope_sidecar.main", "build_parser"),
     "install-hook": ("stepscope_sidecar.install", "build_parser"),
     "analyze": ("stepscope_analyzer.cli", "analyze_parser"),
+    "diff": ("stepscope_analyzer.diff.command", "diff_parser"),
     "analyzer-job": ("stepscope_analyzer.session_job", "job_parser"),
     "fetch": ("stepscope_storage.fetch", "build_parser"),
     "local-cluster": ("stepscope_local.cli", "build_parser"),
     "demo": ("stepscope_local.demo", "build_parser"),
     "check": ("stepscope_operator.check", "build_parser"),
+    "wait": ("stepscope_operator.wait", "build_parser"),
 }
 
 

@@ -47,7 +47,7 @@ class CelRule:
         return out
 
 
-IMMUTABLE_FIELDS = ("targets", "capture", "storage", "analysis")
+IMMUTABLE_FIELDS = ("targets", "capture", "storage", "analysis", "baseline", "gate")
 """Spec fields the operator freezes when it accepts a session; `ttlSecondsAfterFinished` may still change."""
 
 RULES: tuple[CelRule, ...] = (
@@ -84,6 +84,22 @@ RULES: tuple[CelRule, ...] = (
             "(has(self.endpoint) ? 'storage.endpoint' : 'storage.credentialsSecret') + "
             "' only applies to s3:// and oss:// URIs, not to ' + self.uri"
         ),
+    ),
+    CelRule(
+        ("baseline",),
+        "has(self.session) != has(self.uri)",
+        message_expression=(
+            "has(self.session) ? 'set baseline.session or baseline.uri, not both' : "
+            "'set one of baseline.session (a previous session of this namespace) or baseline.uri (a stored report)'"
+        ),
+    ),
+    CelRule(
+        ("baseline", "uri"),
+        f"self.matches({cel_regex(STORAGE_URI_PATTERN)})",
+        message_expression=(
+            "'\"' + self + '\" is not a storage URI: use s3://bucket/prefix, oss://bucket/prefix or file:///path'"
+        ),
+        replaces=("pattern",),
     ),
     *(
         CelRule(

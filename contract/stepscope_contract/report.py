@@ -439,6 +439,33 @@ class SessionInfo(ReportModel):
     capture_id: str | None = None
 
 
+class BaselineChange(ReportModel):
+    """A name whose time or calls per step moved against the baseline (stepscope_contract.diff.TopChange's fields)."""
+
+    name: str
+    kind: str
+    change: str = Field(description="added, removed or changed")
+    baseline_us_per_step: float
+    candidate_us_per_step: float
+    delta_us_per_step: float
+    count_delta: float
+
+
+class VsBaseline(ReportModel):
+    """The session against spec.baseline (the regression gate); the whole comparison is report/diff.json."""
+
+    baseline: str = Field(description="the baseline's report or folder")
+    baseline_session: str | None = Field(default=None, description="its session name, when named by spec.baseline")
+    verdict: str = Field(description="passed, regressed, improved or unusable (stepscope_contract.diff.DiffVerdict)")
+    reason: str = ""
+    max_regression_pct: float
+    regression_pct: float | None = None
+    regression_ci_low_pct: float | None = None
+    regression_ci_high_pct: float | None = None
+    top_changes: list[BaselineChange] = Field(default_factory=list, description="largest |delta| first (at most 20)")
+    diff_url: str | None = Field(default=None, description="report/diff.html")
+
+
 class Report(ReportModel):
     schema_version: int = REPORT_SCHEMA_VERSION
     tool_version: str = ""
@@ -457,4 +484,7 @@ class Report(ReportModel):
         default="",
         description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
         "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )
+    vs_baseline: VsBaseline | None = Field(
+        default=None, description="against spec.baseline, when the session names one"
     )

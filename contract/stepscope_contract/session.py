@@ -234,6 +234,45 @@ class AnalysisSpec(CamelModel):
     resources: AnalysisResources = Field(default_factory=AnalysisResources)
 
 
+class BaselineSpec(CamelModel):
+    """What the session is compared with (the regression gate): exactly one of session or uri."""
+
+    session: Annotated[str, Field(min_length=1, max_length=253, pattern=DNS_SUBDOMAIN)] | None = Field(
+        default=None,
+        description="a previous ProfileSession of this namespace, found in the sessions index of the storage "
+        "(<storage.uri>/<namespace>/_sessions/<name>.json), so it may have been deleted since",
+    )
+    uri: Annotated[str, Field(max_length=1024, pattern=STORAGE_URI_PATTERN)] | None = Field(
+        default=None,
+        description="a report.json or a session folder in the same bucket as storage.uri (read with its credentials)",
+    )
+
+    @model_validator(mode="after")
+    def _exactly_one(self) -> BaselineSpec:
+        if (self.session is None) == (self.uri is None):
+            raise ValueError("set baseline.session (a previous session) or baseline.uri (a stored report), not both")
+        return self
+
+
+class GateSpec(CamelModel):
+    """How much slower than the baseline a session may be before it is Regressed."""
+
+    max_regression_percent: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(
+        default=10.0,
+        description="Regressed when the steps are slower than the baseline by more than this, with confidence",
+    )
+    confidence: Annotated[float, Field(ge=0.5, le=0.999)] = Field(
+        default=0.90, description="two-sided level of the interval of the slowdown; its lower end decides"
+    )
+
+
+def same_store(a: str, b: str) -> bool:
+    """Two storage URIs in the same scheme and bucket (file://: any path)."""
+    return a.partition("://")[0] == b.partition("://")[0] and (
+        a.startswith("file://") or a.split("/")[2] == b.split("/")[2]
+    )
+
+
 class ProfileSessionSpec(CamelModel):
     """A profiling campaign; targets, capture, storage and analysis cannot change once the session exists."""
 
@@ -246,6 +285,17 @@ class ProfileSessionSpec(CamelModel):
     ttl_seconds_after_finished: Annotated[int, Field(ge=0, le=604_800)] = Field(
         default=3600, description="the analyzer Job is removed this long after it finishes"
     )
+    baseline: BaselineSpec | None = Field(
+        default=None, description="compare with this baseline after the analysis (condition Regressed)"
+    )
+    gate: GateSpec = Field(default_factory=GateSpec, description="the regression gate against the baseline")
+
+    @model_validator(mode="after")
+    def _baseline_in_store(self) -> ProfileSessionSpec:
+        uri = self.baseline.uri if self.baseline is not None else None
+        if uri is not None and not same_store(uri, self.storage.uri):
+            raise ValueError(f"baseline.uri {uri} must be in the same store (scheme and bucket) as {self.storage.uri}")
+        return self
 
 
 # --------------------------------------------------------------------------------------------- status
@@ -273,6 +323,8 @@ class ConditionType(StrEnum):
     REPORT_READY = "ReportReady"
     COMPLETE = "Complete"  # terminal with a report (Succeeded or PartiallySucceeded)
     FAILED = "Failed"  # terminal without a usable result
+    FINISHED = "Finished"  # terminal, whatever the outcome (Succeeded, PartiallySucceeded or Failed): wait on this
+    REGRESSED = "Regressed"  # the gate against spec.baseline: True (slower), False (passed), Unknown (no decision)
 
 
 class ConditionStatus(StrEnum):
@@ -335,6 +387,21 @@ class AnalysisStage(StrEnum):
     REDUCE = "Reduce"
 
 
+class GateChange(CamelModel):
+    """One of the largest changes against the baseline (µs and calls per training step)."""
+
+    name: Annotated[str, Field(max_length=256)]
+    kind: Annotated[str, Field(max_length=32)]
+    change: Annotated[str, Field(max_length=16)] = Field(description="added, removed or changed")
+    baseline_us_per_step: float
+    candidate_us_per_step: float
+    delta_us_per_step: float
+    count_delta: float
+
+
+MAX_SUMMARY_CHANGES = 5
+
+
 class ReportSummary(CamelModel):
     """The few lines of the report that belong in `kubectl get`."""
 
@@ -350,6 +417,16 @@ class ReportSummary(CamelModel):
     p90_step_ms: float | None = None
     slowdown_percent: float | None = Field(default=None, description="how much the slowest rank slows the job")
     estimated_speedup: float | None = Field(default=None, description="step time now / step time without it")
+    gate: Annotated[str, Field(max_length=16)] | None = Field(
+        default=None, description="against spec.baseline: passed, regressed, improved or unusable"
+    )
+    regression_percent: float | None = Field(default=None, description="how much slower than the baseline, in %")
+    regression_low_percent: float | None = Field(default=None, description="lower end of its interval")
+    regression_high_percent: float | None = Field(default=None, description="upper end of its interval")
+    baseline: Annotated[str, Field(max_length=2048)] | None = Field(default=None, description="the baseline used")
+    top_changes: Annotated[list[GateChange], Field(max_length=MAX_SUMMARY_CHANGES)] | None = Field(
+        default=None, description="largest changes against the baseline first"
+    )
 
 
 class ProfileSessionStatus(CamelModel):

@@ -9,6 +9,9 @@ SLOW_MODE=hang: that rank stops for good in its data loading after HANG_AFTER_ST
 others then wait in their next all-reduce.
 SLOW_MODE=desync: every rank all-reduces 4 metrics after its optimizer step; after HANG_AFTER_STEPS steps that rank
 broadcasts 1024 values instead (a code path only it takes), and the job stands still.
+Every rank (the regression gate's examples): INPUT_MS waits that long for each batch (an I/O-bound input pipeline,
+default 0); ADDED_MS runs that much extra compute per step in a record_function "added_work" (a code change that
+slows every rank alike, default 0).
 """
 
 from __future__ import annotations
@@ -39,10 +42,16 @@ def wait_forever() -> None:
         time.sleep(3600)  # a stuck input pipeline
 
 
+INPUT_MS = float(os.environ.get("INPUT_MS", "0"))
+ADDED_MS = float(os.environ.get("ADDED_MS", "0"))
+
+
 def load_batch(rank: int, slow: bool, mode: str, slow_ms: float) -> tuple[torch.Tensor, torch.Tensor]:
     with torch.profiler.record_function("load_batch"):
         x = torch.randn(64, 256)
         y = torch.randint(0, 10, (64,))
+        if INPUT_MS:
+            time.sleep(INPUT_MS / 1000.0)
         if slow and mode == "host":
             time.sleep(slow_ms / 1000.0)  # a slow input pipeline on this rank's host
         return x, y
@@ -57,8 +66,8 @@ def sync_metrics(loss: torch.Tensor, desync: bool) -> None:
         dist.all_reduce(metrics)
 
 
-def extra_compute(slow_ms: float) -> None:
-    with torch.profiler.record_function("extra_compute"):
+def extra_compute(slow_ms: float, region: str = "extra_compute") -> None:
+    with torch.profiler.record_function(region):
         a = torch.randn(256, 256)
         end = time.perf_counter() + slow_ms / 1000.0
         while time.perf_counter() < end:
@@ -119,6 +128,8 @@ def main(argv: list[str] | None = None) -> int:
             loss.backward()
         if slow and mode == "compute":
             extra_compute(slow_ms)
+        if ADDED_MS:
+            extra_compute(ADDED_MS, "added_work")
         optimizer.step()
         if mode == "desync":
             sync_metrics(loss, desync)

@@ -143,8 +143,13 @@ class Tick:
     def fail(self, reason: str, message: str) -> None:
         self.cond(ConditionType.FAILED, True, reason, message)
         self.cond(ConditionType.COMPLETE, False, reason, message)
+        self.finished(Phase.FAILED, message, warning=True)
+
+    def finished(self, phase: Phase, message: str, warning: bool = False) -> None:
+        """Enter a terminal phase; `Finished=True` is what a pipeline waits on, whatever the outcome."""
+        self.cond(ConditionType.FINISHED, True, phase.value, message)
         self.status.completion_time = self.now
-        self.move(Phase.FAILED, message, warning=True)
+        self.move(phase, message, warning=warning)
 
     def spec(self) -> ProfileSessionSpec:
         """The spec accepted at start (storage defaults filled in; later edits are ignored), else the current one."""
@@ -452,8 +457,7 @@ async def _capture(t: Tick) -> None:
     if not spec.analysis.enabled:
         t.cond(ConditionType.COMPLETE, True, "AnalysisDisabled", "traces captured; analysis disabled by the spec")
         t.cond(ConditionType.FAILED, False, "AnalysisDisabled", "")
-        t.status.completion_time = t.now
-        t.move(st.final_phase(states), "traces captured; analysis disabled")
+        t.finished(st.final_phase(states), "traces captured; analysis disabled")
         return
     await _start_analysis(t, spec, len(usable))
 
@@ -522,14 +526,17 @@ def _complete(t: Tick, fresh: ProfileSessionStatus) -> None:
     failures = st.failure_summary(states)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
-    t.status.completion_time = t.now
-    t.move(phase, verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else ""))
+    gate = st.condition(t.status.conditions, ConditionType.REGRESSED)
+    if gate is not None:
+        verdict += f"; gate: {gate.reason}"
+    t.finished(phase, verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else ""))
 
 
 def _merge_foreign(mine: list[Condition], fresh: ProfileSessionStatus) -> list[Condition]:
     """Keep the conditions another writer (the analyzer) owns, as they are in the freshly read status."""
-    theirs = [c for c in fresh.conditions if c.type is ConditionType.REPORT_READY]
-    return [c for c in mine if c.type is not ConditionType.REPORT_READY] + theirs
+    foreign = (ConditionType.REPORT_READY, ConditionType.REGRESSED)
+    theirs = [c for c in fresh.conditions if c.type in foreign]
+    return [c for c in mine if c.type not in foreign] + theirs
 
 
 def _changed_fields(t: Tick) -> list[str]:

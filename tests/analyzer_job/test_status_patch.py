@@ -48,3 +48,18 @@ def test_transition_time_changes_only_with_the_status() -> None:
     flipped = status_patch(_obj([old]), ok=False, message="boom", now=NOW)["status"]["conditions"]
     assert flipped[0]["status"] == "False" and flipped[0]["reason"] == "AnalysisFailed"
     assert flipped[0]["lastTransitionTime"].startswith("2026-02-02")
+
+
+def test_regressed_is_upserted_beside_report_ready() -> None:
+    from stepscope_contract.session import ConditionStatus
+
+    finished = {"type": "Finished", "status": "False", "reason": "Running", "lastTransitionTime": T0}
+    patch = status_patch(
+        _obj([finished]), ok=True, message="fine", now=NOW,
+        regressed=(ConditionStatus.TRUE, "Regressed", "steps are 40% slower"),
+    )  # fmt: skip
+    after = ProfileSessionStatus.model_validate(patch["status"])
+    by_type = {c.type.value: c for c in after.conditions}
+    assert set(by_type) == {"Finished", "ReportReady", "Regressed"}
+    assert by_type["Regressed"].status is ConditionStatus.TRUE and by_type["Regressed"].reason == "Regressed"
+    assert by_type["Regressed"].message == "steps are 40% slower" and by_type["Regressed"].observed_generation == 3

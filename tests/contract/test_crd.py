@@ -132,6 +132,14 @@ def test_cross_field_rules_give_their_message() -> None:
     local = {**base, "spec": {**base["spec"], "storage": {"uri": "file:///t", "credentialsSecret": {"name": "s"}}}}
     (message,) = _crd_errors(local)
     assert "storage.credentialsSecret only applies to s3:// and oss:// URIs, not to file:///t" in message
+    neither = {**base, "spec": {**base["spec"], "baseline": {}}}
+    assert _crd_errors(neither) == [
+        'spec.baseline: Invalid value: "object": set one of baseline.session (a previous session of this namespace) '
+        "or baseline.uri (a stored report)"
+    ]
+    bad_uri = {**base, "spec": {**base["spec"], "baseline": {"uri": "http://x/report.json"}}}
+    (message,) = _crd_errors(bad_uri)
+    assert message.startswith("spec.baseline.uri:") and '"http://x/report.json" is not a storage URI' in message
 
 
 EDITS = {
@@ -139,6 +147,8 @@ EDITS = {
     "capture": ("steps", 11),
     "storage": ("uri", "s3://other/x"),
     "analysis": ("shards", 3),
+    "baseline": ("session", "train-other"),
+    "gate": ("maxRegressionPercent", 30),
 }
 
 

@@ -105,6 +105,11 @@ def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> 
     }
 
 
+def render_page(template: str, **context: object) -> str:
+    """Another page of the same family (diff.html): the same environment, filters and shared style."""
+    return _environment().get_template(template).render(**context)
+
+
 def html_bytes(report: Report) -> bytes:
     """The page as UTF-8; undecodable characters from names become replacement marks."""
     return render_html(report).encode("utf-8", "replace")

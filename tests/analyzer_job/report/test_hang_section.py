@@ -60,5 +60,5 @@ def test_a_desync_shows_the_mismatch(tmp_path: Path) -> None:
 
 
 def test_stacks_are_never_in_a_scroll_box() -> None:
-    css = Path(__file__).resolve().parents[3] / "analyzer_job/stepscope_analyzer/report/templates/report.html.j2"
+    css = Path(__file__).resolve().parents[3] / "analyzer_job/stepscope_analyzer/report/templates/_style.css.j2"
     assert "pre.stack { max-height: none; }" in css.read_text()

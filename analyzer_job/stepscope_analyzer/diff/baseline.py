@@ -1,0 +1,173 @@
+"""The in-cluster regression gate: find a session's baseline (spec.baseline), and turn the diff into what the session
+carries: the report's "vs baseline" section, the status summary's gate fields and the Regressed condition. Pure,
+except `find_baseline` and `load_baseline`, which read storage.
+
+A baseline named by session is looked up in the sessions index of the session's own storage and namespace
+(stepscope_contract.session_index), so it may have been deleted since; a baseline URI, or the report an index entry
+points at, must lie in the same store (scheme and bucket) as the session's storage: the analyzer reads it with the
+session's credentials, and nothing else is reachable through a baseline.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pydantic import ValidationError
+
+from stepscope_analyzer.diff.sides import SideError, load_side
+from stepscope_analyzer.storage_io import StorageError, Store
+from stepscope_contract.diff import DiffResult, DiffVerdict
+from stepscope_contract.report import BaselineChange, Report, VsBaseline
+from stepscope_contract.session import (
+    MAX_SUMMARY_CHANGES,
+    ConditionStatus,
+    GateChange,
+    ProfileSessionSpec,
+    ReportSummary,
+    same_store,
+)
+from stepscope_contract.session_index import MAX_INDEX_BYTES, SessionIndexEntry, session_index_key
+from stepscope_contract.storage import parse_storage_uri
+
+MAX_REPORT_CHANGES = 20
+NAME_CHARS = 256
+
+
+class BaselineError(Exception):
+    """No baseline to compare with; `reason` is the Regressed condition's reason (CamelCase)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Baseline:
+    source: str  # what the diff reads: a report.json or a session folder
+    session: str | None  # its session name, when spec.baseline named one
+
+
+def find_baseline(spec: ProfileSessionSpec, namespace: str, store: Store) -> Baseline:
+    """Where spec.baseline's report is. `store` holds the session's storage (the sessions index is there)."""
+    wanted = spec.baseline
+    if wanted is None:
+        raise BaselineError("NoBaseline", "the session names no baseline")
+    if wanted.uri is not None:
+        return Baseline(_in_store(wanted.uri, spec), None)
+    assert wanted.session is not None
+    key = session_index_key(parse_storage_uri(spec.storage.uri), namespace, wanted.session)
+    try:
+        if not store.exists(key):
+            raise BaselineError(
+                "BaselineNotFound",
+                f"no analysed session {namespace}/{wanted.session} in the sessions index ({store.uri(key)})",
+            )
+        entry = SessionIndexEntry.model_validate_json(store.read(key, most=MAX_INDEX_BYTES))
+    except (StorageError, ValidationError, ValueError) as exc:
+        raise BaselineError("BaselineUnreadable", f"the index entry {store.uri(key)}: {str(exc)[:300]}") from None
+    return Baseline(_in_store(entry.report_json, spec), wanted.session)
+
+
+def _in_store(uri: str, spec: ProfileSessionSpec) -> str:
+    if not same_store(uri, spec.storage.uri):
+        raise BaselineError("BaselineRefused", f"the baseline {uri} is outside the session's store {spec.storage.uri}")
+    return uri
+
+
+def load_baseline(baseline: Baseline, spec: ProfileSessionSpec) -> Report:
+    """The baseline's Report, read with the session's storage settings and credentials."""
+    try:
+        return load_side(baseline.source, spec.storage)
+    except SideError as exc:
+        raise BaselineError("BaselineUnreadable", str(exc)) from None
+
+
+def vs_baseline(diff: DiffResult, baseline: Baseline, diff_url: str | None) -> VsBaseline:
+    """The report's "vs baseline" section."""
+    return VsBaseline(
+        baseline=baseline.source,
+        baseline_session=baseline.session,
+        verdict=diff.verdict.value,
+        reason=diff.reason,
+        max_regression_pct=diff.max_regression_pct,
+        regression_pct=diff.regression_pct,
+        regression_ci_low_pct=diff.regression_ci_low_pct,
+        regression_ci_high_pct=diff.regression_ci_high_pct,
+        top_changes=[
+            BaselineChange(
+                name=c.name,
+                kind=c.kind,
+                change=c.change.value,
+                baseline_us_per_step=c.baseline_us_per_step,
+                candidate_us_per_step=c.candidate_us_per_step,
+                delta_us_per_step=c.delta_us_per_step,
+                count_delta=c.count_delta,
+            )
+            for c in diff.top_changes[:MAX_REPORT_CHANGES]
+        ],
+        diff_url=diff_url,
+    )
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 2)
+
+
+def gate_summary(summary: ReportSummary, diff: DiffResult, baseline: Baseline) -> ReportSummary:
+    """The status summary with the gate's numbers and its largest changes."""
+    changes = [
+        GateChange(
+            name=c.name[:NAME_CHARS],
+            kind=c.kind[:32],
+            change=c.change.value,
+            baseline_us_per_step=round(c.baseline_us_per_step, 1),
+            candidate_us_per_step=round(c.candidate_us_per_step, 1),
+            delta_us_per_step=round(c.delta_us_per_step, 1),
+            count_delta=round(c.count_delta, 2),
+        )
+        for c in diff.top_changes[:MAX_SUMMARY_CHANGES]
+    ]
+    return summary.model_copy(
+        update={
+            "gate": diff.verdict.value,
+            "regression_percent": _round(diff.regression_pct),
+            "regression_low_percent": _round(diff.regression_ci_low_pct),
+            "regression_high_percent": _round(diff.regression_ci_high_pct),
+            "baseline": baseline.session or baseline.source[:2048],
+            "top_changes": changes,
+        }
+    )
+
+
+def regressed(diff: DiffResult) -> tuple[ConditionStatus, str, str]:
+    """(status, reason, message) of the Regressed condition: True when the gate failed, False when it passed (or
+    the steps got faster), Unknown when the comparison could not decide."""
+    lead = ""
+    if diff.top_changes:
+        c = diff.top_changes[0]
+        lead = f"; largest change: {c.name[:120]} ({c.change.value}, {c.delta_us_per_step / 1000:+.2f} ms/step)"
+    message = diff.reason + lead
+    if diff.verdict is DiffVerdict.REGRESSED:
+        return ConditionStatus.TRUE, "Regressed", message
+    if diff.verdict is DiffVerdict.IMPROVED:
+        return ConditionStatus.FALSE, "Improved", message
+    if diff.verdict is DiffVerdict.PASSED:
+        return ConditionStatus.FALSE, "WithinGate", message
+    return ConditionStatus.UNKNOWN, "TooFewSteps", message
+
+
+def index_entry(
+    report: Report, *, namespace: str, name: str, uid: str, folder: str, report_json: str
+) -> SessionIndexEntry:
+    """This session's entry in the sessions index."""
+    median = report.diagnosis.median_step_us
+    return SessionIndexEntry(
+        namespace=namespace,
+        name=name,
+        uid=uid,
+        folder=folder,
+        report_json=report_json,
+        analysed_at=report.generated_at,
+        verdict=report.diagnosis.verdict[:1024],
+        median_step_ms=round(median / 1000.0, 3) if median else None,
+    )

@@ -1,0 +1,99 @@
+"""`stepscope diff BASELINE CANDIDATE -o OUT [--max-regression PCT]`: read both sides, diff them, write diff.json
+and diff.html, print the verdict. Exit 0 within the gate (or faster), 1 regression, 2 unusable input."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
+from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
+from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
+from stepscope_analyzer.report import model_json_bytes
+from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult, DiffVerdict
+from stepscope_contract.session import AddressingStyle
+from stepscope_storage import Connection
+
+EXIT_PASSED = 0
+EXIT_REGRESSED = 1
+EXIT_UNUSABLE = 2
+EXIT_CODES = {
+    DiffVerdict.PASSED: EXIT_PASSED,
+    DiffVerdict.IMPROVED: EXIT_PASSED,
+    DiffVerdict.REGRESSED: EXIT_REGRESSED,
+    DiffVerdict.UNUSABLE: EXIT_UNUSABLE,
+}
+PRINTED_CHANGES = 5
+
+
+def _progress(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def _percent(text: str) -> float:
+    value = float(text)
+    if not 0.0 <= value <= 1000.0:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 1000, got {text}")
+    return value
+
+
+def _level(text: str) -> float:
+    value = float(text)
+    if not 0.5 <= value < 1.0:
+        raise argparse.ArgumentTypeError(f"must be in [0.5, 1), got {text}")
+    return value
+
+
+def diff_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="stepscope diff",
+        description="Compare a candidate run with a baseline: step time and its phases, per rank and job-wide, and "
+        "each kernel/op/function's time and calls per step. Fails (exit 1) when the candidate's steps are slower "
+        "than the gate allows with confidence; exit 2 when a side cannot be used.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    for side in ("baseline", "candidate"):
+        p.add_argument(side, help="session folder or URI, folder of traces, one trace, or a report.json")
+    p.add_argument("-o", "--output", default="stepscope-diff", help="output folder")
+    p.add_argument("--max-regression", type=_percent, default=10.0, metavar="PCT", help="allowed slowdown, %%")
+    p.add_argument("--confidence", type=_level, default=0.90, help="two-sided level of the interval")
+    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
+    p.add_argument("--region", default=None, help="object store region")
+    p.add_argument(
+        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
+    )
+    p.add_argument("--top-n", type=int, default=DIFF_TOP_N, help="names kept per rank when analysing traces")
+    return p
+
+
+def _summary_lines(diff: DiffResult, out: Path) -> list[str]:
+    lines = [f"{diff.verdict.value}: {diff.reason}"]
+    for c in diff.top_changes[:PRINTED_CHANGES]:
+        lines.append(f"  {signed_us(c.delta_us_per_step):>11}/step  {c.change.value:<7} {c.kind:<15} {c.name[:100]}")
+    lines.append(f"diff:   {(out / DIFF_HTML).resolve()}")
+    lines.append(f"json:   {(out / DIFF_JSON).resolve()}")
+    return lines
+
+
+def diff_main(argv: list[str]) -> int:
+    args = diff_parser().parse_args(argv)
+    connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+    try:
+        baseline = load_side(args.baseline, connection, top_n=args.top_n, progress=_progress)
+        candidate = load_side(args.candidate, connection, top_n=args.top_n, progress=_progress)
+    except SideError as exc:
+        print(f"stepscope diff: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    config = DiffConfig(max_regression_pct=args.max_regression, confidence=args.confidence)
+    diff = diff_reports(baseline, candidate, config, baseline_source=args.baseline, candidate_source=args.candidate)
+    out = Path(args.output)
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / DIFF_JSON).write_bytes(model_json_bytes(diff))
+        (out / DIFF_HTML).write_bytes(diff_html_bytes(diff))
+    except OSError as exc:
+        print(f"stepscope diff: cannot write to {out}: {exc}", file=sys.stderr)
+        return EXIT_UNUSABLE
+    print("\n".join(_summary_lines(diff, out)))
+    return EXIT_CODES[diff.verdict]

@@ -1,0 +1,187 @@
+"""diff_reports: two contract Reports -> a contract DiffResult (verdict, regression and its interval, top changes,
+phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call the same function.
+
+The decision (docs/design.md, "Regression gate"): the candidate regressed when the lower end of the interval of its
+slowdown is above max_regression_pct, i.e. it is slower by more than the gate allows with (1 + confidence) / 2
+one-sided confidence; it improved when the baseline is slower than the candidate by more than max_regression_pct
+with the same confidence (the mirror image: swapping the sides of a regressed pair gives an improvement), i.e. the
+upper end is below 1 / (1 + max_regression_pct / 100) - 1; anything else passes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from stepscope_analyzer.diff.name_deltas import name_changes
+from stepscope_analyzer.diff.phase_deltas import mean_phases, phase_deltas
+from stepscope_analyzer.diff.shift_interval import Shift, hodges_lehmann
+from stepscope_analyzer.diff.step_samples import (
+    MAX_STEP_US,
+    MIN_STEP_US,
+    analysed_ranks,
+    job_steps,
+    median_and_p90,
+)
+from stepscope_analyzer.report.build import tool_version
+from stepscope_contract.diff import DiffResult, DiffVerdict, RankDelta, SideSummary, TopChange
+from stepscope_contract.report import RankReport, Report
+
+MIN_STEPS = 3
+METHOD = (
+    "Hodges-Lehmann shift of log step time (median of every candidate/baseline ratio of job steps; a job step is "
+    "the median over the ranks of their k-th step), distribution-free Moses interval"
+)
+
+
+@dataclass(frozen=True)
+class DiffConfig:
+    max_regression_pct: float = 10.0
+    confidence: float = 0.90
+    top_changes: int = 50
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0, 1), got {self.confidence}")
+        if not (math.isfinite(self.max_regression_pct) and self.max_regression_pct >= 0.0):
+            raise ValueError(f"max_regression_pct must be >= 0, got {self.max_regression_pct}")
+
+
+def _pct(log_ratio: float | None) -> float | None:
+    return None if log_ratio is None else 100.0 * math.expm1(log_ratio)
+
+
+def side_summary(report: Report, source: str, steps: int) -> SideSummary:
+    median, p90 = median_and_p90(report)
+    return SideSummary(
+        source=source,
+        session=report.session,
+        generated_at=report.generated_at,
+        world_size=report.world_size,
+        ranks=len(report.ranks),
+        ranks_analysed=len(analysed_ranks(report)),
+        steps=steps,
+        median_step_us=median,
+        p90_step_us=p90,
+    )
+
+
+def rank_deltas(baseline: Report, candidate: Report) -> list[RankDelta]:
+    b = {r.rank: r for r in baseline.ranks}
+    c = {r.rank: r for r in candidate.ranks}
+    out = []
+    for rank in sorted(b.keys() | c.keys()):
+        br, cr = b.get(rank), c.get(rank)
+        b_med = _median(br)
+        c_med = _median(cr)
+        phases = phase_deltas(mean_phases([br] if br else []), mean_phases([cr] if cr else []))
+        out.append(
+            RankDelta(
+                rank=rank,
+                baseline_status=br.status.value if br else "absent",
+                candidate_status=cr.status.value if cr else "absent",
+                baseline_median_us=b_med,
+                candidate_median_us=c_med,
+                delta_pct=100.0 * (c_med / b_med - 1.0) if b_med and c_med else None,
+                phases=phases,
+            )
+        )
+    return out
+
+
+def _median(rank: RankReport | None) -> float | None:
+    if rank is None or rank.steps.count == 0 or not MIN_STEP_US <= rank.steps.median_us <= MAX_STEP_US:
+        return None
+    return rank.steps.median_us
+
+
+def _notes(baseline: Report, candidate: Report, has_phases: bool) -> list[str]:
+    notes = []
+    if baseline.world_size != candidate.world_size:
+        notes.append(
+            f"world sizes differ (baseline {baseline.world_size}, candidate {candidate.world_size}): "
+            "the step times are compared, per-rank rows only where both sides hold the rank"
+        )
+    if not has_phases:
+        missing = [n for n, r in (("baseline", baseline), ("candidate", candidate)) if mean_phases(r.ranks) is None]
+        notes.append(f"no step phases in the {' and '.join(missing)} report: phases are not compared")
+    for name, report in (("baseline", baseline), ("candidate", candidate)):
+        if report.errors:
+            notes.append(f"the {name} has {len(report.errors)} rank error(s); those ranks are left out")
+    return notes
+
+
+def _decide(shift: Shift | None, steps: tuple[int, int], config: DiffConfig) -> tuple[DiffVerdict, str]:
+    gate = config.max_regression_pct
+    level = f"{config.confidence:.0%}"
+    if min(steps) < MIN_STEPS or shift is None:
+        return DiffVerdict.UNUSABLE, (
+            f"too few steps to compare (baseline {steps[0]}, candidate {steps[1]}; the gate needs at least "
+            f"{MIN_STEPS} per side): record more steps"
+        )
+    est = _pct(shift.estimate) or 0.0
+    low, high = _pct(shift.low), _pct(shift.high)
+    if low is None or high is None:
+        return DiffVerdict.UNUSABLE, (
+            f"{steps[0]} and {steps[1]} steps are too few for a {level} interval: record more steps"
+        )
+    where = f"{level} interval {low:+.1f}% to {high:+.1f}%"
+    if low > gate:
+        return (
+            DiffVerdict.REGRESSED,
+            f"steps are {est:.1f}% slower than the baseline ({where}): more than the {gate:g}% allowed",
+        )
+    if high < -100.0 * gate / (100.0 + gate):  # the baseline is slower than allowed: the mirror of a regression
+        return DiffVerdict.IMPROVED, f"steps are {-est:.1f}% faster than the baseline ({where})"
+    slower = f"{est:.1f}% slower" if est >= 0 else f"{-est:.1f}% faster"
+    return DiffVerdict.PASSED, f"steps are {slower} than the baseline ({where}): not shown to exceed {gate:g}%"
+
+
+def _lead(changes: list[TopChange], verdict: DiffVerdict) -> str:
+    """The change that moved the step most in the verdict's direction, for the reason line."""
+    if verdict is DiffVerdict.UNUSABLE or not changes:
+        return ""
+    faster = verdict is DiffVerdict.IMPROVED
+    top = min(changes, key=lambda t: t.delta_us_per_step) if faster else max(changes, key=lambda t: t.delta_us_per_step)
+    if (top.delta_us_per_step < 0) != faster:
+        return ""
+    return f"; top change: {top.name} {top.delta_us_per_step / 1000:+.2f} ms/step ({top.change.value})"
+
+
+def diff_reports(
+    baseline: Report,
+    candidate: Report,
+    config: DiffConfig | None = None,
+    *,
+    baseline_source: str = "",
+    candidate_source: str = "",
+    generated_at: datetime | None = None,
+) -> DiffResult:
+    cfg = config or DiffConfig()
+    b_steps, c_steps = job_steps(baseline), job_steps(candidate)
+    counts = (len(b_steps.log_us), len(c_steps.log_us))
+    shift = hodges_lehmann(b_steps.log_us, c_steps.log_us, cfg.confidence) if min(counts) > 0 else None
+    verdict, reason = _decide(shift, counts, cfg)
+    changes = name_changes(baseline, candidate)
+    reason += _lead(changes, verdict)
+    phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
+    return DiffResult(
+        tool_version=tool_version(),
+        generated_at=generated_at or datetime.now(UTC),
+        verdict=verdict,
+        reason=reason,
+        max_regression_pct=cfg.max_regression_pct,
+        confidence=cfg.confidence,
+        regression_pct=_pct(shift.estimate) if shift else None,
+        regression_ci_low_pct=_pct(shift.low) if shift else None,
+        regression_ci_high_pct=_pct(shift.high) if shift else None,
+        method=METHOD,
+        baseline=side_summary(baseline, baseline_source, counts[0]),
+        candidate=side_summary(candidate, candidate_source, counts[1]),
+        top_changes=changes[: cfg.top_changes],
+        changes_total=len(changes),
+        phases=phases,
+        ranks=rank_deltas(baseline, candidate),
+        notes=_notes(baseline, candidate, bool(phases)),
+    )

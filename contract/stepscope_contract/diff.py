@@ -1,0 +1,112 @@
+"""diff.json: the regression gate's output, `stepscope diff BASELINE CANDIDATE` (and, later, a session's baseline).
+
+Times are µs. A "step" is one training step of the job; per-step figures are means over the analysed ranks'
+recorded steps (sum over ranks / steps over ranks). `regression_pct` is how much slower the candidate's steps are
+than the baseline's (negative: faster), with a confidence interval over both sides' step-to-step noise; the
+verdict is taken on that interval (docs/design.md, "Regression gate").
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Annotated, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from stepscope_contract.report import SessionInfo
+
+DIFF_SCHEMA_VERSION: Final = 1
+DIFF_JSON: Final = "diff.json"
+DIFF_HTML: Final = "diff.html"
+
+
+class DiffModel(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class DiffVerdict(StrEnum):
+    PASSED = "passed"  # not shown to be slower than the gate allows
+    REGRESSED = "regressed"  # slower by more than max_regression_pct, with confidence (the interval's lower bound)
+    IMPROVED = "improved"  # the baseline is slower by more than max_regression_pct, with confidence: passes too
+    UNUSABLE = "unusable"  # a side has too few steps to decide; see reason
+
+
+class ChangeKind(StrEnum):
+    """HTA TraceDiff's classes of a name between two traces."""
+
+    ADDED = "added"  # only in the candidate
+    REMOVED = "removed"  # only in the baseline
+    CHANGED = "changed"  # in both (its time or count per step moved)
+
+
+class SideSummary(DiffModel):
+    """One side of the comparison."""
+
+    source: str = Field(default="", description="what was given on the command line (folder, URI, report.json)")
+    session: SessionInfo = Field(default_factory=SessionInfo)
+    generated_at: datetime | None = Field(default=None, description="when its report was made")
+    world_size: int | None = None
+    ranks: int = Field(default=0, description="ranks in its report")
+    ranks_analysed: int = Field(default=0, description="ranks with recorded steps, the ones compared")
+    steps: int = Field(default=0, description="job steps in the statistic (per-step medians over the ranks)")
+    median_step_us: float = Field(default=0.0, description="the report's median step time (ranks and steps)")
+    p90_step_us: float = 0.0
+
+
+class TopChange(DiffModel):
+    """A kernel, op or function whose time or call count per step differs between the sides."""
+
+    name: str
+    kind: str = Field(description="kernel | communication | memory | runtime | python | cpu_op | user_annotation")
+    change: ChangeKind
+    baseline_us_per_step: float
+    candidate_us_per_step: float
+    delta_us_per_step: float = Field(description="candidate - baseline; inclusive time, as HTA's TraceDiff")
+    baseline_count_per_step: float = 0.0
+    candidate_count_per_step: float = 0.0
+    count_delta: float = Field(description="calls per step, candidate - baseline")
+
+
+class PhaseDelta(DiffModel):
+    """One phase of a step (StepPhases' fields), mean µs per step on each side."""
+
+    phase: str
+    baseline_us: float
+    candidate_us: float
+    delta_us: float
+
+
+class RankDelta(DiffModel):
+    rank: Annotated[int, Field(ge=0)]
+    baseline_status: str = Field(default="absent", description="the rank's status in the baseline, or 'absent'")
+    candidate_status: str = "absent"
+    baseline_median_us: float | None = None
+    candidate_median_us: float | None = None
+    delta_pct: float | None = Field(default=None, description="candidate median / baseline median - 1, in %")
+    phases: list[PhaseDelta] = Field(default_factory=list)
+
+
+class DiffResult(DiffModel):
+    schema_version: int = DIFF_SCHEMA_VERSION
+    tool_version: str = ""
+    generated_at: datetime
+    verdict: DiffVerdict
+    reason: str = Field(description="one line a person reads first")
+    max_regression_pct: float = Field(description="the gate: slower by more than this, with confidence, fails")
+    confidence: Annotated[float, Field(gt=0.0, lt=1.0)] = Field(
+        description="two-sided level of the interval; its lower bound is a one-sided (1 + confidence) / 2 bound"
+    )
+    regression_pct: float | None = Field(
+        default=None, description="Hodges-Lehmann estimate: how much slower the candidate's steps are, in %"
+    )
+    regression_ci_low_pct: float | None = Field(default=None, description="lower end of the interval, in %")
+    regression_ci_high_pct: float | None = Field(default=None, description="upper end of the interval, in %")
+    method: str = Field(default="", description="the statistic, in words")
+    baseline: SideSummary
+    candidate: SideSummary
+    top_changes: list[TopChange] = Field(default_factory=list, description="largest |delta_us_per_step| first")
+    changes_total: int = Field(default=0, description="names that differ, before top_changes was cut")
+    phases: list[PhaseDelta] = Field(default_factory=list, description="job-wide, when both reports carry phases")
+    ranks: list[RankDelta] = Field(default_factory=list)
+    notes: list[str] = Field(default_factory=list, description="what limits the comparison")

@@ -1,0 +1,35 @@
+#!/bin/sh
+# The regression gate of a CI pipeline (docs/ci.md): apply a ProfileSession that names a baseline, wait until it has
+# finished (whatever the outcome: condition Finished), print its numbers and exit
+#   0  the steps are not slower than the baseline by more than spec.gate.maxRegressionPercent (Regressed=False)
+#   1  they are (Regressed=True), or the gate could not decide (Regressed Unknown: no baseline, too few steps)
+#   2  the session failed (no report), or it did not finish within GATE_TIMEOUT
+# usage: gate.sh SESSION.yaml SESSION_NAME    (NAMESPACE, GATE_TIMEOUT and KUBECTL from the environment)
+set -eu
+manifest="$1"
+name="$2"
+ns="${NAMESPACE:-default}"
+kubectl="${KUBECTL:-kubectl}"
+
+$kubectl apply -n "$ns" -f "$manifest"
+if ! $kubectl wait -n "$ns" --for=condition=Finished --timeout="${GATE_TIMEOUT:-30m}" "profilesession/$name"; then
+  echo "gate: $name did not finish in time"
+  exit 2
+fi
+get() { $kubectl get -n "$ns" "profilesession/$name" -o "jsonpath=$1"; }
+phase=$(get '{.status.phase}')
+regressed=$(get '{.status.conditions[?(@.type=="Regressed")].status}')
+echo "phase:        $phase: $(get '{.status.message}')"
+echo "step:         median $(get '{.status.summary.medianStepMs}') ms, p90 $(get '{.status.summary.p90StepMs}') ms"
+echo "vs baseline:  $(get '{.status.summary.regressionPercent}')% (interval $(get '{.status.summary.regressionLowPercent}')% to $(get '{.status.summary.regressionHighPercent}')%)"
+echo "top changes:  $(get '{range .status.summary.topChanges[*]}{.name} ({.change}) {.deltaUsPerStep} us/step; {end}')"
+echo "report:       $(get '{.status.reportURL}')"
+if [ "$phase" = Failed ]; then
+  echo "gate: the session failed"
+  exit 2
+fi
+if [ "$regressed" != False ]; then
+  echo "gate: FAILED (Regressed=${regressed:-missing}): $(get '{.status.conditions[?(@.type=="Regressed")].message}')"
+  exit 1
+fi
+echo "gate: passed"
