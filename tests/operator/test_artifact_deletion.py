@@ -73,7 +73,8 @@ def test_a_forged_artifacts_uri_deletes_only_the_sessions_own_folder(
     (victim_dir / "sub").mkdir(parents=True)
     (victim_dir / "sub" / "precious.txt").write_text("keep me")
     _put(cluster, THEIRS, "team-b/prefix/default/model-1/ranks/0/trace.pt.trace.json.gz", "team-b/prefix/other.txt")
-    spec = session("victim", {"selector": {"matchLabels": {"app": "nobody"}}})  # no pod: fails, but was accepted
+    no_pod = {"selector": {"matchLabels": {"app": "nobody"}}, "waitSeconds": 0}  # fails at once, but was accepted
+    spec = session("victim", no_pod)
     spec["spec"]["storage"] = {
         "uri": f"s3://{OURS}/sessions",
         "endpoint": cluster.s3_endpoint,
@@ -112,7 +113,7 @@ def test_a_forged_artifacts_uri_deletes_only_the_sessions_own_folder(
 
 
 def test_without_delete_on_session_delete_nothing_is_deleted(cluster: LocalCluster, operator: OperatorProcess) -> None:
-    spec = session("keeper", {"selector": {"matchLabels": {"app": "nobody"}}})
+    spec = session("keeper", {"selector": {"matchLabels": {"app": "nobody"}}, "waitSeconds": 0})
     spec["spec"]["storage"] = {"uri": f"s3://{OURS}/sessions", "endpoint": cluster.s3_endpoint}
     cluster.api.apply(spec)
     obj = wait_for(cluster.api, "keeper", ("Failed",))
