@@ -8,13 +8,13 @@ import json
 import os
 import subprocess
 import sys
-from html.parser import HTMLParser
 from pathlib import Path
 
 import boto3
 import pytest
 
 from stepscope_contract.report import Report
+from stepscope_testing.html_tags import TagCollector as _Tags
 
 pytestmark = pytest.mark.integration
 
@@ -161,19 +161,6 @@ def test_analyze_fails_clearly(tmp_path: Path, analyze_cmd: list[str]) -> None:
     assert empty.returncode == 1 and "no traces found" in empty.stderr
     scheme = _run([*analyze_cmd, "gs://bucket/x"])
     assert scheme.returncode == 2 and "not supported" in scheme.stderr
-
-
-class _Tags(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
 
 
 def test_hostile_names_from_real_traces_are_escaped(

@@ -3,14 +3,13 @@ the verdict first, the interval against the gate, and the top changes; an unusab
 
 from __future__ import annotations
 
-from html.parser import HTMLParser
-
 import pytest
 from report_maker import noisy_job, rank, report
 
 from stepscope_analyzer.diff import DiffConfig, diff_html_bytes, diff_reports
 from stepscope_analyzer.report import html_bytes
 from stepscope_contract.report import SessionInfo, StepPhases
+from stepscope_testing.html_tags import TagCollector as _Collector
 
 pytestmark = pytest.mark.unit
 
@@ -27,19 +26,6 @@ PAGE_TAGS = {
     "html", "head", "meta", "title", "style", "body", "h1", "h2", "section", "div", "dl", "dt", "dd", "span",
     "table", "tr", "th", "td", "p", "svg", "rect", "text", "ul", "li",
 }  # fmt: skip
-
-
-class _Collector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
 
 
 def _hostile_diff() -> bytes:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import time
-from html.parser import HTMLParser
 
 import jsonschema
 import pytest
@@ -26,6 +25,7 @@ from stepscope_contract.report import (
     StepPhases,
 )
 from stepscope_contract.storage import parse_storage_uri
+from stepscope_testing.html_tags import TagCollector as _Collector
 from stepscope_testing.synthetic import JobShape, synthetic_job
 
 pytestmark = pytest.mark.unit
@@ -44,19 +44,6 @@ TEMPLATE_TAGS = {
     "li", "span", "table", "tr", "th", "td", "p", "pre", "svg", "rect", "text", "strong", "a", "ul", "code",
     "polyline",
 }  # fmt: skip
-
-
-class _Collector(HTMLParser):
-    def __init__(self) -> None:
-        super().__init__(convert_charrefs=True)
-        self.tags: list[tuple[str, list[tuple[str, str | None]]]] = []
-        self.text: list[str] = []
-
-    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        self.tags.append((tag, attrs))
-
-    def handle_data(self, data: str) -> None:
-        self.text.append(data)
 
 
 def _hostile_report() -> Report:
