@@ -15,6 +15,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
@@ -32,9 +33,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 class S3Server:
-    def __init__(self, log_path: Path | None = None, port: int = 0) -> None:
+    def __init__(self, log_path: Path | None = None, port: int = 0, env: Mapping[str, str] | None = None) -> None:
         self.port = port or free_port()
         self.log_path = log_path
+        self.env = dict(env or {})  # added to this process's environment (e.g. moto's S3_UPLOAD_PART_MIN_SIZE)
         self.buckets: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
@@ -59,6 +61,7 @@ class S3Server:
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
             start_new_session=True,
+            env={**os.environ, **self.env},
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

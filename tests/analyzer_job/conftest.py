@@ -5,14 +5,13 @@ from __future__ import annotations
 import gzip
 import os
 import socket
-import subprocess
 import sys
-import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from stepscope_local.s3 import S3Server
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VENV_BIN = Path(sys.executable).parent
@@ -26,38 +25,16 @@ def free_port() -> int:
 
 @pytest.fixture
 def moto_endpoint(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
-    """A moto S3 server process on 127.0.0.1; AWS credentials for it in the environment."""
-    port = free_port()
-    proc = subprocess.Popen(
-        [str(VENV_BIN / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                urllib.request.urlopen(f"{url}/moto-api/", timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline or proc.poll() is not None:
-                    raise RuntimeError("moto_server did not start") from None
-                time.sleep(0.1)
+    """A moto S3 server process on 127.0.0.1 (the local cluster's S3Server); AWS credentials for it in the
+    environment."""
+    with S3Server().start(timeout=120) as s3:
         for key, value in {
             "AWS_ACCESS_KEY_ID": "testing",
             "AWS_SECRET_ACCESS_KEY": "testing",
             "AWS_DEFAULT_REGION": "us-east-1",
         }.items():
             monkeypatch.setenv(key, value)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        yield s3.endpoint
 
 
 @pytest.fixture(scope="session")
