@@ -9,13 +9,13 @@ from inflating bytes.
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 import numpy as np
 from pydantic import ValidationError
 
+from stepscope_analyzer.parse.stream import InflateError, inflate_bounded
 from stepscope_contract.gpu_metrics import THROTTLE_REASONS, GpuSample
 from stepscope_contract.report import GPU_SERIES_POINTS, GpuMetrics, GpuSeries, MetricStats, ThrottleShare
 
@@ -24,7 +24,6 @@ MAX_SAMPLES = 200_000
 WINDOW_MARGIN_S = 0.0
 """how far outside the steps' window a sample still counts (the sampler starts at the request, before the steps:
 samples from before the window would mix the idle GPU into the figures)"""
-GZIP_MAGIC = b"\x1f\x8b"
 
 
 class GpuMetricsError(ValueError):
@@ -32,19 +31,12 @@ class GpuMetricsError(ValueError):
 
 
 def inflate(data: bytes, limit: int = MAX_METRICS_BYTES) -> bytes:
-    """The file's text: gzip inflated up to `limit` bytes, or the bytes as they are when not gzip."""
-    if data[:2] != GZIP_MAGIC:
-        if len(data) > limit:
-            raise GpuMetricsError(f"gpu metrics larger than {limit} bytes")
-        return data
-    inflater = zlib.decompressobj(wbits=31)
+    """The file's text: gzip inflated up to `limit` bytes, or the bytes as they are when not gzip (a truncated
+    stream gives what inflates)."""
     try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as exc:
-        raise GpuMetricsError(f"corrupt gzip in gpu metrics: {exc}") from exc
-    if len(out) > limit:
-        raise GpuMetricsError(f"gpu metrics inflate to more than {limit} bytes")
-    return out
+        return inflate_bounded(data, limit)[0]
+    except InflateError as exc:
+        raise GpuMetricsError(f"the gpu metrics file {exc}") from exc
 
 
 def parse_samples(text: bytes, max_samples: int = MAX_SAMPLES) -> tuple[list[GpuSample], int]:

@@ -10,11 +10,12 @@ groups; a file beyond a bound is rejected with a message that names the bound, l
 from __future__ import annotations
 
 import json
-import zlib
 from typing import Annotated
 
 import msgspec
 from msgspec import Meta
+
+from stepscope_analyzer.parse.stream import InflateError, inflate_bounded
 
 MAX_COMPRESSED_BYTES = 32 * 1024 * 1024
 MAX_JSON_BYTES = 64 * 1024 * 1024
@@ -26,7 +27,6 @@ MAX_TEXT = 4096
 MAX_GROUPS = 4096
 MAX_WORLD = 1 << 20
 MAX_RANKS_TEXT = 16 * 1024 * 1024
-GZIP_MAGIC = b"\x1f\x8b"
 
 Text = Annotated[str, Meta(max_length=MAX_TEXT)]
 Count = Annotated[int, Meta(ge=-1, le=2**62)]
@@ -141,18 +141,11 @@ def inflate(raw: bytes, origin: str) -> bytes:
     """The JSON bytes of a dump file (gzip or plain), refusing what exceeds the bounds."""
     if len(raw) > MAX_COMPRESSED_BYTES:
         raise FlightRecorderError(f"{origin} is {len(raw):,} bytes, more than the {MAX_COMPRESSED_BYTES:,} allowed")
-    if raw[:2] != GZIP_MAGIC:
-        if len(raw) > MAX_JSON_BYTES:
-            raise FlightRecorderError(f"{origin} is more than {MAX_JSON_BYTES:,} bytes of JSON")
-        return raw
-    inflater = zlib.decompressobj(wbits=31)
     try:
-        data = inflater.decompress(raw, MAX_JSON_BYTES + 1)
-    except zlib.error as exc:
-        raise FlightRecorderError(f"{origin} is not valid gzip: {exc}") from exc
-    if len(data) > MAX_JSON_BYTES or inflater.unconsumed_tail:
-        raise FlightRecorderError(f"{origin} inflates to more than {MAX_JSON_BYTES:,} bytes")
-    if not inflater.eof:
+        data, complete = inflate_bounded(raw, MAX_JSON_BYTES)
+    except InflateError as exc:
+        raise FlightRecorderError(f"{origin} {exc}") from exc
+    if not complete:
         raise FlightRecorderError(f"{origin} is a truncated gzip stream")
     return data
 

@@ -80,6 +80,29 @@ def _members(raw: bytes, block: int) -> Iterator[bytes]:
         data = memoryview(rest)
 
 
+class InflateError(ValueError):
+    """Bytes that cannot be inflated within a bound, or corrupt gzip; the message says which."""
+
+
+def inflate_bounded(raw: bytes, limit: int) -> tuple[bytes, bool]:
+    """Small side files (GPU samples, Flight Recorder dumps): the bytes as they are when not gzip, else gzip
+    inflated in one call, and whether the gzip stream was complete. More than `limit` bytes, or a corrupt stream,
+    raise InflateError ("is larger than ...", "inflates to more than ...", "is corrupt gzip: ..."), to
+    follow the file's name."""
+    if raw[:2] != GZIP_MAGIC:
+        if len(raw) > limit:
+            raise InflateError(f"is larger than {limit:,} bytes")
+        return raw, True
+    inflater = INFLATER.decompressobj(wbits=31)
+    try:
+        data = inflater.decompress(raw, limit + 1)
+    except INFLATE_ERRORS as exc:
+        raise InflateError(f"is corrupt gzip: {exc}") from exc
+    if len(data) > limit or inflater.unconsumed_tail:
+        raise InflateError(f"inflates to more than {limit:,} bytes")
+    return data, bool(inflater.eof)
+
+
 def iter_blocks(
     raw: bytes, block: int = BLOCK_BYTES, threaded: bool = True, cap: int | None = None
 ) -> Generator[bytes, None, None]:
