@@ -15,6 +15,7 @@ BENCHES: list[list[str]] = [
     ["fanout.py", "--targets", "1000"],
     ["fanout.py", "--targets", "3000"],
     ["fanout.py", "--targets", "10000"],
+    ["session_scale.py"],
     ["report_browser.py"],
     ["diagnosis_accuracy.py"],
     ["trigger_soak.py"],
