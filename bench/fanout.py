@@ -51,6 +51,7 @@ class Sidecars:
         body = await request.json()
         self.started += 1
         self.last_at = time.monotonic()
+        self.first_at = self.first_at or self.last_at
         return web.json_response({"captureId": body["captureId"], "state": "armed"}, status=202)
 
     async def _get(self, request: web.Request) -> web.Response:
@@ -142,6 +143,7 @@ def main() -> int:
                     time.sleep(0.3)
             proc = psutil.Process(operator.pid)
             peak = proc.memory_info().rss
+            operator_cpu, harness_cpu = sum(proc.cpu_times()[:2]), sum(psutil.Process().cpu_times()[:2])
             created = time.monotonic()
             api.apply(
                 {
@@ -159,6 +161,8 @@ def main() -> int:
                 peak = max(peak, proc.memory_info().rss)
                 time.sleep(0.02)
             elapsed = sidecars.last_at - created
+            operator_cpu = sum(proc.cpu_times()[:2]) - operator_cpu
+            harness_cpu = sum(psutil.Process().cpu_times()[:2]) - harness_cpu
             for _ in range(20):  # the polling that follows, for the peak
                 peak = max(peak, proc.memory_info().rss)
                 time.sleep(0.1)
@@ -169,6 +173,8 @@ def main() -> int:
     rss_mb = peak / 2**20
     print(f"targets signalled      {sidecars.started}/{args.targets}")
     print(f"create -> all signalled {elapsed:.2f} s   bar {BAR_SECONDS:.0f} s   ratio {elapsed / BAR_SECONDS:.2f}")
+    print(f"  of which resolve      {sidecars.first_at - created:.2f} s (create -> first signalled)")
+    print(f"CPU in that window      operator {operator_cpu:.2f} s, harness (emulator + sidecars) {harness_cpu:.2f} s")
     print(f"operator peak RSS       {rss_mb:.0f} MB   bar {BAR_RSS_MB:.0f} MB   ratio {rss_mb / BAR_RSS_MB:.2f}")
     ok = sidecars.started == args.targets and elapsed < BAR_SECONDS and rss_mb < BAR_RSS_MB
     print("PASS" if ok else "FAIL")

@@ -4,7 +4,9 @@ when a session whose accepted spec says `storage.deleteOnSessionDelete` is delet
 The folder is recomputed here from the session object itself (accepted spec, namespace, name, uid), never taken from
 the command line or from status; the session must be the one named (same uid) and must be being deleted. Credentials
 are the session's own (`credentialsSecret` as env, set by the operator). file:// folders are deleted only when
-STEPSCOPE_ALLOW_FILE_DELETION=true (the operator sets it in local mode only).
+STEPSCOPE_ALLOW_FILE_DELETION=true (the operator sets it in local mode only). The session's entry in the sessions
+index (`<storage.uri>/<namespace>/_sessions/<name>.json`) goes too when it still names this session, so a later
+session cannot name a baseline whose report was deleted (it gets "baseline not found" instead).
 """
 
 from __future__ import annotations
@@ -15,8 +17,9 @@ from typing import Any
 
 from stepscope_contract.session import StorageSpec
 from stepscope_contract.session_folder import accepted_spec, session_folder
-from stepscope_contract.storage import Scheme, StorageLocation
-from stepscope_storage import Store, open_store
+from stepscope_contract.session_index import MAX_INDEX_BYTES, SessionIndexEntry, session_index_key
+from stepscope_contract.storage import Scheme, StorageLocation, parse_storage_uri
+from stepscope_storage import StorageError, Store, open_store
 from stepscope_storage.credentials import Credentials
 
 ENV_ALLOW_FILE_DELETION = "STEPSCOPE_ALLOW_FILE_DELETION"
@@ -49,15 +52,40 @@ def deletion_target(obj: dict[str, Any], uid: str, allow_file: bool) -> tuple[St
     return location, spec.storage
 
 
+def index_entry_is_this_session(data: bytes, uid: str, folder: StorageLocation) -> bool:
+    """Whether a sessions-index entry names this session (its uid and folder), not a later session that reused the
+    name (whose entry must stay: it is that session's baseline address). Pure."""
+    try:
+        entry = SessionIndexEntry.model_validate_json(data)
+    except ValueError:
+        return False
+    return entry.uid == uid and entry.folder == folder.uri
+
+
+def _forget_index_entry(store: Store, key: str, uid: str, folder: StorageLocation, log: Callable[[str], None]) -> None:
+    try:
+        data = store.read(key, most=MAX_INDEX_BYTES)
+    except StorageError:
+        return  # no entry (never analysed, or already gone), or unreadable: nothing of ours to remove
+    if index_entry_is_this_session(data, uid, folder) and store.delete(key):
+        log(f"removed its sessions-index entry {store.uri(key)}")
+
+
 def run_delete(
     read_session: Callable[[], dict[str, Any]],
     uid: str,
     log: Callable[[str], None],
     opener: Callable[[StorageLocation, StorageSpec], Store] = _open,
 ) -> int:
-    """Delete the session's folder; the number of objects removed."""
+    """Delete the session's folder and its sessions-index entry (when the entry still names this session: a baseline
+    whose artifacts are gone cannot be compared with); the number of objects removed from the folder."""
     allow_file = os.environ.get(ENV_ALLOW_FILE_DELETION, "").lower() == "true"
-    location, storage = deletion_target(read_session(), uid, allow_file)
-    removed = opener(location, storage).delete_prefix(location)
+    obj = read_session()
+    location, storage = deletion_target(obj, uid, allow_file)
+    store = opener(location, storage)
+    removed = store.delete_prefix(location)
     log(f"deleted {removed} object(s) under {location.uri}")
+    meta = obj.get("metadata") or {}
+    key = session_index_key(parse_storage_uri(storage.uri), str(meta.get("namespace", "")), str(meta.get("name", "")))
+    _forget_index_entry(store, key, uid, location, log)
     return removed

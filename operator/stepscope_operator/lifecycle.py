@@ -33,7 +33,7 @@ from stepscope_contract.session_folder import session_folder
 from stepscope_contract.status_wire import read_status, status_patch
 from stepscope_contract.storage import TRACE_SUFFIX
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
-from stepscope_operator import prometheus_metrics
+from stepscope_operator import bounded_each, prometheus_metrics
 from stepscope_operator import status as st
 from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, shard_count
 from stepscope_operator.config import OperatorConfig
@@ -342,11 +342,11 @@ def _changed(old: TargetStatus, state: TargetState, message: str, now: datetime,
     )
 
 
-def _request(t: Tick, spec: ProfileSessionSpec, target: Target) -> CaptureRequest:
+def _request(t: Tick, spec: ProfileSessionSpec) -> CaptureRequest:
+    """The start request every target of this tick gets, but for its rank (set per target)."""
     return CaptureRequest(
         capture_id=t.capture_id(),
         session=SessionRef(namespace=t.namespace, name=t.name, uid=t.uid),
-        rank=target.rank,
         options=CaptureOptions.from_spec(spec.capture),
         destination=StorageDestination(
             # recomputed, never taken from status.artifactsUri (which the analyzer's ServiceAccount can patch)
@@ -371,7 +371,7 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     t.memo.get_failures.pop(pod, None)
 
 
-async def _poll_one(t: Tick, spec: ProfileSessionSpec, pod: str) -> None:
+async def _poll_one(t: Tick, request: CaptureRequest, pod: str) -> None:
     target = t.memo.addresses[pod]
     cid = t.capture_id()
     old = t.memo.states[pod]
@@ -388,7 +388,7 @@ async def _poll_one(t: Tick, spec: ProfileSessionSpec, pod: str) -> None:
         old = old.model_copy(update={"state": TargetState.PENDING})
         t.memo.states[pod] = old
     if old.state is TargetState.PENDING:
-        reply = await t.deps.sidecars.start(target, _request(t, spec, target))
+        reply = await t.deps.sidecars.start(target, request.model_copy(update={"rank": target.rank}))
         attempts = old.attempts + 1
         if reply.ok:
             t.memo.states[pod] = old.model_copy(update={"attempts": attempts})
@@ -420,7 +420,8 @@ async def _capture(t: Tick) -> None:
     if not t.memo.addresses and not t.memo.states:
         await _rebuild(t)
     live = [pod for pod, s in t.memo.states.items() if not s.state.terminal and pod in t.memo.addresses]
-    await asyncio.gather(*(_poll_one(t, spec, pod) for pod in live))
+    request = _request(t, spec)
+    await bounded_each.each(live, lambda pod: _poll_one(t, request, pod), t.deps.config.signal_concurrency)
     deadline = t.deadline()
     if deadline is not None and t.now >= deadline:
         late = [pod for pod, s in t.memo.states.items() if not s.state.terminal]

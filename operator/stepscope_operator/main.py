@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import contextlib
 import importlib
 import importlib.util
 import json
 import os
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 PORT_VARIABLES = {"metrics": "STEPSCOPE_METRICS_PORT", "health": "STEPSCOPE_HEALTH_PORT"}
@@ -80,10 +83,22 @@ def main(argv: list[str] | None = None) -> int:
     from stepscope_operator import logs
 
     logs.configure(args.verbose)
-    kopf.run(
+    # uvloop's event loop: a third less CPU per sidecar exchange than asyncio's own at 10,000 targets
+    # (bench/fanout.py); kopf's CLI picks it the same way, kopf.run() leaves the choice to its caller
+    operator = kopf.operator(
         standalone=True,
         clusterwide=not config.watch_namespaces,
         namespaces=list(config.watch_namespaces),
         liveness_endpoint=f"http://0.0.0.0:{config.health_port}/healthz",
     )
+    with asyncio.Runner(loop_factory=_loop_factory()) as runner, contextlib.suppress(asyncio.CancelledError):
+        runner.run(operator)  # as kopf.run() does, on the loop chosen here
     return 0
+
+
+def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop] | None:
+    try:
+        import uvloop
+    except ImportError:  # an install without it runs on asyncio's loop
+        return None
+    return uvloop.new_event_loop

@@ -1,4 +1,5 @@
-"""Async client of the sidecars' control API: bounded concurrency, per-request timeout, retries with backoff.
+"""Async client of the sidecars' control API over `http1`: bounded concurrency, per-request timeout, retries with
+backoff.
 
 Each request carries the token of the target pod's namespace, derived from the master the operator holds
 (stepscope_contract.tokens): a sidecar accepts only its own namespace's token."""
@@ -6,17 +7,17 @@ Each request carries the token of the target pod's namespace, derived from the m
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 from pydantic import ValidationError
 
 from stepscope_contract.constants import AUTH_SCHEME, SIDECAR_API_PREFIX
 from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureRequest, CaptureStatus
-from stepscope_operator import prometheus_metrics
+from stepscope_operator import http1, prometheus_metrics
 from stepscope_operator.targets import Target
 
 
@@ -32,21 +33,21 @@ class Reply:
 
 
 class SidecarClient:
+    """Talks to many sidecars at once: at most `concurrency` exchanges in flight, each on its own connection
+    (every target is its own endpoint, so nothing could be pooled; the open sockets stay at the concurrency)."""
+
     def __init__(self, master: str, *, concurrency: int = 64, timeout: float = 5.0, attempts: int = 3) -> None:
         self._master = master
         self._headers: dict[str, dict[str, str]] = {}
         self._semaphore = asyncio.Semaphore(concurrency)
-        self._timeout = aiohttp.ClientTimeout(total=timeout, connect=min(timeout, 3.0))
+        self._timeout = timeout
         self._attempts = attempts
-        self._session: aiohttp.ClientSession | None = None
-        self._concurrency = concurrency
 
     async def __aenter__(self) -> SidecarClient:
-        # every target is its own endpoint, so kept-alive connections are never shared: closing each after its
-        # request keeps the open sockets at the concurrency, not at the number of targets (10,000 sessions' pods)
-        connector = aiohttp.TCPConnector(limit=self._concurrency, force_close=True)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self
+
+    async def __aexit__(self, *_: object) -> None:
+        return None
 
     def _auth(self, namespace: str) -> dict[str, str]:
         headers = self._headers.get(namespace)
@@ -55,32 +56,33 @@ class SidecarClient:
             self._headers[namespace] = headers
         return headers
 
-    async def __aexit__(self, *_: object) -> None:
-        if self._session is not None:
-            await self._session.close()
-
     async def _call(self, target: Target, method: str, path: str, body: dict[str, Any] | None = None) -> Reply:
-        assert self._session is not None, "use SidecarClient as an async context manager"
-        url = f"{target.base_url}{SIDECAR_API_PREFIX}{path}"
+        full_path = f"{SIDECAR_API_PREFIX}{path}"
         headers = self._auth(target.namespace)
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         last = ""
         for attempt in range(self._attempts):
             if attempt:
                 await asyncio.sleep(min(2.0, 0.2 * 2 ** (attempt - 1)))
             try:
-                async with self._semaphore, self._session.request(method, url, json=body, headers=headers) as resp:
-                    text = await resp.text()
-                    if resp.status >= 500:
-                        last = f"sidecar answered {resp.status}: {text[:200]}"
-                        continue
-                    if resp.status >= 400:
-                        return Reply(error=f"sidecar answered {resp.status}: {text[:300]}", http_status=resp.status)
-                    try:
-                        return Reply(status=CaptureStatus.model_validate_json(text), http_status=resp.status)
-                    except ValidationError as exc:
-                        return Reply(error=f"sidecar sent an invalid status: {exc.errors()[0]['msg']}")
-            except (aiohttp.ClientError, TimeoutError) as exc:
-                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                async with self._semaphore, asyncio.timeout(self._timeout):
+                    resp = await http1.request(method, target.ip, target.port, full_path, headers=headers, body=data)
+            except http1.HttpError as exc:
+                last = str(exc)
+                continue
+            except TimeoutError:
+                last = f"no reply within {self._timeout:g} s"
+                continue
+            if resp.status >= 500:
+                last = f"sidecar answered {resp.status}: {resp.text[:200]}"
+                continue
+            if resp.status >= 400:
+                return Reply(error=f"sidecar answered {resp.status}: {resp.text[:300]}", http_status=resp.status)
+            try:
+                return Reply(status=CaptureStatus.model_validate_json(resp.body), http_status=resp.status)
+            except ValidationError as exc:
+                return Reply(error=f"sidecar sent an invalid status: {exc.errors()[0]['msg']}")
+        url = f"{target.base_url}{full_path}"
         return Reply(error=f"sidecar unreachable at {url} after {self._attempts} attempts ({last})")
 
     async def start(self, target: Target, request: CaptureRequest) -> Reply:

@@ -90,6 +90,18 @@ class LocalStore:
     def uri(self, key: str) -> str:
         return f"file://{key}"
 
+    def delete(self, key: str) -> bool:
+        path = Path(key)
+        if path.is_symlink() or not path.is_file():
+            return False
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return False
+        except OSError as exc:
+            raise StorageError(f"cannot delete {key}: {exc.strerror or exc}") from exc
+        return True
+
     def delete_prefix(self, location: StorageLocation) -> int:
         """Remove the folder `location` and everything in it (symbolic links are removed, never followed)."""
         root = Path(location.prefix)

@@ -229,6 +229,15 @@ class S3Store:
             raise self._fail("cannot download", key, exc) from exc
         return Stored(self.uri(key), size, digest)
 
+    def delete(self, key: str) -> bool:
+        if not self.exists(key):  # S3 answers a delete of a missing key with success: ask first, to say so
+            return False
+        try:
+            self._client.delete_object(Bucket=self._bucket, Key=key)
+        except Exception as exc:
+            raise self._fail("cannot delete", key, exc) from exc
+        return True
+
     def delete_prefix(self, location: StorageLocation) -> int:
         """Delete every object under `location/` (never the bucket's other keys: the prefix ends with '/')."""
         prefix = location.prefix.strip("/")

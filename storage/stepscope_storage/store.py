@@ -106,6 +106,10 @@ class Store(Protocol):
         """Delete everything under the folder `location` (never a whole bucket); how many objects went."""
         ...
 
+    def delete(self, key: str) -> bool:
+        """Delete one object; False when there was none. StorageError when the store refuses."""
+        ...
+
     def uri(self, key: str) -> str: ...
 
     @property

@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,7 @@ import pytest
 import yaml
 from operator_harness import API, OperatorProcess, session, wait_for
 
+from stepscope_contract.session_index import SessionIndexEntry
 from stepscope_contract.storage import parse_storage_uri, session_location
 from stepscope_local.cluster import CRD_PATH, LocalCluster
 from stepscope_local.kube.errors import ApiError
@@ -88,6 +90,13 @@ def test_a_forged_artifacts_uri_deletes_only_the_sessions_own_folder(
     assert obj["status"]["artifactsUri"] == own.uri
     _put(cluster, OURS, f"{own.prefix}/ranks/0/trace.pt.trace.json.gz", f"{own.prefix}/report/report.json")
     _put(cluster, OURS, "sessions/default/neighbour-0000abcd/ranks/0/manifest.json")
+    # its sessions-index entry (what names it as a baseline) goes with it; another session's entry stays
+    assert cluster.s3 is not None
+    for name, uid, folder in (("victim", obj["metadata"]["uid"], own.uri), ("other", "u-2", "s3://x/y")):
+        entry = SessionIndexEntry(namespace="default", name=name, uid=uid, folder=folder, report_json=folder + "/r",
+                                  analysed_at=datetime.now(UTC))  # fmt: skip
+        cluster.s3.client().put_object(Bucket=OURS, Key=f"sessions/default/_sessions/{name}.json",
+                                       Body=entry.model_dump_json().encode())  # fmt: skip
 
     for forged in (f"s3://{THEIRS}/team-b/prefix", f"file://{victim_dir}"):
         cluster.api.patch_status(API, "profilesessions", "default", "victim", {"artifactsUri": forged})
@@ -99,7 +108,8 @@ def test_a_forged_artifacts_uri_deletes_only_the_sessions_own_folder(
     assert _keys(cluster, THEIRS) == ["team-b/prefix/default/model-1/ranks/0/trace.pt.trace.json.gz",
                                       "team-b/prefix/other.txt"]  # fmt: skip
     assert (victim_dir / "sub" / "precious.txt").read_text() == "keep me"
-    assert _keys(cluster, OURS) == ["sessions/default/neighbour-0000abcd/ranks/0/manifest.json"]
+    assert _keys(cluster, OURS) == ["sessions/default/_sessions/other.json",
+                                    "sessions/default/neighbour-0000abcd/ranks/0/manifest.json"]  # fmt: skip
     reasons = {(e["type"], e["reason"]) for e in _events(cluster, "victim")}
     assert ("Warning", "ArtifactsUriIgnored") in reasons and ("Normal", "ArtifactsDeleted") in reasons, reasons
     # the deletion ran as a Job in the session's namespace with the session's own Secret, not the operator's keys

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import json
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 
-from stepscope_analyzer.cleanup import CleanupRefused, deletion_target
+from stepscope_analyzer.cleanup import CleanupRefused, deletion_target, index_entry_is_this_session
 from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
+from stepscope_contract.session_index import SessionIndexEntry
+from stepscope_contract.storage import parse_storage_uri
 from stepscope_operator.artifacts import cleanup_job_name, plan_deletion
 from stepscope_operator.config import OperatorConfig
 
@@ -66,3 +69,16 @@ def test_the_cleanup_job_checks_the_session_itself() -> None:
     ]:
         with pytest.raises(CleanupRefused, match=why):
             deletion_target(body, uid, allow_file=False)
+
+
+def test_only_the_sessions_own_index_entry_is_removed() -> None:
+    folder = parse_storage_uri("s3://b/sessions/default/victim-abcdef01")
+
+    def entry(uid: str, where: str) -> bytes:
+        return SessionIndexEntry(namespace="default", name="victim", uid=uid, folder=where, report_json=where + "/r",
+                                 analysed_at=datetime.now(UTC)).model_dump_json().encode()  # fmt: skip
+
+    assert index_entry_is_this_session(entry(UID, folder.uri), UID, folder)
+    assert not index_entry_is_this_session(entry("later-uid", folder.uri), UID, folder)  # the name was reused since
+    assert not index_entry_is_this_session(entry(UID, "s3://b/elsewhere"), UID, folder)
+    assert not index_entry_is_this_session(b"not json", UID, folder)

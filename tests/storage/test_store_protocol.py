@@ -103,6 +103,16 @@ def test_delete_prefix_removes_the_folder_and_nothing_beside_it(opened: tuple[St
             store.delete_prefix(StorageLocation(loc.scheme, loc.bucket, ""))
 
 
+def test_delete_removes_one_object_and_says_when_there_was_none(opened: tuple[Store, StorageLocation]) -> None:
+    store, loc = opened
+    kept, gone = loc.key("kept.json"), loc.key("gone.json")
+    for key in (kept, gone):
+        store.write(key, b"{}", "application/json")
+    assert store.delete(gone) is True
+    assert not store.exists(gone) and store.exists(kept)
+    assert store.delete(gone) is False  # already gone: not an error, and said so
+
+
 def test_uploads_above_the_threshold_are_multipart(
     opened: tuple[Store, StorageLocation], tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
