@@ -93,6 +93,10 @@ def prepare_traces(sources: list[Path], ranks: int, folder: Path) -> list[Path]:
 
 
 # ---- simulated sidecars ------------------------------------------------------------------------------------------
+def _warm(_: int) -> None:
+    import boto3  # noqa: F401 - what the first upload of each uploader process would import
+
+
 _STORES: dict[str, Store] = {}  # per uploader process: one client per session folder
 
 
@@ -168,6 +172,7 @@ class Sidecars:
         self._lock = threading.Lock()
         # uploads run in processes of their own, as sidecars do (not in the GIL of the harness, which also serves
         # the sockets, the API emulator and the runner)
+        self._uploaders = uploaders
         self._pool = ProcessPoolExecutor(uploaders, mp_context=multiprocessing.get_context("spawn"))
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
@@ -241,6 +246,7 @@ class Sidecars:
             self.rank_of[port] = rank
 
     def __enter__(self) -> Sidecars:
+        list(self._pool.map(_warm, range(self._uploaders)))  # started and imported before any clock runs
         self._thread.start()
         asyncio.run_coroutine_threadsafe(self._serve(), self._loop).result(300)
         return self

@@ -187,32 +187,55 @@ def summarize_all(
     process may use, cpu_quota), traces are parsed and summarised in worker processes (rank_pool) while this
     process reads the next ones."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    count = workers if workers is not None else worker_count(len(chosen))
-    outcomes = _in_pool(store, chosen, top_n, count, progress) if count > 1 else _serial(store, chosen, top_n, progress)
+    results = dict(_outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers))
+    outcomes = [results[i] for i in range(len(chosen))]
     if not layout.session:
         assign_ranks(outcomes)
     return outcomes
 
 
-def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> list[RankOutcome]:
-    outcomes: list[RankOutcome] = []
+def each_outcome(
+    store: Store, layout: Layout, *, top_n: int = 50, progress: Progress = _quiet, workers: int | None = None
+) -> Iterator[RankOutcome]:
+    """Every rank's outcome as soon as it is done (in no set order), none kept here: the map step writes each
+    summary and lets it go, so its memory does not grow with the ranks of its shard. Needs a session layout (ranks
+    known from the file names)."""
+    for _, outcome in _outcomes(store, list(layout.inputs), top_n=top_n, progress=progress, workers=workers):
+        yield outcome
+
+
+def _outcomes(
+    store: Store, chosen: list[RankInput], *, top_n: int, progress: Progress, workers: int | None
+) -> Iterator[tuple[int, RankOutcome]]:
+    count = workers if workers is not None else worker_count(len(chosen))
+    if count > 1:
+        yield from _in_pool(store, chosen, top_n, count, progress)
+    else:
+        yield from _serial(store, chosen, top_n, progress)
+
+
+def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> Iterator[tuple[int, RankOutcome]]:
     for n, inp in enumerate(chosen, 1):
         started = time.perf_counter()
         outcome = summarise(read_rank(store, inp), store, top_n=top_n)
         progress(f"[{n}/{len(chosen)}] {inp.name}: {_state(outcome)} in {time.perf_counter() - started:.2f} s")
-        outcomes.append(outcome)
-    return outcomes
+        yield n - 1, outcome
 
 
-def _in_pool(store: Store, chosen: list[RankInput], top_n: int, workers: int, progress: Progress) -> list[RankOutcome]:
-    results: dict[int, RankOutcome] = {}
+def _in_pool(
+    store: Store, chosen: list[RankInput], top_n: int, workers: int, progress: Progress
+) -> Iterator[tuple[int, RankOutcome]]:
+    finished: list[tuple[int, RankOutcome]] = []  # outcomes known without a worker, handed out between tasks
     waiting: dict[int, tuple[RankRead, dict[str, object]]] = {}
     started = time.perf_counter()
+    count = 0
 
-    def done(index: int, outcome: RankOutcome) -> None:
-        results[index] = outcome
+    def done(index: int, outcome: RankOutcome) -> tuple[int, RankOutcome]:
+        nonlocal count
+        count += 1
         elapsed = time.perf_counter() - started
-        progress(f"[{len(results)}/{len(chosen)}] {chosen[index].name}: {_state(outcome)} at {elapsed:.2f} s")
+        progress(f"[{count}/{len(chosen)}] {chosen[index].name}: {_state(outcome)} at {elapsed:.2f} s")
+        return index, outcome
 
     def tasks() -> Iterator[Task]:
         for index, inp in enumerate(chosen):
@@ -220,7 +243,7 @@ def _in_pool(store: Store, chosen: list[RankInput], top_n: int, workers: int, pr
             base = _base(read, store)
             early = _without_analysis(read, base)
             if early is not None:
-                done(index, early)
+                finished.append(done(index, early))
                 continue
             assert read.trace is not None
             trace, read.trace = read.trace, None  # the worker holds the bytes from here on
@@ -229,9 +252,12 @@ def _in_pool(store: Store, chosen: list[RankInput], top_n: int, workers: int, pr
 
     progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
     for index, computed in compute_all(tasks(), top_n=top_n, workers=workers):
+        while finished:
+            yield finished.pop()
         read, base = waiting.pop(index)
-        done(index, _finish(read, store, base, computed))
-    return [results[i] for i in range(len(chosen))]
+        yield done(index, _finish(read, store, base, computed))
+    while finished:
+        yield finished.pop()
 
 
 def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:

@@ -29,6 +29,7 @@ from stepscope_analyzer.pipeline import (
     RankInput,
     RankOutcome,
     discover,
+    each_outcome,
     flight_recorder_dumps,
     reduce_outcomes,
     summarise,
@@ -148,15 +149,21 @@ def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
     return layout.inputs[index::shards]
 
 
-def run_map(
-    store: Store, location: StorageLocation, layout: Layout, *, index: int, shards: int, top_n: int
-) -> list[RankOutcome]:
+def run_map(store: Store, location: StorageLocation, layout: Layout, *, index: int, shards: int, top_n: int) -> int:
+    """Summarise this shard's ranks into summaries/rank-<r>.json, each written (and let go) as soon as it is done;
+    how many were written."""
     part = Layout(session=layout.session, inputs=shard(layout, index, shards))
     _log(f"map shard {index}/{shards}: {len(part.inputs)} of {len(layout.inputs)} rank(s)")
-    outcomes = summarize_all(store, part, top_n=top_n, progress=_log)
-    for o in outcomes:
-        store.write(summary_key(location, o.summary.rank), model_json_bytes(o.summary, indent=None), "application/json")
-    return outcomes
+    written = 0
+    for o in each_outcome(store, part, top_n=top_n, progress=_log):
+        _write_summary(store, location, o)
+        written += 1
+    return written
+
+
+def _write_summary(store: Store, location: StorageLocation, outcome: RankOutcome) -> None:
+    summary = outcome.summary
+    store.write(summary_key(location, summary.rank), model_json_bytes(summary, indent=None), "application/json")
 
 
 def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> list[RankOutcome]:
@@ -214,7 +221,9 @@ def _run(args: argparse.Namespace, api: Any) -> None:
         run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)
         return
     if args.mode == "all":
-        outcomes = run_map(store, location, layout, index=0, shards=1, top_n=args.top_n)
+        outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_log)
+        for o in outcomes:  # as the map step leaves them: a later reduce (or a person) reads them
+            _write_summary(store, location, o)
     else:
         outcomes = read_summaries(store, location, layout)
     meta = session.metadata

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, each_outcome, reduce_outcomes, summarize_all
 from stepscope_analyzer.storage_io import location_of
 from stepscope_contract.report import RankStatus, Report
 from stepscope_storage import open_store
@@ -58,3 +58,26 @@ def test_the_callers_limits_reach_the_workers(tmp_path: Path, gloo_traces: list[
     with limits.override(max_steps=1):
         report = _report(folder, 2)
     assert all(r.status is RankStatus.ERROR and "max_steps" in (r.error or "") for r in report.ranks)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streamed_outcomes_are_the_collected_ones(
+    tmp_path: Path, gloo_traces: list[bytes], malformed_traces: dict[str, bytes], workers: int
+) -> None:
+    """The map step writes each rank's summary as it comes (each_outcome) instead of holding them all: the same
+    outcomes as summarize_all, every rank once, a bad trace included."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank, data in enumerate(gloo_traces):
+        (folder / f"rank{rank}.pt.trace.json.gz").write_bytes(data)
+    (folder / f"rank{len(gloo_traces)}.pt.trace.json.gz").write_bytes(malformed_traces["invalid json"])
+    location = location_of(str(folder))
+    store = open_store(location)
+    layout = discover(store, location)
+    streamed = {o.summary.rank: o.summary for o in each_outcome(store, layout, workers=workers)}
+    collected = {o.summary.rank: o.summary for o in summarize_all(store, layout, workers=workers)}
+    assert sorted(streamed) == list(range(len(gloo_traces) + 1))
+    assert {r: s.model_dump(mode="json") for r, s in streamed.items()} == {
+        r: s.model_dump(mode="json") for r, s in collected.items()
+    }
+    assert streamed[len(gloo_traces)].status is RankStatus.ERROR
