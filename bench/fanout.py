@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import yaml
 from aiohttp import web
+from loopback_sidecars import serve_captures
 
 from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
@@ -58,16 +59,7 @@ class Sidecars:
         return web.json_response({"captureId": request.match_info["cid"], "state": "armed"})
 
     async def _serve(self) -> None:
-        app = web.Application()
-        app.router.add_post("/v1/captures", self._start)
-        app.router.add_get("/v1/captures/{cid}", self._get)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        for _ in range(self.count):
-            site = web.TCPSite(runner, self.host, 0, backlog=256)
-            await site.start()
-            assert site._server is not None
-            self.ports.append(site._server.sockets[0].getsockname()[1])
+        self.ports = await serve_captures(self.host, self.count, self._start, self._get)
 
     def __enter__(self) -> Sidecars:
         self._thread.start()

@@ -39,6 +39,7 @@ from typing import Any
 
 import psutil
 from aiohttp import web
+from loopback_sidecars import arrival_port, serve_captures
 
 from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.session import AddressingStyle
@@ -211,7 +212,7 @@ class Sidecars:
     async def _start(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != f"Bearer {SIDECAR_TOKEN}":
             return web.json_response({"error": "unauthorized"}, status=401)
-        port = request.transport.get_extra_info("sockname")[1] if request.transport else 0
+        port = arrival_port(request)
         capture_request = CaptureRequest.model_validate(await request.json())
         key = (port, capture_request.capture_id)
         if key in self.captures:
@@ -224,7 +225,7 @@ class Sidecars:
     async def _get(self, request: web.Request) -> web.Response:
         if request.headers.get("Authorization") != f"Bearer {SIDECAR_TOKEN}":
             return web.json_response({"error": "unauthorized"}, status=401)
-        port = request.transport.get_extra_info("sockname")[1] if request.transport else 0
+        port = arrival_port(request)
         cid = request.match_info["cid"]
         capture = self.captures.get((port, cid))
         if capture is None:
@@ -232,18 +233,8 @@ class Sidecars:
         return self._reply(port, cid, capture, 200)
 
     async def _serve(self) -> None:
-        app = web.Application()
-        app.router.add_post("/v1/captures", self._start)
-        app.router.add_get("/v1/captures/{cid}", self._get)
-        runner = web.AppRunner(app, access_log=None)
-        await runner.setup()
-        for rank in range(self.count):
-            site = web.TCPSite(runner, HOST, 0, backlog=256)
-            await site.start()
-            assert site._server is not None
-            port = site._server.sockets[0].getsockname()[1]
-            self.ports.append(port)
-            self.rank_of[port] = rank
+        self.ports = await serve_captures(HOST, self.count, self._start, self._get)
+        self.rank_of = {port: rank for rank, port in enumerate(self.ports)}
 
     def __enter__(self) -> Sidecars:
         list(self._pool.map(_warm, range(self._uploaders)))  # started and imported before any clock runs

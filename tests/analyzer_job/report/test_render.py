@@ -169,3 +169,15 @@ def test_reduce_of_1024_ranks_is_fast() -> None:
     )
     assert [(s.rank, s.cause) for s in diagnosis.slow_ranks] == [(777, Cause.HOST)]
     assert len(report.ranks) == 1024
+
+
+def test_report_json_bytes_carry_the_models_values_and_stay_utf8() -> None:
+    """The fast serializer and the model's own JSON agree value for value; a lone surrogate in a name (an
+    undecodable name in a trace) still gives valid UTF-8."""
+    ranks = synthetic_job(JobShape(world_size=8, ranks_per_node=4), slow_rank=5, cause=Cause.HOST, extra_us=20_000)
+    report = build_report(ranks, diagnose(ranks))
+    data = model_json_bytes(report)
+    assert json.loads(data) == report.model_dump(mode="json")
+    assert Report.model_validate_json(data) == report
+    odd = report.model_copy(update={"notes": ["kernel \udc80 name"]})
+    assert json.loads(model_json_bytes(odd))["notes"] == ["kernel ? name"]
