@@ -394,7 +394,8 @@ class RankReport(ReportModel):
     step_dilation: list[float] = Field(
         default_factory=list,
         description="CPU-only ranks, per recorded step: how much waiting for a CPU stretched the training thread's "
-        "ops (their wall time over their time at each op's typical speed); 1.0 = not at all",
+        "ops (their wall time over their time at each op's typical speed; at least the step's active time over "
+        "that time less the training thread's measured CPU wait, where the hook recorded it); 1.0 = not at all",
     )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
     environment: RankEnvironment | None = None

@@ -7,6 +7,8 @@ import json
 import os
 from typing import Any, Dict, List, Optional
 
+from ._schedstat import METADATA_KEY, StepCpu
+
 
 class CaptureError(Exception):
     """A capture request this process cannot honour; the capture fails, training goes on."""
@@ -53,6 +55,7 @@ class ProfilerRun:
         self._marker: Optional[Any] = None
         self.step_index = 0
         self.started = False
+        self._cpu = StepCpu()
 
     def start(self) -> None:
         import torch.distributed as dist
@@ -75,10 +78,12 @@ class ProfilerRun:
         marker: Any = ap.record_function("ProfilerStep#%d" % self.step_index)
         marker.__enter__()
         self._marker = marker
+        self._cpu.opened()
 
     def _close_marker(self) -> None:
         if self._marker is not None:
             marker, self._marker = self._marker, None
+            self._cpu.closed(self.step_index)
             marker.__exit__(None, None, None)
 
     def next_step(self) -> None:
@@ -90,6 +95,10 @@ class ProfilerRun:
     def finish(self, trace_path: str) -> None:
         """Close the last span, stop the profiler and write the gzipped Chrome trace."""
         self._close_marker()
+        self._cpu.close()
+        if self._cpu.steps:
+            with contextlib.suppress(Exception):  # the measure is an aid: a profiler that refuses it loses nothing
+                self._prof.add_metadata_json(METADATA_KEY, json.dumps(self._cpu.metadata()))
         self._prof.stop()
         self.started = False
         os.makedirs(os.path.dirname(trace_path), exist_ok=True)
@@ -101,6 +110,7 @@ class ProfilerRun:
         """Stop without writing anything (abort, hang, error); never raises."""
         with contextlib.suppress(Exception):
             self._close_marker()
+        self._cpu.close()
         if self.started:
             self.started = False
             with contextlib.suppress(Exception):

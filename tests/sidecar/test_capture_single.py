@@ -93,6 +93,8 @@ def test_explicit_step_loop_captures_to_a_local_folder(solo: tuple[Sidecar, Path
     trace = stored_path(session, 0, "trace.pt.trace.json.gz")
     assert trace == session / "traces" / "rank0.pt.trace.json.gz"
     assert profiler_steps(trace.read_bytes()) == [f"ProfilerStep#{i}" for i in range(3)]
+    cpu = json.loads(gzip.decompress(trace.read_bytes()))["stepscopeCpu"]  # the training thread's schedstat per step
+    assert [row[0] for row in cpu["steps"]] == [0, 1, 2] and all(row[1] > 0 and row[2] >= 0 for row in cpu["steps"])
     manifest = RankManifest.model_validate_json(stored_path(session, 0, "manifest.json").read_bytes())
     assert manifest.meta is not None and manifest.meta.steps_captured == 3
     assert RankMeta.model_validate(manifest.meta.model_dump()).device == "cpu"

@@ -9,9 +9,17 @@ least over the steps. What a call takes beyond a quarter more than that (and bey
 the CPU, not as the op's cost. A step's dilation is its ops' own time over that time without the excess
 (1.0: no contention). A rank that really computes more (a larger batch, a slower device) has every call longer in
 every step, so the least of each call grows with it and its dilation stays near 1.
+
+That inference misses a rank that waits for a CPU in every step alike (the scheduler keeps it on the core of a
+process that burns CPU): its least call is stretched too. Where stepscope's hook recorded the training thread's
+own CPU wait per step (Linux schedstat, the trace's `stepscopeCpu` block), the step's dilation is at least its
+active time (the step less its blocked wait in collectives) over that time less the measured wait.
 """
 
 from __future__ import annotations
+
+import re
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -23,6 +31,10 @@ from stepscope_analyzer.parse import TraceColumns
 F64 = npt.NDArray[np.float64]
 STRETCH = 1.25
 MIN_EXCESS_US = 20.0
+MEASURED_KEY = "stepscopeCpu"
+MAX_WAIT_SHARE = 0.95
+"""a measured wait is taken as at most this share of the step's active time (clock edges, rounding)"""
+_STEP_NUMBER = re.compile(r"ProfilerStep#(\d+)$")
 
 
 def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.int64], F64]:
@@ -72,3 +84,35 @@ def step_dilation(ev: TraceColumns, steps: StepWindows) -> list[float]:
     stretched = np.bincount(step, weights=excess, minlength=steps.count)
     own = np.maximum(wall - stretched, 1e-9)
     return [float(x) for x in np.where(wall > 0, wall / own, 1.0)]
+
+
+def measured_waits(metadata: dict[str, Any], step_names: list[str]) -> list[float] | None:
+    """Per recorded step (by its ProfilerStep#i name), the training thread's measured CPU wait in µs, from the
+    hook's `stepscopeCpu` block; None when the trace has none or it does not cover every step."""
+    block = metadata.get(MEASURED_KEY)
+    rows = block.get("steps") if isinstance(block, dict) else None
+    if not isinstance(rows, list):
+        return None
+    wait_of: dict[int, float] = {}
+    for row in rows:
+        if isinstance(row, list) and len(row) >= 3 and all(type(x) is int and x >= 0 for x in row[:3]):
+            wait_of[row[0]] = float(row[2])
+    out: list[float] = []
+    for name in step_names:
+        m = _STEP_NUMBER.search(name)
+        if m is None or int(m.group(1)) not in wait_of:
+            return None
+        out.append(wait_of[int(m.group(1))])
+    return out
+
+
+def with_measured_waits(inferred: list[float], waits: list[float], active_us: list[float]) -> list[float]:
+    """Each step's dilation: the larger of the inferred one and active / (active - measured wait)."""
+    out: list[float] = []
+    for d, wait, active in zip(inferred, waits, active_us, strict=True):
+        if active <= 0:
+            out.append(d)
+            continue
+        left = active - min(wait, MAX_WAIT_SHARE * active)
+        out.append(max(d, active / left))
+    return out

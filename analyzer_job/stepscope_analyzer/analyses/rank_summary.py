@@ -12,7 +12,7 @@ from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.bottlenecks import bottlenecks, per_name
 from stepscope_analyzer.analyses.collectives import collectives, default_process_group, process_groups_by_external_id
 from stepscope_analyzer.analyses.cpu_breakdown import cpu_breakdown
-from stepscope_analyzer.analyses.cpu_contention import step_dilation
+from stepscope_analyzer.analyses.cpu_contention import measured_waits, step_dilation, with_measured_waits
 from stepscope_analyzer.analyses.gpu_breakdown import KERNEL_CATS, idle_breakdown, kernel_stats, temporal_breakdown
 from stepscope_analyzer.analyses.gpu_breakdown import StreamIdle as StreamIdleParts
 from stepscope_analyzer.analyses.host_gaps import host_gap_functions
@@ -80,7 +80,7 @@ def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int 
         phases = _gpu_phases(ev, windows)
     else:
         _cpu(report, trace, top_n)
-        phases = _cpu_phases(report, ev, windows, top_n)
+        phases = _cpu_phases(report, trace, windows, top_n)
     _set_phases(report, phases)
     report.environment = trace_environment(trace)
     return report
@@ -115,14 +115,21 @@ def _wall_clock(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
     report.captured_to_unix_s = offset + hi / 1e6
 
 
-def _cpu_phases(report: RankReport, ev: TraceColumns, windows: StepWindows | None, top_n: int) -> list[StepPhases]:
+def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | None, top_n: int) -> list[StepPhases]:
     if windows is None:
         return []
+    ev = trace.events
     phases, _, sets = cpu_step_phases(ev, windows)
     gaps = host_gap_functions(ev, windows, sets, report.window_us, top_n=min(top_n, 10))
     merged = sorted(report.top_functions + gaps, key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = merged[: top_n * 2]
-    report.step_dilation = [round(d, 4) for d in step_dilation(ev, windows)]
+    dilation = step_dilation(ev, windows)
+    waits = measured_waits(trace.metadata, [ev.names[ev.name_id[row]] for row in windows.rows.tolist()])
+    if waits is not None and len(phases) == len(dilation):
+        spans = zip(windows.start.tolist(), windows.end.tolist(), phases, strict=True)
+        active = [end - start - p.communication_wait for start, end, p in spans]
+        dilation = with_measured_waits(dilation, waits, active)
+    report.step_dilation = [round(d, 4) for d in dilation]
     return phases
 
 
