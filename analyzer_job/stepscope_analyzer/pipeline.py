@@ -17,11 +17,12 @@ from stepscope_analyzer import limits, missing
 from stepscope_analyzer.cpu_quota import worker_count
 from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose, with_collective_waits
 from stepscope_analyzer.discovery import Layout, RankInput, discover
+from stepscope_analyzer.error_text import MAX_ERROR_CHARS
 from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.job_groups import split_jobs
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
-from stepscope_analyzer.rank_reading import MAX_ERROR_CHARS, RankRead, read_rank
+from stepscope_analyzer.rank_reading import RankRead, read_rank
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import Store
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo

@@ -3,8 +3,10 @@
 Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport (or the error text) out. Reading
 from storage and everything that needs the store stay in the calling process, which keeps at most two traces per
 worker in flight, so its memory holds a few stored (gzip) traces while each worker holds one inflated trace at a
-time: the per-worker peak is the serial path's peak for the largest trace (about 1.5x its inflated JSON; 79 MB for
-the 54 MB HTA trace), bounded by the same limits table (limits.py), which the workers receive with every task.
+time: the per-worker peak is the serial path's peak for the largest trace (the imported code, ~47 MB, plus the
+trace's columns, ~64 bytes per kept event, and the decoded events of one 256 KiB chunk: ~70 MB for the 54 MB HTA
+trace), bounded by the same limits table (limits.py), which the workers receive with every task. The workers import
+no storage or session models.
 
 Workers start from a fork server that has imported the parser and analyses once. A worker that dies (killed for
 memory) breaks the pool: the ranks it was running are then analysed again one at a time, each in a fresh process,
@@ -21,8 +23,8 @@ from dataclasses import dataclass
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.analyses import summarize_parsed
+from stepscope_analyzer.error_text import error_text
 from stepscope_analyzer.parse import parse_trace
-from stepscope_analyzer.rank_reading import error_text
 from stepscope_contract.report import RankReport
 
 IN_FLIGHT_PER_WORKER = 2

@@ -9,16 +9,14 @@ from pydantic import ValidationError
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.discovery import RankInput, looks_like_kineto
+from stepscope_analyzer.error_text import error_text as shared_error_text
 from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankError
 
-MAX_ERROR_CHARS = 2000
-
 
 def error_text(exc: BaseException) -> str:
-    text = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError | StorageError) else str(exc)
-    return text[:MAX_ERROR_CHARS]
+    return shared_error_text(exc, (ValueError, StorageError))
 
 
 @dataclass

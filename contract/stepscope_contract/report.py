@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from datetime import datetime
 from enum import StrEnum
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from stepscope_contract.session import CaptureSpec
+if TYPE_CHECKING:  # only a method's parameter: the analyzer's workers build reports without the session models
+    from stepscope_contract.session import CaptureSpec
 
 REPORT_SCHEMA_VERSION = 1
 

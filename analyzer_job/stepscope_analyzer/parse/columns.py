@@ -317,7 +317,13 @@ class ColumnBuilder:
         parts = self._parts
 
         def cat(key: str, dtype: Any) -> npt.NDArray[Any]:
-            return np.concatenate(parts[key]).astype(dtype, copy=False) if parts[key] else np.zeros(0, dtype=dtype)
+            """One column whole; its chunks are let go at once (the peak holds one column twice, not all)."""
+            chunks = parts.pop(key)
+            if not chunks:
+                return np.zeros(0, dtype=dtype)
+            whole = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+            chunks.clear()
+            return whole.astype(dtype, copy=False)
 
         floats = any(p.dtype.kind == "f" for p in parts["ts"])
         ts_raw = cat("ts", np.float64)

@@ -23,7 +23,9 @@ from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.schema import EVENTS_DECODER
 
-DEFAULT_CHUNK_BYTES = 2 << 20
+DEFAULT_CHUNK_BYTES = 256 << 10
+"""text decoded per chunk: its event objects are the parse's transient peak (256 KiB: ~70 MB for the 54 MB trace,
+whole analysis; 2 MiB: ~80 MB), and smaller chunks cost no time measurably (262 vs 272 ms at 2 MiB)"""
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
