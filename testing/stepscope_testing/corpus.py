@@ -102,6 +102,7 @@ def compute_stragglers() -> list[Scenario]:
         ),
         _gloo("compute", "cpu-compute-4r-loader-2x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=2.0),
         _gloo("compute", "cpu-compute-8r-mlp-2x", 8, fault="compute", slow_ranks=(5,), amount=2.0, steps=6),
+        _gloo("compute", "cpu-compute-4r-hook-2x", 4, fault="compute", slow_ranks=(1,), amount=2.0, capture="hook"),
         _gpu("compute", "gpu-compute-2r-ddp-2x", "ddp", 2, scale={1: 2.0}, repeat=2, seed=11),
         _gpu("compute", "gpu-compute-4r-dlrm-1.2x", "dlrm", 4, scale={2: 1.2}, seed=12),
         _gpu("compute", "gpu-compute-8r-dlrm-1.11x-7pct", "dlrm", 8, scale={6: 1.11}, seed=13),
@@ -130,6 +131,7 @@ def host_stalls() -> list[Scenario]:
         _gloo("host", "cpu-host-4r-mlp-gc", 4, fault="gc", slow_ranks=(1,)),
         _gloo("host", "cpu-host-4r-hook-annotated", 4, fault="annotated", slow_ranks=(2,), amount=30, capture="hook"),
         _gloo("host", "cpu-host-2r-hook-python", 2, fault="python", slow_ranks=(1,), amount=25, capture="hook"),
+        _gloo("host", "cpu-host-4r-hook-python", 4, fault="python", slow_ranks=(2,), amount=50, capture="hook"),
         _gpu("host", "gpu-host-4r-dlrm-stall", "dlrm", 4, host_stall_us={1: 8000.0}, seed=21),
         _gpu("host", "gpu-host-8r-ddp-stall", "ddp", 8, host_stall_us={3: 30000.0}, repeat=2, seed=22),
     ]

@@ -13,6 +13,12 @@ from stepscope_hook._schedstat import StepCpu, read
 pytestmark = pytest.mark.unit
 
 
+def _burn(seconds: float) -> None:
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
 def test_each_step_gets_the_difference_between_its_open_and_close_in_microseconds(tmp_path: Path) -> None:
     stat = tmp_path / "schedstat"
     cpu = StepCpu(str(stat))
@@ -42,9 +48,7 @@ def test_an_unreadable_or_garbled_file_records_nothing(tmp_path: Path) -> None:
 @pytest.mark.skipif(not Path("/proc/thread-self/schedstat").exists(), reason="no schedstat on this kernel")
 def test_this_threads_cpu_time_grows_while_it_computes() -> None:
     before = read()
-    end = time.perf_counter() + 0.02
-    while time.perf_counter() < end:
-        pass
+    _burn(0.02)
     after = read()
     assert before is not None and after is not None
     assert after[0] - before[0] >= 10_000_000 and after[1] >= before[1]  # >= 10 ms on a CPU of the 20 ms burnt
@@ -54,9 +58,7 @@ def test_this_threads_cpu_time_grows_while_it_computes() -> None:
 def test_a_step_of_this_thread_is_measured_from_its_own_task_file() -> None:
     cpu = StepCpu()
     cpu.opened()
-    end = time.perf_counter() + 0.02
-    while time.perf_counter() < end:
-        pass
+    _burn(0.02)
     cpu.closed(7)
     cpu.close()
     [(index, on_cpu, waited)] = cpu.steps
