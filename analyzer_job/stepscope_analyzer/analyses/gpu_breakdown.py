@@ -145,10 +145,19 @@ class KernelStats:
     std: float
 
 
+def _group(name_id: npt.NDArray[np.int32]) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.intp]]:
+    """np.unique(name_id, return_inverse=True) for small non-negative ids, in linear time (a count per id)."""
+    counts = np.bincount(name_id) if name_id.size else np.zeros(0, dtype=np.intp)
+    ids = np.flatnonzero(counts)
+    slot = np.zeros(counts.size, dtype=np.intp)
+    slot[ids] = np.arange(ids.size)
+    return ids, slot[name_id]
+
+
 def kernel_stats(name_id: npt.NDArray[np.int32], dur: F64, ktype: npt.NDArray[np.int8]) -> list[KernelStats]:
     """Per kernel name (COMPUTATION, COMMUNICATION, MEMORY): count, sum, max, min, mean, sample stddev (0 if n=1)."""
     keep = ktype != KernelType.OTHER
-    ids, inv = np.unique(name_id[keep], return_inverse=True)
+    ids, inv = _group(name_id[keep])
     d = dur[keep]
     count = np.bincount(inv, minlength=ids.size).astype(np.float64)
     total = np.bincount(inv, weights=d, minlength=ids.size)

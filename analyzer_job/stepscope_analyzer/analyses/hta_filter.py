@@ -36,6 +36,16 @@ def hta_keep_mask(ev: TraceColumns, is_gpu: Mask | None = None) -> Mask:
         return np.ones(n, dtype=bool)
     last_start = float(ev.ts[steps].max())
     keep_cpu = cpu & (ev.ts < last_start)
-    kept_corr = np.unique(ev.correlation[keep_cpu])
-    keep_gpu = gpu & np.isin(ev.correlation, kept_corr)
+    keep_gpu = gpu.copy()
+    keep_gpu[gpu] = _member(ev.correlation[gpu], ev.correlation[keep_cpu])
     return keep_cpu | keep_gpu
+
+
+def _member(values: npt.NDArray[np.int64], among: npt.NDArray[np.int64]) -> Mask:
+    """For each value, whether `among` holds it (one sort of `among` and a binary search per value)."""
+    if among.size == 0:
+        return np.zeros(values.shape, dtype=bool)
+    table = np.sort(among)
+    at = np.minimum(np.searchsorted(table, values), table.size - 1)
+    found: Mask = table[at] == values
+    return found

@@ -35,3 +35,23 @@ def test_merge_union_and_intersection(seed: int) -> None:
 def test_touching_intervals_merge_like_hta() -> None:
     s, e = intervals.merge(np.array([0.0, 10.0, 25.0]), np.array([10.0, 20.0, 30.0]))
     assert s.tolist() == [0.0, 25.0] and e.tolist() == [20.0, 30.0]
+
+
+def _cells(u: intervals.Set, size: int) -> np.ndarray:
+    return _grid(u[0], u[1], size)
+
+
+def _random_set(rng: np.random.Generator, n: int) -> intervals.Set:
+    ts = rng.integers(0, 500, n).astype(float)
+    return intervals.merge(ts, ts + rng.integers(0, 40, n))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_subtract_and_intersect_match_the_grid(seed: int) -> None:
+    rng = np.random.default_rng(100 + seed)
+    a, b = _random_set(rng, 30), _random_set(rng, 30)
+    minus, both = intervals.subtract(a, b), intervals.intersect(a, b)
+    assert np.array_equal(_cells(minus, 600), _cells(a, 600) & ~_cells(b, 600))
+    assert np.array_equal(_cells(both, 600), _cells(a, 600) & _cells(b, 600))
+    for u in (minus, both):  # disjoint and sorted, touching pieces merged
+        assert np.all(u[0] < u[1]) and np.all(u[0][1:] > u[1][:-1])
