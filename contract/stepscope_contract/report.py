@@ -398,6 +398,11 @@ class RankReport(ReportModel):
         "ops (their wall time over their time at each op's typical speed; at least the step's active time over "
         "that time less the training thread's measured CPU wait, where the hook recorded it); 1.0 = not at all",
     )
+    step_cpu_wait: list[float] = Field(
+        default_factory=list,
+        description="CPU-only ranks captured through the hook (Linux), per recorded step: µs the training thread was "
+        "runnable but waiting for a CPU (schedstat); empty when not measured",
+    )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
     environment: RankEnvironment | None = None
     trace_link: str | None = Field(

@@ -68,6 +68,7 @@ def balanced() -> list[Scenario]:
     out += [_gloo("balanced", "cpu-balanced-4r-cnn", 4, model="cnn", batch=32)]
     out += [_gloo("balanced", "cpu-balanced-4r-accum", 4, model="accum")]
     out += [_gloo("balanced", f"cpu-balanced-4r-hook-{s}", 4, capture="hook", seed=s) for s in range(2)]
+    out += [_gloo("balanced", f"cpu-balanced-8r-hook-{s}", 8, capture="hook", seed=s, steps=6) for s in range(2)]
     out += [_gloo("balanced", f"cpu-balanced-8r-mlp-{s}", 8, seed=s, steps=6) for s in range(2)]
     out += [_gloo("balanced", "cpu-balanced-8r-cnn", 8, model="cnn", steps=6, batch=32)]
     out += [_gloo("balanced", f"cpu-balanced-16r-mlp-{s}", 16, seed=s, steps=6, batch=64) for s in range(2)]
@@ -92,7 +93,9 @@ def compute_stragglers() -> list[Scenario]:
     """Real CPU jobs: 2 ranks have a core each; from 4 ranks on, the ranks share 2 cores and the scheduler alone
     makes healthy ranks differ by up to ~1.75x, so the stragglers there do twice the work (a batch twice as large).
     16 ranks on 2 cores (8 per core) are balanced and uniform runs only: there the scheduler's stretches exceed a
-    2x straggler's own work. GPU jobs are quiet: 20% to 2x, 2 to 16 ranks."""
+    2x straggler's own work. 8 ranks (4 per core) come twice: recorded with plain torch.profiler, where the
+    contention is inferred from op calls, and through the hook, which measures each step's wait for a CPU.
+    GPU jobs are quiet: 20% to 2x, 2 to 16 ranks."""
     return [
         _gloo("compute", "cpu-compute-2r-mlp-1.5x", 2, fault="compute", slow_ranks=(0,), amount=1.5),
         _gloo("compute", "cpu-compute-2r-mlp-2x", 2, fault="compute", slow_ranks=(1,), amount=2.0),
@@ -103,6 +106,16 @@ def compute_stragglers() -> list[Scenario]:
         _gloo("compute", "cpu-compute-4r-loader-2x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=2.0),
         _gloo("compute", "cpu-compute-8r-mlp-2x", 8, fault="compute", slow_ranks=(5,), amount=2.0, steps=6),
         _gloo("compute", "cpu-compute-4r-hook-2x", 4, fault="compute", slow_ranks=(1,), amount=2.0, capture="hook"),
+        _gloo(
+            "compute",
+            "cpu-compute-8r-hook-2x",
+            8,
+            fault="compute",
+            slow_ranks=(5,),
+            amount=2.0,
+            steps=6,
+            capture="hook",
+        ),
         _gpu("compute", "gpu-compute-2r-ddp-2x", "ddp", 2, scale={1: 2.0}, repeat=2, seed=11),
         _gpu("compute", "gpu-compute-4r-dlrm-1.2x", "dlrm", 4, scale={2: 1.2}, seed=12),
         _gpu("compute", "gpu-compute-8r-dlrm-1.11x-7pct", "dlrm", 8, scale={6: 1.11}, seed=13),

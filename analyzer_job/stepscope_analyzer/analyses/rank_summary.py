@@ -129,6 +129,7 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
         spans = zip(windows.start.tolist(), windows.end.tolist(), phases, strict=True)
         active = [end - start - p.communication_wait for start, end, p in spans]
         dilation = with_measured_waits(dilation, waits, active)
+        report.step_cpu_wait = [round(w, 1) for w in waits]
     report.step_dilation = [round(d, 4) for d in dilation]
     return phases
 

@@ -90,11 +90,11 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
         if cost == "communication" and not view.measured_wait:
             continue  # estimated waits leave every rank the same own communication time
         tested = {r: s.tested[cost] for r, s in view.samples.items()}
-        stretched = {r: float(np.median(s.costs[cost] - s.tested[cost])) for r, s in view.samples.items()}
+        residual = {r: s.residual_us(cost) for r, s in view.samples.items()}
         waiting = {r for r in view.samples if view.lateness(r) <= 0} if view.has_collectives else None
         wall_samples = {r: s.costs[cost] for r, s in view.samples.items()}
         wall_z = {e.rank: e.z for e in effects(wall_samples, noise_floor, waiting=waiting)}
-        for e in effects(tested, noise_floor, stretched, waiting):
+        for e in effects(tested, noise_floor, residual, waiting):
             wall = wall_excess(view, e.rank, cost)
             stands_out = e.z >= cfg.outlier_threshold and wall_z[e.rank] >= cfg.wall_corroboration_z
             if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:

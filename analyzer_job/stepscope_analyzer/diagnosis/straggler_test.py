@@ -6,9 +6,9 @@ For a cost (compute, host, ...) every rank has one sample per recorded step. For
   * the rank-to-rank spread of the ranks' medians: scaled MAD over every rank (robust to a few outliers, and not
     fooled by three others that happen to agree); when stragglers are many among few ranks they widen it, so the
     spread of the ranks that wait for others (no straggler among them), widened by half for its small sample,
-    bounds it; on CPU ranks it is at least 15% of the typical CPU-contention stretch taken out of the samples
-    (what the correction may have missed). With fewer than four ranks it cannot be measured: the step-to-step
-    spread and, for each rank, 15% of its own contention stretch stand in for it;
+    bounds it; on CPU ranks it is at least the typical residual of the CPU-contention correction (what it may
+    have missed: rank_costs' share of the stretch taken out, smaller where the wait was measured). With fewer than
+    four ranks it cannot be measured: the step-to-step spread and, for each rank, its own residual stand in for it;
   * the step-to-step spread of the ranks' samples around their own medians (scaled MAD of the pooled deviations),
     as the standard error of a median of r's steps; and at least a floor (0.5% of the median step);
 - effect size z = excess / noise (a robust z-score);
@@ -35,9 +35,6 @@ MIN_RANKS_FOR_SPREAD = 4
 """below this many ranks the rank-to-rank spread is not measured"""
 SMALL_SAMPLE_SPREAD = 1.5
 """the spread measured on the few ranks that wait for others is widened by this much (a small sample)"""
-CONTENTION_RESIDUAL = 0.15
-"""share of the CPU-contention stretches taken out of a rank's samples that may remain in them (the correction
-is not exact): in jobs too small to measure the rank-to-rank spread, the noise is at least this much of them"""
 
 
 @dataclass(frozen=True)
@@ -69,40 +66,40 @@ def _mad_sigma(values: F64) -> float:
     return MAD_TO_SIGMA * float(np.median(np.abs(values - np.median(values))))
 
 
-def _between(medians: F64, ranks: list[int], waiting: set[int] | None, within: float, stretched: float) -> float:
+def _between(medians: F64, ranks: list[int], waiting: set[int] | None, within: float, residual: float) -> float:
     """The rank-to-rank spread of healthy ranks' medians (see the module docstring)."""
     if len(ranks) < MIN_RANKS_FOR_SPREAD:
-        return max(within, CONTENTION_RESIDUAL * stretched)
+        return max(within, residual)
     spread = _mad_sigma(medians)
     calm = [m for r, m in zip(ranks, medians.tolist(), strict=True) if waiting is not None and r in waiting]
     if len(calm) >= 2:
         spread = min(spread, SMALL_SAMPLE_SPREAD * _mad_sigma(np.asarray(calm)))
-    return max(spread, CONTENTION_RESIDUAL * stretched)
+    return max(spread, residual)
 
 
 def effects(
     samples: dict[int, F64],
     floor_us: float,
-    contention: dict[int, float] | None = None,
+    residual: dict[int, float] | None = None,
     waiting: set[int] | None = None,
 ) -> list[Effect]:
     """The effect of every rank on one cost; `floor_us` bounds the noise from below (a measurement floor);
-    `contention` (µs per step taken out of each rank's samples as CPU-contention stretches) bounds the rank-to-rank
-    noise of jobs too small to measure it; `waiting`: the ranks that wait for others (no straggler among them)."""
+    `residual` (µs per step of CPU-contention stretch that may remain in each rank's samples after the correction)
+    bounds the rank-to-rank noise; `waiting`: the ranks that wait for others (no straggler among them)."""
     ranks = sorted(r for r in samples if samples[r].size)
     if len(ranks) < 2:
         return []
     medians = np.asarray([float(np.median(samples[r])) for r in ranks])
     references = medians_of_others(medians)
     within = _mad_sigma(np.concatenate([samples[r] - m for r, m in zip(ranks, medians, strict=True)]))
-    stretched = float(np.median([contention.get(r, 0.0) for r in ranks])) if contention else 0.0
-    between = _between(medians, ranks, waiting, within, stretched)
+    typical = float(np.median([residual.get(r, 0.0) for r in ranks])) if residual else 0.0
+    between = _between(medians, ranks, waiting, within, typical)
     out: list[Effect] = []
     for r, value, reference in zip(ranks, medians.tolist(), references.tolist(), strict=True):
         n = samples[r].size
         spread = between
-        if contention and len(ranks) < MIN_RANKS_FOR_SPREAD:
-            spread = max(between, CONTENTION_RESIDUAL * contention.get(r, 0.0))
+        if residual and len(ranks) < MIN_RANKS_FOR_SPREAD:
+            spread = max(between, residual.get(r, 0.0))
         noise = max(sqrt(spread**2 + (MEDIAN_SE * within) ** 2 / n), floor_us, 1e-9)
         above = int(np.count_nonzero(samples[r] > reference))
         out.append(

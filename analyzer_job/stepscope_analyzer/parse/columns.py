@@ -131,7 +131,7 @@ def _int_arg(value: Any) -> int:
 def _ids(values: list[Any], table: dict[str, int], new: Callable[[str], int]) -> list[Any]:
     """The id of each value (its text: str() of anything else), numbering unseen ones with `new` in order."""
     try:
-        ids: list[Any] = [table.get(v) for v in values]  # one C-level pass while nothing is new
+        ids: list[Any] = list(map(table.get, values))  # one C-level pass while nothing is new
     except TypeError:  # an unhashable value (a JSON array as a name)
         ids = [None] * len(values)
     if None in ids:

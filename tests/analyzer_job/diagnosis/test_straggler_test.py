@@ -45,5 +45,5 @@ def test_small_jobs_use_contention_as_a_noise_bound() -> None:
     them is compared with a wider yardstick."""
     samples = {0: np.full(6, 6.5), 1: np.full(6, 8.6)}
     plain = next(e for e in effects(samples, 0.1) if e.rank == 1)
-    wide = next(e for e in effects(samples, 0.1, contention={0: 0.0, 1: 10.8}) if e.rank == 1)
+    wide = next(e for e in effects(samples, 0.1, residual={0: 0.0, 1: 0.15 * 10.8}) if e.rank == 1)
     assert plain.z > 3.5 > wide.z
