@@ -5,8 +5,9 @@ and scores the verdicts.
 Built to resemble real jobs, not the detector: balanced jobs and jobs where every rank got uniformly slower
 (several runs each, 2 to 16 ranks, to measure false alarms), compute stragglers from 20% to 2x, host stalls with
 and without annotations (collate_fn, plain Python, time.sleep in logging, GC pressure, a user's own region), two
-stragglers at once, GPU jobs (balanced, uniform, a ~7% compute straggler, host stalls), and hangs (one rank stuck in
-data loading, one in a different collective) whose verdict the hang diagnosis owns.
+stragglers at once, GPU jobs (balanced, uniform, a ~7% compute straggler, host stalls, one rank's memory copies
+3-4x slower), and hangs (one rank stuck in data loading, one in a different collective) whose verdict the hang
+diagnosis owns.
 """
 
 from __future__ import annotations
@@ -150,6 +151,14 @@ def host_stalls() -> list[Scenario]:
     ]
 
 
+def memory_stragglers() -> list[Scenario]:
+    """GPU ranks whose memory copies alone are slower (pageable host memory, a slower link): cause `memory`."""
+    return [
+        _gpu("memory", "gpu-memory-4r-dlrm-copies-4x", "dlrm", 4, copy_scale={2: 4.0}, seed=41),
+        _gpu("memory", "gpu-memory-8r-dlrm-copies-3x", "dlrm", 8, copy_scale={5: 3.0}, seed=42),
+    ]
+
+
 def two_stragglers() -> list[Scenario]:
     return [
         _gloo("two", "cpu-two-4r-mlp-compute", 4, fault="compute", slow_ranks=(1, 3), amount=2.0),
@@ -165,6 +174,7 @@ def two_stragglers() -> list[Scenario]:
         ),
         _gpu("two", "gpu-two-8r-dlrm-compute", "dlrm", 8, scale={1: 1.25, 6: 1.25}, seed=31),
         _gpu("two", "gpu-two-4r-dlrm-compute-host", "dlrm", 4, scale={0: 1.3}, host_stall_us={3: 12000.0}, seed=32),
+        _gpu("two", "gpu-two-4r-dlrm-compute-memory", "dlrm", 4, scale={1: 1.3}, copy_scale={3: 4.0}, seed=33),
     ]
 
 
@@ -176,4 +186,5 @@ def hangs() -> list[Scenario]:
 
 
 def corpus() -> list[Scenario]:
-    return balanced() + uniform() + compute_stragglers() + host_stalls() + two_stragglers() + hangs()
+    stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + two_stragglers()
+    return balanced() + uniform() + stragglers + hangs()

@@ -5,6 +5,8 @@ Platforms) is replicated to `world` ranks and re-timed:
 - its recorded steps can be repeated (`repeat`) so that there are enough steps to compare;
 - each rank's compute kernels and memory ops take `scale[r]` times as long, times jitter: a per-rank device
   factor, a per-step factor and a per-kernel factor (log-normal, `jitter` is their spread);
+- `copy_scale[r]`: that rank's memory copies and sets alone take that many times as long (pageable instead of
+  pinned host memory, a slower PCIe link): the extra time is in memory ops, not in compute kernels;
 - `host_stall_us[r]`: at the start of every step that rank's host is late by that much before it launches
   anything (a stall without any annotation: the CPU events move, nothing marks the gap); the GPU waits for it;
 - every collective kernel (NCCL) starts on each rank once that rank's earlier work is done and ends on every rank
@@ -41,6 +43,7 @@ class GpuJob:
     world: int
     scale: dict[int, float] = field(default_factory=dict)
     host_stall_us: dict[int, float] = field(default_factory=dict)
+    copy_scale: dict[int, float] = field(default_factory=dict)
     jitter: float = 0.01
     repeat: int = 1
     seed: int = 0
@@ -48,6 +51,7 @@ class GpuJob:
     def truth(self) -> dict[str, Any]:
         slow = [{"rank": r, "cause": "compute"} for r, f in sorted(self.scale.items()) if f > 1.0]
         slow += [{"rank": r, "cause": "host"} for r, us in sorted(self.host_stall_us.items()) if us > 0]
+        slow += [{"rank": r, "cause": "memory"} for r, f in sorted(self.copy_scale.items()) if f > 1.0]
         uniform = bool(self.scale) and len(self.scale) == self.world and len(set(self.scale.values())) == 1
         if uniform:
             slow = []
@@ -159,6 +163,7 @@ def simulate(job: GpuJob, events: list[dict[str, Any]]) -> _Timeline:
     per_step = np.exp(rng.normal(0.0, sigma, (n, s)))
     scale = np.asarray([job.scale.get(r, 1.0) for r in range(n)]) * device
     stall = np.asarray([job.host_stall_us.get(r, 0.0) for r in range(n)])
+    copies = np.asarray([job.copy_scale.get(r, 1.0) for r in range(n)])
     host_noise = np.abs(rng.normal(0.0, sigma * 200.0, (n, s)))  # µs of OS noise before each step's launches
     comp = np.zeros(n)
     comm = np.zeros(n)
@@ -190,6 +195,8 @@ def simulate(job: GpuJob, events: list[dict[str, Any]]) -> _Timeline:
                 comp = np.maximum(comp, comm)  # the work after it needs its result
             continue
         factor = scale * per_step[:, max(k, 0)] * np.exp(rng.normal(0.0, sigma, n))
+        if e.get("cat") != "kernel":
+            factor = factor * copies
         new_dur = dur * factor
         gpu_ts[:, j] = ts + comp
         gpu_dur[:, j] = new_dur
@@ -247,7 +254,7 @@ def write_job(job: GpuJob, out: Path) -> Path:
     for rank in range(job.world):
         data = orjson.dumps(_retime_rank(job, rank, events, tl, gpu=gpu, meta=doc))
         (out / f"rank{rank}.pt.trace.json.gz").write_bytes(gzip.compress(data, compresslevel=3))
-    truth = {"job": {**job.__dict__, "scale": job.scale, "host_stall_us": job.host_stall_us}, **job.truth()}
+    truth = {"job": job.__dict__, **job.truth()}
     (out / "truth.json").write_text(json.dumps(truth, indent=1, default=str))
     return out
 

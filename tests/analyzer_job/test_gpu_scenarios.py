@@ -1,7 +1,8 @@
 """Multi-rank GPU jobs derived from a real Kineto trace (fixtures/gpu_ddp_source.json.gz, see make_gpu_source.py)
 through the collective timing model of stepscope_testing.gpu_jobs: a quiet job where a consistent compute
 straggler costing ~7% of the step is found at default settings, balanced and uniformly slower jobs without a slow
-rank, an unannotated host stall, and GPU figures that hold together (phases add up, idle within its window)."""
+rank, an unannotated host stall, slow memory copies on one rank (from the shared recommendation-model trace), and
+GPU figures that hold together (phases add up, idle within its window)."""
 
 from __future__ import annotations
 
@@ -65,3 +66,24 @@ def test_gpu_figures_hold_together(tmp_path: Path) -> None:
         assert r.phases is not None and len(r.step_phases) == r.steps.count == 6
         assert sum(r.phases.model_dump().values()) == pytest.approx(r.steps.mean_us, rel=0.03)
         assert r.host_time > 0 and r.collective_wait_estimated
+
+
+@pytest.mark.parametrize(("world", "rank", "factor"), [(4, 2, 4.0), (8, 5, 3.0)])
+def test_slow_memory_copies_on_a_gpu_rank_are_memory(shared_traces: Path, tmp_path: Path, world: int, rank: int,
+                                                     factor: float) -> None:  # fmt: skip
+    """One rank's copies alone take 3-4x as long (pageable host memory): the excess shows in its input phase
+    (host time) but is GPU memory ops, so the cause is memory, and the evidence names each copy once."""
+    source = str(shared_traces / "nccl_8rank_rank3.json.gz")  # a recommendation model: ~12% of a step in copies
+    job = GpuJob(name="copies", source=source, world=world, copy_scale={rank: factor}, seed=world)
+    d = _analyse(job, tmp_path).diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(rank, Cause.MEMORY)], d.verdict
+    names = [e.metric for e in d.slow_ranks[0].evidence if e.metric.startswith("Memcpy")]
+    assert names and len(names) == len(set(names))
+    assert "memory copies" in d.verdict
+
+
+def test_slower_gpu_including_its_copies_is_still_compute(shared_traces: Path, tmp_path: Path) -> None:
+    """A rank whose kernels and copies are all 1.3x slower (a throttled GPU): compute, not memory."""
+    job = GpuJob(name="throttled", source=str(shared_traces / "nccl_8rank_rank3.json.gz"), world=4, scale={1: 1.3})
+    d = _analyse(job, tmp_path).diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(1, Cause.COMPUTE)], d.verdict

@@ -47,7 +47,7 @@ def name_times(r: RankReport, cause: Cause, divisor: float) -> dict[tuple[str, s
                 key = ("kernel", k.name)
                 out[key] = out.get(key, 0.0) + k.sum_us / divisor
     for f in r.top_functions:
-        if f.category in row.evidence_categories:
+        if f.category in row.evidence_categories and ("kernel", f.name) not in out:  # a GPU op listed once
             key = (f.category, f.name)
             out[key] = max(out.get(key, 0.0), f.total_us / divisor)
     if cause is Cause.COMMUNICATION:

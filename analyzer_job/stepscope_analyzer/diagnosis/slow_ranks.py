@@ -30,6 +30,10 @@ from stepscope_analyzer.diagnosis.stats import median, medians_of_others
 from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
+MEMORY_SHARE = 0.5
+"""a GPU rank's compute or host excess is `memory` when its memory copies/sets exceed the other ranks' by more than
+this share of it"""
+
 
 @dataclass(frozen=True)
 class JobView:
@@ -129,20 +133,20 @@ def phase_evidence(view: JobView, rank: int, phase: str) -> Evidence:
     return Evidence(metric=f"phase {phase}", value=mine, baseline=theirs, detail=detail)
 
 
-def _refine_cause(ranks: dict[int, RankReport], rank: int, cost: str) -> Cause:
-    """compute on a GPU rank whose excess lies in memory copies/sets rather than kernels is `memory`."""
-    cause = row_for_cost(cost).cause
+def _refine_cause(ranks: dict[int, RankReport], rank: int, flag: Flag) -> Cause:
+    """A GPU rank flagged for compute or host time is `memory` when most of that excess is its memory copies/sets
+    taking longer than the other ranks' (e.g. pageable host memory: slow copies inside the input phase look like
+    host time, inside the step's work like compute)."""
+    cause = row_for_cost(flag.cost).cause
     r = ranks[rank]
-    if cause is not Cause.COMPUTE or r.device != "cuda":
+    if cause not in (Cause.COMPUTE, Cause.HOST) or r.device != "cuda":
         return cause
 
-    def per_step(x: RankReport, attr: str) -> float:
-        return float(getattr(x, attr)) / max(x.steps.count, 1)
+    def per_step(x: RankReport) -> float:
+        return float(x.memory_time) / max(x.steps.count, 1)
 
-    others = [x for k, x in ranks.items() if k != rank]
-    mem = per_step(r, "memory_time") - median([per_step(x, "memory_time") for x in others])
-    comp = per_step(r, "compute_time") - median([per_step(x, "compute_time") for x in others])
-    return Cause.MEMORY if mem > comp else cause
+    mem = per_step(r) - median([per_step(x) for k, x in ranks.items() if k != rank])
+    return Cause.MEMORY if mem > MEMORY_SHARE * flag.wall_excess_us else cause
 
 
 def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: DiagnosisConfig) -> float:
@@ -170,7 +174,7 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         if not waited_for(view, rank, flags, cfg):
             continue
         primary = flags[0]
-        cause = _refine_cause(by_rank, rank, primary.cost)
+        cause = _refine_cause(by_rank, rank, primary)
         lateness = view.lateness(rank)
         gain = min(excess, lateness) if view.has_collectives else excess
         gain = min(max(gain, 0.0), 0.9 * view.step_us)
