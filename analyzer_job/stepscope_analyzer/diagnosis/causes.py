@@ -33,6 +33,11 @@ class CauseRow:
     """what the rank does, in the verdict line"""
     next_step: str
     """what to look at next; {r} is the rank"""
+    takes_over: frozenset[str] = frozenset()
+    """costs whose excess on a GPU rank is this cause instead when most of it is `device_time` (copies inside the
+    input phase read as host time, inside the step's work as compute)"""
+    device_time: str = ""
+    """the RankReport time (over the window) that decides `takes_over`"""
 
 
 CAUSES: tuple[CauseRow, ...] = (
@@ -69,6 +74,8 @@ CAUSES: tuple[CauseRow, ...] = (
         kernel_type="MEMORY",
         wait_weight=1.0,
         verdict="more time in memory copies/sets",
+        takes_over=frozenset({"compute", "host"}),
+        device_time="memory_time",
         next_step="Look for host<->device copies or allocator churn on rank {r} (pinned memory, .item(), .cpu()).",
     ),
     CauseRow(

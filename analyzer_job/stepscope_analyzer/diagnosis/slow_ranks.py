@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
+from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.evidence import cost_evidence, name_evidence, name_times, wait_evidence
 from stepscope_analyzer.diagnosis.rank_costs import COSTS, RankSamples, rank_samples, wait_is_measured
@@ -30,9 +30,9 @@ from stepscope_analyzer.diagnosis.stats import median, medians_of_others
 from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
-MEMORY_SHARE = 0.5
-"""a GPU rank's compute or host excess is `memory` when its memory copies/sets exceed the other ranks' by more than
-this share of it"""
+TAKE_OVER_SHARE = 0.5
+"""a GPU rank's flagged excess is another cause (the causes table's `takes_over`) when that cause's device time
+exceeds the other ranks' by more than this share of it"""
 
 
 @dataclass(frozen=True)
@@ -134,19 +134,23 @@ def phase_evidence(view: JobView, rank: int, phase: str) -> Evidence:
 
 
 def _refine_cause(ranks: dict[int, RankReport], rank: int, flag: Flag) -> Cause:
-    """A GPU rank flagged for compute or host time is `memory` when most of that excess is its memory copies/sets
-    taking longer than the other ranks' (e.g. pageable host memory: slow copies inside the input phase look like
-    host time, inside the step's work like compute)."""
+    """The flagged cost's cause, or on a GPU rank the cause that takes it over (causes table: `takes_over`) when
+    most of the excess is that cause's device time (e.g. pageable host memory: slow copies are memory, not the host
+    time or compute they fall in)."""
     cause = row_for_cost(flag.cost).cause
     r = ranks[rank]
-    if cause not in (Cause.COMPUTE, Cause.HOST) or r.device != "cuda":
+    if r.device != "cuda":
         return cause
+    for row in CAUSES:
+        if flag.cost in row.takes_over:
+            theirs = median([_per_step(x, row.device_time) for k, x in ranks.items() if k != rank])
+            if _per_step(r, row.device_time) - theirs > TAKE_OVER_SHARE * flag.wall_excess_us:
+                return row.cause
+    return cause
 
-    def per_step(x: RankReport) -> float:
-        return float(x.memory_time) / max(x.steps.count, 1)
 
-    mem = per_step(r) - median([per_step(x) for k, x in ranks.items() if k != rank])
-    return Cause.MEMORY if mem > MEMORY_SHARE * flag.wall_excess_us else cause
+def _per_step(r: RankReport, attr: str) -> float:
+    return float(getattr(r, attr)) / max(r.steps.count, 1)
 
 
 def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: DiagnosisConfig) -> float:

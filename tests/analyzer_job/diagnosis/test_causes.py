@@ -7,7 +7,7 @@ import pytest
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.rank_costs import COSTS
 from stepscope_analyzer.diagnosis.verdict import next_steps
-from stepscope_contract.report import Cause, SlowRank, StepPhases
+from stepscope_contract.report import Cause, RankReport, SlowRank, StepPhases
 
 pytestmark = pytest.mark.unit
 
@@ -32,3 +32,12 @@ def test_next_steps_come_from_the_table() -> None:
     slow = [SlowRank(rank=3, cause=c, confidence=0.9) for c in (Cause.COMPUTE, Cause.HOST)]
     steps = next_steps(slow, [], 0)
     assert steps[:2] == [cause_row(Cause.COMPUTE).next_step.format(r=3), cause_row(Cause.HOST).next_step.format(r=3)]
+
+
+def test_a_cause_that_takes_over_a_cost_names_a_rank_time() -> None:
+    """`takes_over` lists compared costs, and the device time that decides it is a RankReport field."""
+    for row in CAUSES:
+        assert row.takes_over <= set(COSTS)
+        assert bool(row.takes_over) == bool(row.device_time)
+        assert not row.device_time or row.device_time in RankReport.model_fields
+    assert cause_row(Cause.MEMORY).takes_over == {"compute", "host"}
