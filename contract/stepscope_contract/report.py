@@ -64,6 +64,14 @@ class SlowRank(ReportModel):
         "of that cost (robust z)",
     )
     node: str | None = None
+    stalled_steps: list[int] | None = Field(
+        default=None,
+        description="set when the rank stalls intermittently (a few steps far longer, e.g. a checkpoint every few "
+        "steps): the steps it stalled in, as indexes (0-based) into its ranks[].steps.durations_us; excess_us is "
+        "then its excess averaged over every recorded step",
+    )
+    stall_us: float | None = Field(default=None, description="one stall's size: its median excess, µs")
+    steps_recorded: int | None = Field(default=None, description="the steps compared (set with stalled_steps)")
     evidence: list[Evidence] = Field(default_factory=list)
     comparison: list[NameComparison] = Field(
         default_factory=list, description="kernels/ops/functions that differ most from the median of the others"
@@ -155,6 +163,11 @@ class StepStats(ReportModel):
     max_us: float = 0.0
     spread_pct: float = Field(default=0.0, description="(max - min) / median, in %")
     durations_us: list[float] = Field(default_factory=list)
+    numbers: list[int] = Field(
+        default_factory=list,
+        description="each recorded step's number (N of its ProfilerStep#N span), parallel to durations_us; empty "
+        "when the spans are not numbered",
+    )
 
 
 class IdleBreakdown(ReportModel):
@@ -416,11 +429,18 @@ class Diagnosis(ReportModel):
     ranks_expected: int | None = Field(default=None, description="the job's world size, when the traces say it")
     median_step_us: float = Field(default=0.0, description="the job's step time: median over ranks and steps, µs")
     p90_step_us: float = Field(default=0.0, description="90th percentile of every analysed step, µs")
+    mean_step_us: float = Field(
+        default=0.0, description="mean over ranks and steps, µs: what a step costs on average, stalls included"
+    )
     expected_step_us: float | None = Field(
-        default=None, description="estimated step time if the slow ranks matched the others, µs"
+        default=None,
+        description="estimated step time if the slow ranks matched the others, µs: from the median step, or from "
+        "the mean step when a slow rank stalls intermittently (its stalls do not move the median)",
     )
     estimated_speedup: float | None = Field(
-        default=None, description="median_step_us / expected_step_us: how much faster fixing the slow ranks makes it"
+        default=None,
+        description="median_step_us (mean_step_us when a slow rank stalls intermittently) / expected_step_us: how "
+        "much faster fixing the slow ranks makes it",
     )
     slow_ranks: list[SlowRank] = Field(default_factory=list)
     slow_nodes: list[SlowNode] = Field(default_factory=list)

@@ -159,6 +159,50 @@ def memory_stragglers() -> list[Scenario]:
     ]
 
 
+def intermittent_stalls() -> list[Scenario]:
+    """One rank stalls every few steps only (a checkpoint written to slow storage, an evaluation pass in Python, a
+    periodic host stall on a GPU rank): its median step is ordinary, the job pays for every stall."""
+    return [
+        _gloo("intermittent", "cpu-intermittent-2r-mlp-ckpt", 2, fault="periodic", slow_ranks=(1,), amount=100),
+        _gloo("intermittent", "cpu-intermittent-4r-mlp-ckpt", 4, fault="periodic", slow_ranks=(2,), amount=150),
+        _gloo(
+            "intermittent",
+            "cpu-intermittent-4r-loader-eval",
+            4,
+            model="loader",
+            fault="periodic_cpu",
+            slow_ranks=(0,),
+            amount=120,
+            period=4,
+        ),
+        _gloo(
+            "intermittent",
+            "cpu-intermittent-4r-hook-ckpt",
+            4,
+            fault="periodic",
+            slow_ranks=(1,),
+            amount=150,
+            capture="hook",
+        ),
+        _gloo(
+            "intermittent", "cpu-intermittent-8r-mlp-ckpt", 8, fault="periodic", slow_ranks=(5,), amount=300, steps=6
+        ),
+        _gpu(
+            "intermittent", "gpu-intermittent-4r-dlrm-stall", "dlrm", 4, host_stall_us={1: 60e3}, stall_every=3, seed=51
+        ),
+        _gpu(
+            "intermittent",
+            "gpu-intermittent-8r-ddp-stall",
+            "ddp",
+            8,
+            host_stall_us={6: 200e3},
+            stall_every=2,
+            repeat=2,
+            seed=52,
+        ),
+    ]
+
+
 def two_stragglers() -> list[Scenario]:
     return [
         _gloo("two", "cpu-two-4r-mlp-compute", 4, fault="compute", slow_ranks=(1, 3), amount=2.0),
@@ -186,5 +230,5 @@ def hangs() -> list[Scenario]:
 
 
 def corpus() -> list[Scenario]:
-    stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + two_stragglers()
+    stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
     return balanced() + uniform() + stragglers + hangs()

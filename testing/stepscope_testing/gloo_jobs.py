@@ -18,6 +18,9 @@ Faults (`fault`, on `slow_ranks`, sized by `amount`):
 - `sleep_log`: a logging call that sleeps `amount` ms after the optimizer step (a slow metrics sink);
 - `gc`: a large heap of cyclic objects and a gc.collect() per step (garbage-collection pressure);
 - `annotated`: `amount` ms of input work inside a `record_function` region with a user's own name;
+- `periodic`: every `period` steps the slow rank blocks `amount` ms after its optimizer step (a checkpoint written
+  to slow storage), an intermittent stall; `periodic_cpu`: the same as `amount` ms of plain-Python CPU work (an
+  evaluation pass);
 - `hang_data`: after a few steps the slow rank blocks forever inside its data loading;
 - `hang_collective`: after a few steps the slow rank enters a barrier while the others all-reduce.
 `truth()` says what a correct diagnosis names. Run as a script: `python -m stepscope_testing.gloo_jobs OUT ...`.
@@ -41,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-HOST_FAULTS = ("collate", "python", "sleep_log", "gc", "annotated")
+HOST_FAULTS = ("collate", "python", "sleep_log", "gc", "annotated", "periodic", "periodic_cpu")
 HANG_FAULTS = ("hang_data", "hang_collective")
 FAULTS = ("none", "uniform", "compute", *HOST_FAULTS, *HANG_FAULTS)
 MODELS = ("mlp", "cnn", "loader", "accum")
@@ -61,6 +64,8 @@ class GlooJob:
     capture: str = "profiler"
     seed: int = 0
     batch: int = 128
+    period: int = 3
+    """steps between two stalls of the periodic faults"""
 
     def truth(self) -> dict[str, Any]:
         """What a correct diagnosis says: the slow ranks and their cause (none for balanced/uniform jobs)."""
@@ -193,6 +198,10 @@ def _after_step(fault: _Fault, step: int) -> None:
 
     if fault.active("sleep_log"):
         time.sleep(fault.job.amount / 1000.0)  # "log_metrics": a blocking write to a slow sink
+    if fault.active("periodic") and step % fault.job.period == 0:
+        time.sleep(fault.job.amount / 1000.0)  # every few steps: a checkpoint written by this rank only
+    if fault.active("periodic_cpu") and step % fault.job.period == 0:
+        _burn_python(fault.job.amount)  # every few steps: an evaluation pass in Python on this rank only
     if fault.active("gc"):
         fault.heap.extend([{"step": step, "i": i, "self": None} for i in range(20_000)])
         for item in fault.heap[-20_000:]:

@@ -7,8 +7,9 @@ Platforms) is replicated to `world` ranks and re-timed:
   factor, a per-step factor and a per-kernel factor (log-normal, `jitter` is their spread);
 - `copy_scale[r]`: that rank's memory copies and sets alone take that many times as long (pageable instead of
   pinned host memory, a slower PCIe link): the extra time is in memory ops, not in compute kernels;
-- `host_stall_us[r]`: at the start of every step that rank's host is late by that much before it launches
-  anything (a stall without any annotation: the CPU events move, nothing marks the gap); the GPU waits for it;
+- `host_stall_us[r]`: at the start of every step (or every `stall_every`-th step: an intermittent stall) that
+  rank's host is late by that much before it launches anything (a stall without any annotation: the CPU events
+  move, nothing marks the gap); the GPU waits for it;
 - every collective kernel (NCCL) starts on each rank once that rank's earlier work is done and ends on every rank
   when the last rank has arrived plus the collective's own recorded duration, so the ranks that arrive early wait
   inside it; compute waits for a collective's result after each one but the gradient all-reduces that overlap
@@ -45,6 +46,8 @@ class GpuJob:
     host_stall_us: dict[int, float] = field(default_factory=dict)
     copy_scale: dict[int, float] = field(default_factory=dict)
     jitter: float = 0.01
+    stall_every: int = 1
+    """host stalls land on every `stall_every`-th step only (1: every step; 3: a checkpoint every third step)"""
     repeat: int = 1
     seed: int = 0
 
@@ -178,7 +181,8 @@ def simulate(job: GpuJob, events: list[dict[str, Any]]) -> _Timeline:
         while current < k:
             current += 1
             ready = np.maximum(comp, comm)
-            start = ready + (stall + host_noise[:, current] if current >= 0 else 0.0)
+            stalled = stall if current % job.stall_every == 0 else 0.0
+            start = ready + (stalled + host_noise[:, current] if current >= 0 else 0.0)
             base[:, max(current, 0)] = start
             span[:, max(current, 0)] = ready
             comp = start.copy()

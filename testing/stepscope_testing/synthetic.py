@@ -48,17 +48,18 @@ def _function(name: str, category: str, count: int, total: float, ratio: float) 
 
 
 def _draw_steps(
-    shape: JobShape, rng: random.Random, noise: float, planted: dict[int, dict[str, float]]
+    shape: JobShape, rng: random.Random, noise: float, planted: dict[int, dict[str, float]], every: int = 1
 ) -> list[list[dict[str, float]]]:
-    """[step][rank] -> parts (compute, host, memory, transfer, wait) of one synchronous step."""
+    """[step][rank] -> parts (compute, host, memory, transfer, wait) of one synchronous step; the planted extras
+    land on every `every`-th step (from the first)."""
     steps: list[list[dict[str, float]]] = []
-    for _ in range(shape.steps):
+    for step in range(shape.steps):
         own = []
         for r in range(shape.world_size):
             base = {k: getattr(shape, f"{k}_us") for k in _PARTS}
             parts = {k: max(0.0, v * (1.0 + rng.gauss(0.0, noise))) for k, v in base.items()}
             for k, extra in planted.get(r, {}).items():
-                parts[k] += extra
+                parts[k] += extra if step % every == 0 else 0.0
             own.append(parts)
         arrive = [p["compute"] + p["host"] + p["memory"] for p in own]
         step_us = max(arrive) + max(p["transfer"] for p in own)
@@ -166,18 +167,20 @@ def synthetic_job(
     seed: int = 0,
     measured_wait: bool = False,
     extra: dict[int, dict[str, float]] | None = None,
+    every: int = 1,
 ) -> list[RankReport]:
     """Per-rank summaries; `extra_us` per step is added to `slow_rank`'s `cause` (compute/host/memory/comm).
 
     `measured_wait`: the summaries carry a direct measure of each rank's wait (as no real trace does today);
     otherwise the diagnosis estimates it across ranks. `extra`: rank -> part (compute, host, memory, transfer) ->
-    µs per step added, for several slow ranks at once."""
+    µs per step added, for several slow ranks at once. `every`: the extras land on every `every`-th step only (an
+    intermittent stall when above 1)."""
     rng = random.Random(seed)  # noqa: S311 - reproducible test data, not security
     planted: dict[int, dict[str, float]] = {r: dict(parts) for r, parts in (extra or {}).items()}
     if slow_rank is not None and cause is not None:
         key = {Cause.COMPUTE: "compute", Cause.HOST: "host", Cause.MEMORY: "memory"}.get(cause, "transfer")
         planted[slow_rank] = {key: extra_us}
-    steps = _draw_steps(shape, rng, noise, planted)
+    steps = _draw_steps(shape, rng, noise, planted, every)
     out = []
     for r in range(shape.world_size):
         slow_kernel = extra_us if (r == slow_rank and cause is Cause.COMPUTE) else 0.0

@@ -1,6 +1,7 @@
 """The diagnosis on a few small real gloo jobs (torch.profiler in real processes, nothing annotated by hand):
 an unannotated collate_fn stall and a plain-Python stall before forward are found as host time, named by phase and
-place; a balanced job gets no slow rank. The whole scenario corpus runs in bench/diagnosis_accuracy.py."""
+place; a checkpoint every third step on one rank is an intermittent stall; a balanced job gets no slow rank. The
+whole scenario corpus runs in bench/diagnosis_accuracy.py."""
 
 from __future__ import annotations
 
@@ -53,3 +54,15 @@ def test_balanced_job_has_no_slow_rank(tmp_path: Path) -> None:
     report = _analyse(GlooJob(name="balanced", world=2, steps=6, batch=64), tmp_path)
     assert report.diagnosis.slow_ranks == [], report.diagnosis.verdict
     assert report.diagnosis.verdict.startswith("No slow rank: the 2 analysed ranks are balanced")
+
+
+def test_a_checkpoint_every_third_step_on_one_rank_is_an_intermittent_stall(tmp_path: Path) -> None:
+    job = GlooJob(name="ckpt", world=2, fault="periodic", slow_ranks=(1,), amount=100, steps=6, batch=64, period=3)
+    report = _analyse(job, tmp_path)
+    d = report.diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(1, Cause.HOST)], d.verdict
+    slow = d.slow_ranks[0]
+    assert slow.stalled_steps is not None and len(slow.stalled_steps) == 2, slow
+    assert slow.stalled_steps[1] - slow.stalled_steps[0] == 3 and slow.steps_recorded == 6
+    assert slow.stall_us is not None and 70_000 < slow.stall_us < 160_000  # the 100 ms sleep
+    assert "recorded steps (every 3 steps)" in d.verdict and d.mean_step_us > d.median_step_us

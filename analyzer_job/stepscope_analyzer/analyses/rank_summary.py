@@ -25,7 +25,7 @@ from stepscope_analyzer.analyses.step_phases import (
     mean_phases,
     step_windows,
 )
-from stepscope_analyzer.analyses.steps import stats_of, step_rows, step_stats
+from stepscope_analyzer.analyses.steps import stats_of, step_numbers, step_rows, step_stats
 from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
@@ -72,7 +72,10 @@ def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int 
     lane = keep & (ev.stream != -1)
     has_kernels = bool((lane & ev.cat_mask(*KERNEL_CATS)).any())
     windows = step_windows(ev)
-    steps = stats_of(windows.end - windows.start) if windows is not None else step_stats(ev)
+    if windows is not None:
+        steps = stats_of(windows.end - windows.start, step_numbers(ev, windows.rows))
+    else:
+        steps = step_stats(ev)
     report = RankReport(rank=resolved, world_size=trace.world_size, steps=steps, job_fingerprint=job_fingerprint(trace))
     _wall_clock(report, trace, windows)
     if has_kernels:

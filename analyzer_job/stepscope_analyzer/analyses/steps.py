@@ -11,6 +11,7 @@ from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import StepStats
 
 _STEP = re.compile(r"^ProfilerStep#\d+")
+_NUMBER = re.compile(r"^ProfilerStep#(\d+)$")
 
 
 def step_rows(ev: TraceColumns) -> npt.NDArray[np.int64]:
@@ -26,11 +27,22 @@ def step_rows(ev: TraceColumns) -> npt.NDArray[np.int64]:
 
 def step_stats(ev: TraceColumns) -> StepStats:
     rows = step_rows(ev)
-    return stats_of(ev.dur[rows]) if rows.size else StepStats()
+    return stats_of(ev.dur[rows], step_numbers(ev, rows)) if rows.size else StepStats()
 
 
-def stats_of(dur: npt.NDArray[np.float64]) -> StepStats:
-    """Step statistics of the given step durations (µs, in recorded order)."""
+def step_numbers(ev: TraceColumns, rows: npt.NDArray[np.int64]) -> list[int]:
+    """N of each ProfilerStep#N span in `rows`; empty unless every one is numbered (and numbers are distinct)."""
+    out: list[int] = []
+    for nid in ev.name_id[rows].tolist():
+        m = _NUMBER.match(ev.names[nid])
+        if m is None or len(m.group(1)) > 18:
+            return []
+        out.append(int(m.group(1)))
+    return out if len(set(out)) == len(out) else []
+
+
+def stats_of(dur: npt.NDArray[np.float64], numbers: list[int] | None = None) -> StepStats:
+    """Step statistics of the given step durations (µs, in recorded order) and their step numbers."""
     if dur.size == 0:
         return StepStats()
     median = float(np.median(dur))
@@ -42,4 +54,5 @@ def stats_of(dur: npt.NDArray[np.float64]) -> StepStats:
         max_us=float(dur.max()),
         spread_pct=0.0 if median <= 0 else 100.0 * float(dur.max() - dur.min()) / median,
         durations_us=[float(d) for d in dur],
+        numbers=numbers if numbers is not None and len(numbers) == dur.size else [],
     )

@@ -85,6 +85,7 @@ def diagnose(
         ranks_expected=world,
         median_step_us=numbers.median_step_us,
         p90_step_us=numbers.p90_step_us,
+        mean_step_us=numbers.mean_step_us,
         expected_step_us=numbers.expected_step_us,
         estimated_speedup=numbers.estimated_speedup,
         slow_ranks=slow,

@@ -7,9 +7,12 @@ Per-rank summaries keep only their top entries, so a name absent from a rank's s
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
+from stepscope_analyzer.diagnosis.intermittent import Stall
 from stepscope_analyzer.diagnosis.rank_costs import RankSamples
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.diagnosis.straggler_test import Effect
@@ -29,6 +32,28 @@ def cost_evidence(cost: str, e: Effect, wall_excess: float, mine: RankSamples, s
         f"{', measured without CPU-contention stretches' if contended else ''})"
     )
     return Evidence(metric=row_for_cost(cost).label, value=value, baseline=value - wall_excess, detail=detail)
+
+
+def every_nth(steps: tuple[int, ...] | list[int]) -> int | None:
+    """The period of evenly spaced steps (3 for steps 1, 4, 7), else None."""
+    gaps = {b - a for a, b in itertools.pairwise(steps)}
+    return gaps.pop() if len(gaps) == 1 and len(steps) >= 2 else None
+
+
+def stall_evidence(cost: str, st: Stall, wall_excess: float, step_us: float) -> Evidence:
+    """An intermittent stall: how often, how long each, and what it costs per step on average."""
+    share = 100.0 * wall_excess / step_us if step_us > 0 else 0.0
+    period = every_nth(st.numbers or st.stalled)
+    which = ", ".join(f"#{n}" for n in st.numbers) if st.numbers else ", ".join(str(k) for k in st.stalled)
+    named = "ProfilerStep" if st.numbers else "recorded step"
+    when = f"every {period} steps: {named} {which}" if period else f"{named} {which}"
+    detail = (
+        f"stalls in {st.spikes} of {st.steps} recorded steps ({when}), +{st.spike_excess_us / 1000:,.1f} ms "
+        f"each (median), {st.z:.1f}x the job's step-to-step noise (±{st.noise_us / 1000:,.2f} ms); "
+        f"+{wall_excess / 1000:,.2f} ms per step on average ({share:.1f}% of the median step)"
+    )
+    label = f"{row_for_cost(cost).label}, intermittent"
+    return Evidence(metric=label, value=st.spike_excess_us, baseline=0.0, detail=detail)
 
 
 def wait_evidence(mine: float, others: float, measured: bool) -> Evidence:

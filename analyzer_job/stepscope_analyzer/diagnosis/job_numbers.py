@@ -1,7 +1,9 @@
-"""The job's step numbers, defined once: step time (median and p90 over every analysed step of every rank), the
-step time expected without the slow ranks' excess, and the speedup that fixing them would bring. Pure.
+"""The job's step numbers, defined once: step time (median, mean and p90 over every analysed step of every rank),
+the step time expected without the slow ranks' excess, and the speedup that fixing them would bring. Pure.
 
-Stragglers overlap: the job waits for the slowest one, so fixing all of them removes the largest excess."""
+Stragglers overlap: the job waits for the slowest one, so fixing all of them removes the largest excess. A rank
+that stalls intermittently does not move the median step (its stalls are a few long steps), so when one does, the
+expected step and the speedup are taken from the mean step instead, which its stalls are part of."""
 
 from __future__ import annotations
 
@@ -18,6 +20,9 @@ class StepNumbers:
     p90_step_us: float = 0.0
     expected_step_us: float | None = None
     estimated_speedup: float | None = None
+    mean_step_us: float = 0.0
+    from_mean: bool = False
+    """the expected step and the speedup are relative to the mean step (a slow rank stalls intermittently)"""
 
 
 def step_numbers(ranks: list[RankReport], slow: list[SlowRank]) -> StepNumbers:
@@ -29,18 +34,25 @@ def step_numbers(ranks: list[RankReport], slow: list[SlowRank]) -> StepNumbers:
     arr = np.asarray(steps, dtype=np.float64)
     med = float(np.median(arr))
     p90 = float(np.percentile(arr, 90))
+    mean = float(np.mean(arr))
     gains = [s.excess_us for s in slow if s.excess_us > 0]
     if not gains or med <= 0:
-        return StepNumbers(med, p90)
-    expected = max(med - max(gains), 0.1 * med)
-    return StepNumbers(med, p90, expected, med / expected)
+        return StepNumbers(med, p90, mean_step_us=mean)
+    from_mean = any(s.stalled_steps for s in slow if s.excess_us > 0)
+    base = mean if from_mean else med
+    expected = max(base - max(gains), 0.1 * base)
+    return StepNumbers(med, p90, expected, base / expected, mean, from_mean)
 
 
 def slowdown_sentence(numbers: StepNumbers, rank_text: str) -> str:
-    """'steps take 77.0 ms; without rank 2's excess ~16.0 ms (~4.8x faster)'."""
+    """'steps take 77.0 ms; without rank 2's excess ~16.0 ms (~4.8x faster)'; with an intermittent stall 'steps
+    take 111.0 ms on average (median 60.1 ms); without rank 2's excess ...'."""
     if numbers.expected_step_us is None or numbers.estimated_speedup is None:
         return f"steps take {numbers.median_step_us / 1000:,.1f} ms"
+    now = f"{numbers.median_step_us / 1000:,.1f} ms"
+    if numbers.from_mean:
+        now = f"{numbers.mean_step_us / 1000:,.1f} ms on average (median {now})"
     return (
-        f"steps take {numbers.median_step_us / 1000:,.1f} ms; without {rank_text} excess they would take "
+        f"steps take {now}; without {rank_text} excess they would take "
         f"~{numbers.expected_step_us / 1000:,.1f} ms (~{numbers.estimated_speedup:.2f}x faster)"
     )

@@ -50,6 +50,8 @@ class RankSamples:
     """False when the rank had no per-step phases (one sample from whole-window totals)"""
     residual_share: float = INFERRED_RESIDUAL
     """share of the contention stretch taken out of `tested` that may remain in it"""
+    numbers: tuple[int, ...] = ()
+    """each sample's step number (ProfilerStep#N), where every step is numbered"""
 
     def residual_us(self, cost: str) -> float:
         """µs per step of contention stretch that may remain in this cost's tested samples (its median)."""
@@ -133,7 +135,8 @@ def rank_samples(ranks: list[RankReport]) -> list[RankSamples]:
             "communication": costs["communication"],
         }
         share = MEASURED_RESIDUAL if len(r.step_cpu_wait) == step.size else INFERRED_RESIDUAL
-        out.append(RankSamples(r.rank, r.node, step, costs, tested, wait, phases, per_step, share))
+        numbers = tuple(r.steps.numbers) if per_step and len(r.steps.numbers) == step.size else ()
+        out.append(RankSamples(r.rank, r.node, step, costs, tested, wait, phases, per_step, share, numbers))
     return out
 
 

@@ -14,75 +14,34 @@ their collectives. A rank is slow when
    With two ranks this decides which one slows the other.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
 that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it.
+A rank whose cost does not stand out in its median may still stall intermittently (diagnosis.intermittent: a few
+steps far longer, on this rank alone); then its excess is averaged over every recorded step (what the job pays),
+the same floor and wait checks apply, and the slow rank lists the steps it stalled in.
 """
 
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.evidence import cost_evidence, name_evidence, name_times, wait_evidence
-from stepscope_analyzer.diagnosis.rank_costs import COSTS, RankSamples, rank_samples, wait_is_measured
-from stepscope_analyzer.diagnosis.stats import median, medians_of_others
-from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
+from stepscope_analyzer.diagnosis.evidence import (
+    cost_evidence,
+    name_evidence,
+    name_times,
+    stall_evidence,
+    wait_evidence,
+)
+from stepscope_analyzer.diagnosis.job_view import Flag, JobView, job_view, wall_excess
+from stepscope_analyzer.diagnosis.rank_costs import COSTS
+from stepscope_analyzer.diagnosis.stall_flags import stall_flags
+from stepscope_analyzer.diagnosis.stats import median
+from stepscope_analyzer.diagnosis.straggler_test import effects
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
 TAKE_OVER_SHARE = 0.5
 """a GPU rank's flagged excess is another cause (the causes table's `takes_over`) when that cause's device time
 exceeds the other ranks' by more than this share of it"""
-
-
-@dataclass(frozen=True)
-class JobView:
-    """What every rank is compared against: samples, the job's step time and the waits."""
-
-    samples: dict[int, RankSamples]
-    step_us: float
-    waits: dict[int, float]
-    others_waits: dict[int, float]
-    wall: dict[str, dict[int, tuple[float, float]]]
-    """cost -> rank -> (its median wall-clock value per step, the median of the other ranks' medians)"""
-    has_collectives: bool
-    measured_wait: bool
-
-    def others_wait(self, rank: int) -> float:
-        return self.others_waits[rank]
-
-    def lateness(self, rank: int) -> float:
-        """How long the other ranks wait for this one per step (their median wait minus its own)."""
-        return self.others_waits[rank] - self.waits[rank]
-
-
-def _mine_and_theirs(values: dict[int, float]) -> dict[int, tuple[float, float]]:
-    ranks = list(values)
-    others = medians_of_others([values[r] for r in ranks])
-    return {r: (values[r], float(o)) for r, o in zip(ranks, others, strict=True)}
-
-
-@dataclass(frozen=True)
-class Flag:
-    cost: str
-    effect: Effect
-    wall_excess_us: float
-    """the excess in wall-clock time (what the job pays), where the effect is measured without CPU stretches"""
-
-
-def wall_excess(view: JobView, rank: int, cost: str) -> float:
-    mine, theirs = view.wall[cost][rank]
-    return mine - theirs
-
-
-def job_view(ranks: list[RankReport]) -> JobView:
-    samples = {s.rank: s for s in rank_samples(ranks)}
-    pooled = np.concatenate([s.step_us for s in samples.values()])
-    waits = {r: float(np.mean(s.wait)) for r, s in samples.items()}  # per step, as ranks[] quotes it
-    others = {r: theirs for r, (_, theirs) in _mine_and_theirs(waits).items()}
-    wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
-    blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
-    return JobView(samples, float(np.median(pooled)), waits, others, wall, blocked, wait_is_measured(ranks))
 
 
 def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
@@ -115,21 +74,29 @@ def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig
     return lateness > 0 and lateness >= needed
 
 
-def _phase_of(view: JobView, rank: int, cost: str) -> str | None:
-    """The phase of `cost` whose median per step exceeds the other ranks' the most."""
+def _per_step_of(view: JobView, rank: int, phase: str, mean: bool) -> tuple[float, float]:
+    """(the rank's time in `phase` per step, the median of the other ranks'): medians, or means for a rank that
+    stalls intermittently (its stalls are not in its median)."""
+    stat = np.mean if mean else np.median
+    mine = float(stat(view.samples[rank].phases[phase]))
+    theirs = median([float(stat(s.phases[phase])) for r, s in view.samples.items() if r != rank])
+    return mine, theirs
+
+
+def _phase_of(view: JobView, rank: int, cost: str, mean: bool = False) -> str | None:
+    """The phase of `cost` whose time per step exceeds the other ranks' the most."""
     best, name = 0.0, None
     for phase in row_for_cost(cost).phases:
-        mine = float(np.median(view.samples[rank].phases[phase]))
-        theirs = median([float(np.median(s.phases[phase])) for r, s in view.samples.items() if r != rank])
+        mine, theirs = _per_step_of(view, rank, phase, mean)
         if mine - theirs > best:
             best, name = mine - theirs, phase
     return name
 
 
-def phase_evidence(view: JobView, rank: int, phase: str) -> Evidence:
-    mine = float(np.median(view.samples[rank].phases[phase]))
-    theirs = median([float(np.median(s.phases[phase])) for r, s in view.samples.items() if r != rank])
-    detail = f"step phase {phase}: {mine / 1000:,.2f} ms per step vs {theirs / 1000:,.2f} ms on the other ranks"
+def phase_evidence(view: JobView, rank: int, phase: str, mean: bool = False) -> Evidence:
+    mine, theirs = _per_step_of(view, rank, phase, mean)
+    how = "per step on average" if mean else "per step"
+    detail = f"step phase {phase}: {mine / 1000:,.2f} ms {how} vs {theirs / 1000:,.2f} ms on the other ranks"
     return Evidence(metric=f"phase {phase}", value=mine, baseline=theirs, detail=detail)
 
 
@@ -164,6 +131,17 @@ def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: D
     return round(min(0.99, max(0.05, value)), 2)
 
 
+def _flag_evidence(flag: Flag, view: JobView, rank: int) -> list[Evidence]:
+    """The flagged cost's evidence: the median test's, and the stalls' where the rank stalls on it."""
+    out = []
+    if flag.persistent:
+        wall = wall_excess(view, rank, flag.cost)
+        out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us))
+    if flag.stall is not None:
+        out.append(stall_evidence(flag.cost, flag.stall, flag.wall_excess_us, view.step_us))
+    return out
+
+
 def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowRank]:
     """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job."""
     if len(ranks) < 2:
@@ -172,7 +150,7 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
     by_rank = {r.rank: r for r in ranks}
     tables: dict[Cause, dict[int, dict[tuple[str, str], float]]] = {}
     result: list[SlowRank] = []
-    for rank, flags in sorted(flagged_costs(view, cfg).items()):
+    for rank, flags in sorted(stall_flags(view, cfg, flagged_costs(view, cfg)).items()):
         flags.sort(key=lambda f: -f.wall_excess_us)
         excess = sum(f.wall_excess_us for f in flags)
         if not waited_for(view, rank, flags, cfg):
@@ -181,11 +159,13 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         cause = _refine_cause(by_rank, rank, primary)
         lateness = view.lateness(rank)
         gain = min(excess, lateness) if view.has_collectives else excess
-        gain = min(max(gain, 0.0), 0.9 * view.step_us)
-        phase = _phase_of(view, rank, primary.cost) if cause_row(cause).phases else None
-        evidence = [cost_evidence(f.cost, f.effect, f.wall_excess_us, view.samples[rank], view.step_us) for f in flags]
+        stall = next((f.stall for f in flags if f.stall is not None), None)
+        step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
+        gain = min(max(gain, 0.0), 0.9 * step)
+        phase = _phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
+        evidence = [e for f in flags for e in _flag_evidence(f, view, rank)]
         if phase is not None:
-            evidence.append(phase_evidence(view, rank, phase))
+            evidence.append(phase_evidence(view, rank, phase, stall is not None))
         if view.has_collectives:
             evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait))
         if cause not in tables:
@@ -196,11 +176,14 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
                 rank=rank,
                 cause=cause,
                 confidence=_confidence(primary, lateness, excess, len(ranks), cfg),
-                slowdown_pct=round(100.0 * gain / max(view.step_us - gain, 1e-9), 1),
+                slowdown_pct=round(100.0 * gain / max(step - gain, 1e-9), 1),
                 excess_us=round(gain, 1),
                 phase=phase,
                 effect_z=round(primary.effect.z, 1),
                 node=by_rank[rank].node,
+                stalled_steps=list(stall.stalled) if stall else None,
+                stall_us=round(stall.spike_excess_us, 1) if stall else None,
+                steps_recorded=stall.steps if stall else None,
                 evidence=evidence,
             )
         )

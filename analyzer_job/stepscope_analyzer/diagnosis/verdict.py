@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope_analyzer.diagnosis.causes import cause_row
+from stepscope_analyzer.diagnosis.evidence import every_nth
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, slowdown_sentence
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import Bottleneck, Cause, Hang, SlowNode, SlowRank
@@ -54,9 +55,22 @@ def slow_verdict(slow: list[SlowRank], nodes: list[SlowNode], numbers: StepNumbe
     whose = f"rank {top.rank}'s" if not others else "the slow ranks'"
     return (
         f"Rank {top.rank}{where} slows the job: {cause_row(top.cause).verdict} "
-        f"(cause {top.cause.value}, +{top.excess_us / 1000:,.1f} ms per step{phase}, confidence "
+        f"(cause {top.cause.value}, {_how_much(top)}{phase}, confidence "
         f"{top.confidence:.0%}); {slowdown_sentence(numbers, whose)}{more}{node_text}{coverage.tail()}."
     )
+
+
+def _how_much(s: SlowRank) -> str:
+    """'+6.8 ms per step', or for a rank that stalls intermittently 'stalls of ~151 ms in 3 of 8 recorded steps
+    (every 3 steps), +36.8 ms per step on average'."""
+    per_step = f"+{s.excess_us / 1000:,.1f} ms per step"
+    if not s.stalled_steps or s.stall_us is None:
+        return per_step
+    period = every_nth(s.stalled_steps)
+    every = f" (every {period} steps)" if period else ""
+    of = f" of {s.steps_recorded}" if s.steps_recorded else ""
+    count = len(s.stalled_steps)
+    return f"stalls of ~{s.stall_us / 1000:,.0f} ms in {count}{of} recorded steps{every}, {per_step} on average"
 
 
 def verdict_line(

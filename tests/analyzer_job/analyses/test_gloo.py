@@ -26,6 +26,8 @@ def _check_pair(r0: RankReport, r1: RankReport, expected: dict[str, float]) -> N
     for rank, r in enumerate((r0, r1)):
         assert r.rank == rank and r.device == "cpu" and r.world_size == 2
         assert r.steps.count == steps
+        first = r.steps.numbers[0]  # ProfilerStep#N numbers, in recorded order
+        assert r.steps.numbers == list(range(first, first + steps))
         assert r.steps.median_us >= sleep_us  # steps are synchronised by the collectives
         gloo = {c.name: c for c in r.collectives}
         assert gloo["gloo:all_reduce"].count == calls
@@ -33,6 +35,7 @@ def _check_pair(r0: RankReport, r1: RankReport, expected: dict[str, float]) -> N
         assert gloo["gloo:all_reduce"].process_group == "0:default_pg"
         assert math_close(r.idle_time + r.compute_time + r.non_compute_time, r.kernel_time)
         assert r.compute_time > 0
+    assert r0.steps.numbers == r1.steps.numbers  # the same steps of one job
     wait0 = {c.name: c for c in r0.collectives}["gloo:all_reduce"].total_us
     wait1 = {c.name: c for c in r1.collectives}["gloo:all_reduce"].total_us
     # rank 0 waits for rank 1's sleep inside the collective; rank 1 shows it as idle time

@@ -1,0 +1,70 @@
+"""The job as the slow-rank diagnosis sees it (per-rank cost samples, the step time, who waits for whom), and a
+flagged cost of one rank. Pure."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepscope_analyzer.diagnosis.intermittent import Stall
+from stepscope_analyzer.diagnosis.rank_costs import COSTS, RankSamples, rank_samples, wait_is_measured
+from stepscope_analyzer.diagnosis.stats import medians_of_others
+from stepscope_analyzer.diagnosis.straggler_test import Effect
+from stepscope_contract.report import RankReport
+
+
+@dataclass(frozen=True)
+class JobView:
+    """What every rank is compared against: samples, the job's step time and the waits."""
+
+    samples: dict[int, RankSamples]
+    step_us: float
+    waits: dict[int, float]
+    others_waits: dict[int, float]
+    wall: dict[str, dict[int, tuple[float, float]]]
+    """cost -> rank -> (its median wall-clock value per step, the median of the other ranks' medians)"""
+    has_collectives: bool
+    measured_wait: bool
+    mean_step_us: float = 0.0
+
+    def others_wait(self, rank: int) -> float:
+        return self.others_waits[rank]
+
+    def lateness(self, rank: int) -> float:
+        """How long the other ranks wait for this one per step (their median wait minus its own)."""
+        return self.others_waits[rank] - self.waits[rank]
+
+
+def _mine_and_theirs(values: dict[int, float]) -> dict[int, tuple[float, float]]:
+    ranks = list(values)
+    others = medians_of_others([values[r] for r in ranks])
+    return {r: (values[r], float(o)) for r, o in zip(ranks, others, strict=True)}
+
+
+@dataclass(frozen=True)
+class Flag:
+    cost: str
+    effect: Effect
+    wall_excess_us: float
+    """the excess in wall-clock time (what the job pays), where the effect is measured without CPU stretches"""
+    stall: Stall | None = None
+    """set when the rank stalls intermittently on this cost"""
+    persistent: bool = True
+    """the effect is straggler_test's (the median stands out); False: it describes the stalls alone"""
+
+
+def wall_excess(view: JobView, rank: int, cost: str) -> float:
+    mine, theirs = view.wall[cost][rank]
+    return mine - theirs
+
+
+def job_view(ranks: list[RankReport]) -> JobView:
+    samples = {s.rank: s for s in rank_samples(ranks)}
+    pooled = np.concatenate([s.step_us for s in samples.values()])
+    waits = {r: float(np.mean(s.wait)) for r, s in samples.items()}  # per step, as ranks[] quotes it
+    others = {r: theirs for r, (_, theirs) in _mine_and_theirs(waits).items()}
+    wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
+    blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
+    median_step, mean_step = float(np.median(pooled)), float(np.mean(pooled))
+    return JobView(samples, median_step, waits, others, wall, blocked, wait_is_measured(ranks), mean_step)
