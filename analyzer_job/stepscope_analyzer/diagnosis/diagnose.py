@@ -11,6 +11,7 @@ from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_b
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, RankReport, RankStatus
@@ -77,7 +78,9 @@ def diagnose(
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
     numbers = step_numbers(ok, slow)
-    coverage = Coverage(analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs)
+    coverage = Coverage(
+        analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
+    )
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),

@@ -21,6 +21,8 @@ class Coverage:
     errored: int
     world_size: int | None
     other_jobs: str | None = None
+    makeup: str = ""
+    """where the step goes ('backward 41%, blocked in collectives 20%'), said when no rank is slow"""
 
     def tail(self) -> str:
         """'; 4 of 4 ranks analysed' or '; only 2 of 128 ranks analysed: 126 were never seen'."""
@@ -87,12 +89,11 @@ def verdict_line(
         return hang_verdict(hang_culprits, hangs)
     if slow:
         return slow_verdict(slow, nodes, numbers, coverage)
+    makeup = f": {coverage.makeup}" if coverage.makeup else ""
+    steps = f" ({slowdown_sentence(numbers, '')}{makeup})" if numbers.median_step_us > 0 else ""
     if coverage.analysed == 1:
-        return f"One rank analysed: no other rank to compare it with{coverage.tail()}."
-    return (
-        f"No slow rank: the {coverage.analysed} analysed ranks are balanced ({slowdown_sentence(numbers, '')})"
-        f"{coverage.tail()}."
-    )
+        return f"One rank analysed: no other rank to compare it with{steps}{coverage.tail()}."
+    return f"No slow rank: the {coverage.analysed} analysed ranks are balanced{steps}{coverage.tail()}."
 
 
 def next_steps(slow: list[SlowRank], bottlenecks: list[Bottleneck], errored: int) -> list[str]:
