@@ -5,11 +5,14 @@ The median that straggler_test compares is blind to them by design (it is robust
 pays for every one: the other ranks wait in their next collective. Steps are compared where they line up: in a
 synchronised job step N of one rank is held against the median of the other ranks at step N (by ProfilerStep
 number where every rank's steps are numbered, else by position when every rank recorded as many steps).
-- step excess: rank r's cost at step s minus the median of the other ranks' cost at that step;
-- step noise: the scaled MAD of every rank's step excesses pooled (most steps of a job are ordinary, so this is
-  the ordinary step-to-step, rank-to-rank scatter; at least a floor);
-- a spike: a step excess of at least `threshold` times the step noise (on the cost without CPU-contention
-  stretches) and of at least `spike_floor_us` in wall-clock time;
+- step excess: rank r's cost at step s minus the median of the other ranks' cost at that step; a stall stands out
+  against the rank's own ordinary steps, so each rank's excesses are taken above its own ordinary level, their
+  lower quartile and at least 0 (stalls are at most half of its steps, so the quartile is among its ordinary
+  ones; a rank slower in every step, whose excess wanders around some level, is the median test's);
+- step noise: the scaled MAD of those, every rank's pooled (most steps of a job are ordinary, so this is the
+  ordinary step-to-step, rank-to-rank scatter; at least a floor);
+- a spike: a step excess above the rank's median of at least `threshold` times the step noise (on the cost without
+  CPU-contention stretches) and of at least `spike_floor_us` in wall-clock time;
 - a rank stalls intermittently when its spikes repeat (at least MIN_SPIKES; one odd step is a hiccup, not a
   pattern) in at most half of the steps (more is a straggler whose median shows it) and hold most of the job's
   spike time for this cost (at least DOMINANT_SHARE of every rank's wall-clock spike excess summed: on a shared
@@ -37,6 +40,8 @@ MAX_SPIKED_SHARE = 0.5
 """at most this share of the steps: a rank slower in most steps is straggler_test's (its median shows it)"""
 DOMINANT_SHARE = 0.5
 """the rank's share of all ranks' spike excess (for this cost) it must hold"""
+ORDINARY_QUANTILE = 25.0
+"""a rank's ordinary step excess: this percentile of its step excesses"""
 STALL_SHARE = 0.5
 """a spike is at least this share of the job's median step: the stalls this test is for (checkpoints,
 evaluations, collector pauses) take a good part of a step or more, while a shared CPU's scheduler stretches a
@@ -122,6 +127,13 @@ def rank_excess(samples: dict[int, F64], rank: int, numbers: Numbers | None = No
     return row
 
 
+def _ordinary(excess: F64) -> F64:
+    """Each rank's ordinary step excess (a column): the lower quartile of its step excesses, never below 0 (with two
+    ranks the other rank's stalls mirror as dips, which are not its ordinary level)."""
+    level: F64 = np.maximum(np.percentile(excess, ORDINARY_QUANTILE, axis=1, keepdims=True), 0.0)
+    return level
+
+
 def stalls(
     tested: dict[int, F64],
     wall: dict[int, F64],
@@ -141,8 +153,12 @@ def stalls(
         return []
     ranks, excess, at = aligned
     wall_excess = in_wall[1]
-    noise = max(MAD_TO_SIGMA * float(np.median(np.abs(excess - np.median(excess)))), noise_floor_us, 1e-9)
-    spiked = (excess >= threshold * noise) & (wall_excess >= spike_floor_us)
+    # a stall stands out against the rank's own ordinary steps: a rank slower in every step whose excess merely
+    # wanders across the floor is the median test's, not a staller
+    above = excess - _ordinary(excess)
+    wall_above = wall_excess - _ordinary(wall_excess)
+    noise = max(MAD_TO_SIGMA * float(np.median(np.abs(above - np.median(above)))), noise_floor_us, 1e-9)
+    spiked = (above >= threshold * noise) & (wall_above >= spike_floor_us)
     total = float(wall_excess[spiked].sum())
     out: list[Stall] = []
     for i, rank in enumerate(ranks):
@@ -164,7 +180,7 @@ def stalls(
                 wall_mean_excess_us=float(np.mean(wall_excess[i])),
                 spike_excess_us=float(np.median(mine)),
                 noise_us=noise,
-                z=float(np.median(excess[i][spiked[i]])) / noise,
+                z=float(np.median(above[i][spiked[i]])) / noise,
                 share=share,
             )
         )

@@ -130,3 +130,9 @@ def test_steps_line_up_by_their_numbers_when_ranks_started_recording_at_differen
     excess = rank_excess(samples, 1, numbers)
     assert excess.size == 8 and excess[4] == pytest.approx(120_000.0, rel=0.1)
     assert _find(samples) == []  # by position alone they do not line up (8 steps against 9)
+
+
+def test_a_rank_slower_in_every_step_whose_excess_wanders_across_the_floor_does_not_stall() -> None:
+    samples = _job(4, 8, seed=6)
+    samples[2] += np.asarray([30, 22, 18, 28, 20, 29, 17, 23]) * 1000.0  # 3 steps above half a step, all slower
+    assert _find(samples) == []
