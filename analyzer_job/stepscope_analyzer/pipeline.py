@@ -2,7 +2,8 @@
 
 read (rank_reading) -> summarise (one rank's artifacts -> RankOutcome; a bad rank never stops the others) ->
 assign ranks (plain folders: the rank comes from the trace's distributedInfo, else from a 'rank<N>' in the file
-name; a rank claimed twice is moved to the next free number with a note) -> reduce (job checks, diagnosis, report).
+name; of a rank's successive recording cycles the latest is kept; a rank claimed twice otherwise is moved to the
+next free number with a note) -> reduce (job checks, diagnosis, report).
 Layouts and the files that are read: discovery.
 """
 
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 
 from stepscope_analyzer import limits, missing
@@ -23,6 +24,7 @@ from stepscope_analyzer.job_groups import split_jobs
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
 from stepscope_analyzer.rank_reading import RankRead, read_rank
+from stepscope_analyzer.recording_cycles import earlier_cycles, worker_of
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import Store
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
@@ -146,9 +148,24 @@ def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
     return _finish(read, store, base, compute(read.trace, read.inp.rank, _rank_in_name(read.inp.name), top_n))
 
 
+def _processes(outcomes: list[RankOutcome]) -> list[tuple[int, Hashable, RankReport]]:
+    """(index, whose, summary) of the analysed traces: whose = the rank a trace claims, else its worker name."""
+    out: list[tuple[int, Hashable, RankReport]] = []
+    for i, o in enumerate(outcomes):
+        if o.skipped is not None or o.summary.status is not RankStatus.OK:
+            continue
+        whose: Hashable = o.summary.rank if not o.needs_rank else worker_of(o.summary.trace_uri or "")
+        if whose is not None:
+            out.append((i, whose, o.summary))
+    return out
+
+
 def assign_ranks(outcomes: list[RankOutcome]) -> None:
-    """Plain folders: keep each trace's own rank when free; a rank claimed twice, and traces without a rank,
-    get the next free numbers (with a note for the former)."""
+    """Plain folders: keep each trace's own rank when free; earlier recording cycles of a rank are left out with a
+    note (recording_cycles); a rank claimed twice otherwise, and traces without a rank, get the next free numbers
+    (with a note for the former)."""
+    for index, note in earlier_cycles(_processes(outcomes)).items():
+        outcomes[index].skipped = note
     claimed: set[int] = set()
     later: list[RankOutcome] = []
     for o in outcomes:

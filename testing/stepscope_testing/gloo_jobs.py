@@ -64,6 +64,8 @@ class GlooJob:
     capture: str = "profiler"
     seed: int = 0
     batch: int = 128
+    cycles: int = 1
+    """recording cycles of torch.profiler's schedule (its `repeat`): one trace per rank per cycle"""
     period: int = 3
     """steps between two stalls of the periodic faults"""
 
@@ -235,7 +237,7 @@ def _profiler(job: GlooJob, out: Path, rank: int) -> Any:
         return contextlib.nullcontext(None)
     return torch.profiler.profile(
         activities=[torch.profiler.ProfilerActivity.CPU],
-        schedule=torch.profiler.schedule(wait=1, warmup=WARMUP_STEPS - 1, active=job.steps, repeat=1),
+        schedule=torch.profiler.schedule(wait=1, warmup=WARMUP_STEPS - 1, active=job.steps, repeat=job.cycles),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(out), use_gzip=True),
     )
 
@@ -266,7 +268,7 @@ def _worker(rank: int, job_wire: dict[str, Any], port: int, out: str, hook_dir: 
     if fault.active("gc"):
         fault.heap = [[i] for i in range(300_000)]  # a large, long-lived cache of Python objects
     batches = _batches(fault, shape)
-    total = WARMUP_STEPS + job.steps + (1 if job.capture == "profiler" else 2)
+    total = job.cycles * (WARMUP_STEPS + job.steps) + (1 if job.capture == "profiler" else 2)
     with _profiler(job, Path(out), rank) as prof:
         for step in range(total):
             _train_step(model, opt, batches, fault, step)
@@ -384,7 +386,7 @@ def run_job(job: GlooJob, out: Path, timeout_s: float = 900.0, quiet: tuple[floa
             os.killpg(proc.pid, 9)
         proc.wait()
     written = len(list(trace_out.glob("*.pt.trace.json.gz"))) if job.capture == "profiler" else job.world
-    if job.fault not in HANG_FAULTS and proc.returncode != 0 and written < job.world:
+    if job.fault not in HANG_FAULTS and proc.returncode != 0 and written < job.world * job.cycles:
         # a crash while tearing down the process group after every trace was written does not spoil the job
         raise RuntimeError(f"job {job.name} failed with exit code {proc.returncode}")
     if job.capture == "hook":

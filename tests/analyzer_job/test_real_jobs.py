@@ -66,3 +66,16 @@ def test_a_checkpoint_every_third_step_on_one_rank_is_an_intermittent_stall(tmp_
     assert slow.stalled_steps[1] - slow.stalled_steps[0] == 3 and slow.steps_recorded == 6
     assert slow.stall_us is not None and 70_000 < slow.stall_us < 160_000  # the 100 ms sleep
     assert "recorded steps (every 3 steps)" in d.verdict and d.mean_step_us > d.median_step_us
+
+
+def test_a_schedule_that_repeats_records_cycles_of_the_same_ranks_not_more_ranks(tmp_path: Path) -> None:
+    job = GlooJob(name="cycles", world=2, fault="sleep_log", slow_ranks=(1,), amount=15, steps=4, batch=64, cycles=2)
+    report = _analyse(job, tmp_path)
+    d = report.diagnosis
+    assert sorted(r.rank for r in report.ranks) == [0, 1] and d.ranks_analysed == 2, report.notes
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(1, Cause.HOST)], d.verdict
+    cycles = [n for n in report.notes if "an earlier recording cycle of rank" in n]
+    assert len(cycles) == 2, report.notes
+    numbers = [r.steps.numbers for r in report.ranks]
+    assert numbers[0] == numbers[1] and numbers[0][0] > 4  # both ranks' second cycle
+    assert not report.errors

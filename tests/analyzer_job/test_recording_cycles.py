@@ -1,0 +1,57 @@
+"""Successive recording cycles of one rank (torch.profiler's schedule with `repeat`) are told from two processes
+claiming one rank: the latest cycle of each is kept, the earlier ones are named in a note."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope_analyzer.recording_cycles import earlier_cycles, worker_of
+from stepscope_contract.report import RankReport, StepStats
+
+pytestmark = pytest.mark.unit
+
+
+def _trace(
+    rank: int, start: float, end: float, numbers: list[int], fingerprint: str = "gloo/2/0:default_pg[2]"
+) -> RankReport:
+    return RankReport(
+        rank=rank,
+        captured_from_unix_s=start,
+        captured_to_unix_s=end,
+        job_fingerprint=fingerprint,
+        trace_uri=f"file:///t/r{rank}-{start}.pt.trace.json.gz",
+        steps=StepStats(count=len(numbers), numbers=numbers),
+    )
+
+
+def test_the_latest_cycle_of_each_rank_is_kept() -> None:
+    traces = [
+        (0, 0, _trace(0, 100.0, 100.5, [2, 3, 4, 5])),
+        (1, 1, _trace(1, 100.0, 100.5, [2, 3, 4, 5])),
+        (2, 0, _trace(0, 100.7, 101.2, [8, 9, 10, 11])),
+        (3, 1, _trace(1, 100.7, 101.2, [8, 9, 10, 11])),
+    ]
+    notes = earlier_cycles(traces)
+    assert sorted(notes) == [0, 1]
+    assert "an earlier recording cycle of rank 0 (ProfilerStep #2-#5)" in notes[0]
+    assert "the latest cycle (ProfilerStep #8-#11) is analysed" in notes[0]
+
+
+def test_overlapping_recordings_of_one_rank_are_two_processes_not_cycles() -> None:
+    traces = [(0, 0, _trace(0, 100.0, 100.5, [2, 3])), (1, 0, _trace(0, 100.2, 100.8, [2, 3]))]
+    assert earlier_cycles(traces) == {}
+
+
+def test_traces_of_other_jobs_or_without_times_are_not_cycles() -> None:
+    other_job = [(0, 0, _trace(0, 100.0, 100.5, [1])), (1, 0, _trace(0, 101.0, 101.5, [1], fingerprint="gloo/4/x"))]
+    assert earlier_cycles(other_job) == {}
+    untimed = RankReport(rank=0, trace_uri="file:///t/a.json")
+    assert earlier_cycles([(0, 0, untimed), (1, 0, _trace(0, 101.0, 101.5, [1]))]) == {}
+
+
+def test_a_worker_without_a_rank_is_known_by_its_file_name() -> None:
+    assert worker_of("file:///t/host_1234.1795700325452707443.pt.trace.json.gz") == "host_1234"
+    assert worker_of("host-a_77.12.pt.trace.json") == "host-a_77"
+    assert worker_of("rank0.json.gz") is None
+    traces = [(0, "host_1", _trace(0, 10.0, 10.2, [2, 3])), (1, "host_1", _trace(0, 10.5, 10.7, [6, 7]))]
+    assert "an earlier recording cycle of worker host_1 (ProfilerStep #2-#3)" in earlier_cycles(traces)[0]
