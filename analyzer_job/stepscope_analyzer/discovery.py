@@ -6,7 +6,9 @@ Two layouts are understood:
   ranks/<rank>/{trace.pt.trace.json.gz, ...};
 - a plain folder of Kineto traces (files directly inside it) or one trace file. Only trace files are read:
   `*.pt.trace.json[.gz]`, and other `*.json[.gz]` files whose content is a Kineto document (checked on its first
-  bytes when read); anything else (a README, a truth.json, a manifest) is skipped with a note.
+  bytes when read); anything else (a README, a truth.json, a manifest) is skipped with a note. A folder with no
+  trace directly inside is searched below: its subfolders' `*.pt.trace.json[.gz]` files (traces gathered per
+  node), with a note.
 """
 
 from __future__ import annotations
@@ -98,7 +100,25 @@ def discover(store: Store, location: StorageLocation) -> Layout:
             layout.inputs.append(RankInput(rank=None, name=name, trace_key=key, must_be_kineto=True))
         else:
             layout.notes.append(f"{name}: skipped, not a trace file (*.pt.trace.json[.gz] or a Kineto *.json[.gz])")
+    if not layout.inputs:
+        layout = _nested(keys, root) or layout
     layout.inputs = layout.inputs[:most]
+    return layout
+
+
+def _nested(keys: list[str], root: str) -> Layout | None:
+    """A folder with no trace directly inside: the `*.pt.trace.json[.gz]` files in its subfolders (traces gathered
+    per node or per run), named by their path below the folder; None when there are none."""
+    base = PurePosixPath(root or ".")
+    found = [k for k in keys if PurePosixPath(k).name.endswith(TRACE_SUFFIXES) and k != root]
+    if not found:
+        return None
+    layout = Layout(session=False)
+    for key in found:
+        path = PurePosixPath(key)
+        name = str(path.relative_to(base)) if path.is_relative_to(base) else path.name
+        layout.inputs.append(RankInput(rank=None, name=name, trace_key=key))
+    layout.notes.append(f"no trace directly in the folder: {len(found)} trace file(s) found in its subfolders")
     return layout
 
 

@@ -4,7 +4,8 @@ A torch.profiler schedule with `repeat` (or repeat=0: every cycle until the job 
 cycle, each with the same rank in its distributedInfo (and, through tensorboard_trace_handler, named
 `<worker>.<time>.pt.trace.json[.gz]` with the same worker name, host and pid by default: that names the process
 of a trace without a rank). Traces of one rank (or one worker) from one job (same job fingerprint) whose recorded
-steps follow one another in time are such cycles: the latest cycle of each rank is analysed (the
+steps follow one another in time, from one process (the same worker name) or, when the file names do not say,
+within a minute, are such cycles: the latest cycle of each rank is analysed (the
 same steps on every rank, the job as it runs now) and the earlier ones are left out with a note, instead of being
 renumbered as ranks of their own. Traces of one rank whose recordings overlap are two processes claiming one rank:
 not cycles.
@@ -23,6 +24,9 @@ _HANDLER_NAME = re.compile(r"^(?P<worker>.+)\.\d+\.pt\.trace\.json(?:\.gz)?$")
 
 OVERLAP_S = 0.05
 """a cycle may start this long before the previous one ended (clock rounding) and still follow it"""
+MAX_GAP_S = 60.0
+"""without worker names to say the traces come from one process, a cycle follows the previous one within this
+long (a recording of the same ranks much later is another run of the job: job_groups tells it apart)"""
 
 
 def _steps_text(r: RankReport) -> str:
@@ -33,13 +37,19 @@ def _steps_text(r: RankReport) -> str:
 
 
 def _cycles(group: list[tuple[int, RankReport]]) -> bool:
-    """The traces of one rank, in time order, follow one another and come from one job."""
+    """The traces of one rank, in time order, come from one job and follow one another: from one process (the same
+    worker name in their file names), or within MAX_GAP_S when the names do not say."""
     if len({r.job_fingerprint for _, r in group}) != 1:
         return False
     for (_, a), (_, b) in itertools.pairwise(group):
         if a.captured_to_unix_s is None or b.captured_from_unix_s is None:
             return False
         if b.captured_from_unix_s < a.captured_to_unix_s - OVERLAP_S:
+            return False
+        workers = worker_of(a.trace_uri or ""), worker_of(b.trace_uri or "")
+        if None in workers and b.captured_from_unix_s - a.captured_to_unix_s > MAX_GAP_S:
+            return False
+        if None not in workers and workers[0] != workers[1]:
             return False
     return True
 

@@ -1,6 +1,6 @@
 """The pipeline on local folders: the shared HTA corpus as a plain folder (duplicate ranks renumbered, traces of
-different jobs told apart), traces of one job recorded at two times, and a session folder with ranks missing below
-the announced world size."""
+different jobs told apart), traces of one job recorded at two times, a session folder with ranks missing below
+the announced world size, and traces gathered in subfolders."""
 
 from __future__ import annotations
 
@@ -84,3 +84,17 @@ def test_session_folder_reports_missing_ranks(tmp_path: Path, gloo_traces: list[
     assert [r.node for r in report.ranks[:2]] == ["node-0", "node-1"]
     assert report.world_size == 4
     assert report.diagnosis.slow_ranks[0].rank == 1 and report.diagnosis.slow_ranks[0].node == "node-1"
+
+
+def test_traces_gathered_in_subfolders_are_found(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+    for rank, data in enumerate(gloo_traces):
+        (tmp_path / f"node-{rank}").mkdir()
+        (tmp_path / f"node-{rank}" / f"host{rank}_{100 + rank}.17.pt.trace.json.gz").write_bytes(data)
+    (tmp_path / "node-0" / "notes.json").write_text("{}")  # only *.pt.trace.json[.gz] files are read below
+    layout = discover(LocalStore(), location_of(str(tmp_path)))
+    assert sorted(i.name for i in layout.inputs) == ["node-0/host0_100.17.pt.trace.json.gz",
+                                                     "node-1/host1_101.17.pt.trace.json.gz"]  # fmt: skip
+    assert layout.notes == ["no trace directly in the folder: 2 trace file(s) found in its subfolders"]
+    report = reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
+    assert sorted(r.rank for r in report.ranks if r.status.value == "ok") == [0, 1]
+    assert [s.rank for s in report.diagnosis.slow_ranks] == [1]  # the committed pair: rank 1 sleeps

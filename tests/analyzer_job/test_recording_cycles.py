@@ -55,3 +55,14 @@ def test_a_worker_without_a_rank_is_known_by_its_file_name() -> None:
     assert worker_of("rank0.json.gz") is None
     traces = [(0, "host_1", _trace(0, 10.0, 10.2, [2, 3])), (1, "host_1", _trace(0, 10.5, 10.7, [6, 7]))]
     assert "an earlier recording cycle of worker host_1 (ProfilerStep #2-#3)" in earlier_cycles(traces)[0]
+
+
+def test_another_process_or_a_recording_much_later_is_not_a_cycle() -> None:
+    first = _trace(0, 100.0, 100.5, [2, 3]).model_copy(update={"trace_uri": "file:///t/host_1.1.pt.trace.json.gz"})
+    other_pid = _trace(0, 100.7, 101.2, [8, 9]).model_copy(update={"trace_uri": "file:///t/host_2.2.pt.trace.json.gz"})
+    assert earlier_cycles([(0, 0, first), (1, 0, other_pid)]) == {}
+    unnamed = _trace(0, 100.0, 100.5, [2, 3]).model_copy(update={"trace_uri": "file:///t/rank0.pt.trace.json.gz"})
+    much_later = _trace(0, 7300.0, 7300.5, [2, 3]).model_copy(update={"trace_uri": "file:///t/later-rank0.json"})
+    assert earlier_cycles([(0, 0, unnamed), (1, 0, much_later)]) == {}
+    soon = _trace(0, 101.0, 101.5, [8, 9]).model_copy(update={"trace_uri": "file:///t/rank0-again.json"})
+    assert list(earlier_cycles([(0, 0, unnamed), (1, 0, soon)])) == [0]
