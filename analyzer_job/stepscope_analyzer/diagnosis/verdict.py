@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from stepscope_analyzer.diagnosis.causes import cause_row
 from stepscope_analyzer.diagnosis.evidence import every_nth
-from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, slowdown_sentence
+from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, per_step_words, slowdown_sentence
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import Bottleneck, Cause, Hang, SlowNode, SlowRank
 
@@ -57,15 +57,15 @@ def slow_verdict(slow: list[SlowRank], nodes: list[SlowNode], numbers: StepNumbe
     whose = f"rank {top.rank}'s" if not others else "the slow ranks'"
     return (
         f"Rank {top.rank}{where} slows the job: {cause_row(top.cause).verdict} "
-        f"(cause {top.cause.value}, {_how_much(top)}{phase}, confidence "
+        f"(cause {top.cause.value}, {_how_much(top, per_step_words(numbers))}{phase}, confidence "
         f"{top.confidence:.0%}); {slowdown_sentence(numbers, whose)}{more}{node_text}{coverage.tail()}."
     )
 
 
-def _how_much(s: SlowRank) -> str:
-    """'+6.8 ms per step', or for a rank that stalls intermittently 'stalls of ~151 ms in 3 of 8 recorded steps
-    (every 3 steps), +36.8 ms per step on average'."""
-    per_step = f"+{s.excess_us / 1000:,.1f} ms per step"
+def _how_much(s: SlowRank, per: str) -> str:
+    """'+6.8 ms per step' (or `per` another unit), or for a rank that stalls intermittently 'stalls of ~151 ms in 3
+    of 8 recorded steps (every 3 steps), +36.8 ms per step on average'."""
+    per_step = f"+{s.excess_us / 1000:,.1f} ms {per}"
     if not s.stalled_steps or s.stall_us is None:
         return per_step
     period = every_nth(s.stalled_steps)
@@ -90,7 +90,8 @@ def verdict_line(
     if slow:
         return slow_verdict(slow, nodes, numbers, coverage)
     makeup = f": {coverage.makeup}" if coverage.makeup else ""
-    steps = f" ({slowdown_sentence(numbers, '')}{makeup})" if numbers.median_step_us > 0 else ""
+    known = numbers.median_step_us > 0 or numbers.window_us > 0
+    steps = f" ({slowdown_sentence(numbers, '')}{makeup})" if known else ""
     if coverage.analysed == 1:
         return f"One rank analysed: no other rank to compare it with{steps}{coverage.tail()}."
     return f"No slow rank: the {coverage.analysed} analysed ranks are balanced{steps}{coverage.tail()}."
