@@ -31,6 +31,14 @@ def _shell(env_lines: str, script: str, cwd: Path = REPO) -> subprocess.Complete
     )
 
 
+def _alive(proc: psutil.Process) -> bool:
+    """Running and not a zombie; it may exit between any two looks at it."""
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_foreground_prints_the_lines_and_stops_on_ctrl_c(tmp_path: Path) -> None:
     proc = subprocess.Popen(
         [STEPSCOPE, "local-cluster", "--no-operator", "--workdir", str(tmp_path)],
@@ -64,4 +72,4 @@ def test_foreground_prints_the_lines_and_stops_on_ctrl_c(tmp_path: Path) -> None
     proc.send_signal(signal.SIGINT)
     out, _ = proc.communicate(timeout=120)
     assert proc.returncode == 0 and "local cluster stopped" in out
-    assert children and not any(c.is_running() and c.status() != psutil.STATUS_ZOMBIE for c in children)
+    assert children and not any(_alive(c) for c in children)

@@ -146,6 +146,14 @@ def test_backoff_limit_fails_the_job(cluster: LocalCluster) -> None:
     assert pod["status"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 3
 
 
+def _gone(pid: int) -> bool:
+    """The process has exited (or is a zombie); it may exit between any two looks at it."""
+    try:
+        return psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return True
+
+
 def test_readiness_probe_and_pod_deletion_kills_processes(cluster: LocalCluster) -> None:
     pod = {
         "apiVersion": "v1",
@@ -177,7 +185,7 @@ def test_readiness_probe_and_pod_deletion_kills_processes(cluster: LocalCluster)
     waited = cluster.kubectl("wait", "--for=condition=Ready", "pod/web", "--timeout=120s", timeout=150)
     assert waited.returncode == 0, waited.stderr
     cluster.api.delete("v1", "pods", "default", "web")
-    _eventually(lambda: not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE)
+    _eventually(lambda: _gone(pid))
 
 
 def test_active_deadline_fails_and_stops_pods(cluster: LocalCluster) -> None:
