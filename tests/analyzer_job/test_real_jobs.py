@@ -51,9 +51,12 @@ def test_plain_python_stall_before_forward_is_found_and_placed(tmp_path: Path) -
 
 
 def test_balanced_job_has_no_slow_rank(tmp_path: Path) -> None:
-    report = _analyse(GlooJob(name="balanced", world=2, steps=6, batch=64), tmp_path)
+    # 4 ranks: the job's own rank-to-rank spread is measured (with 2 ranks it cannot be, and one vCPU of this shared
+    # machine running a few % slower than the other for the whole window reads as that rank's compute; the corpus
+    # measures the 2-rank false-alarm rate: bench/diagnosis_accuracy.py)
+    report = _analyse(GlooJob(name="balanced", world=4, steps=6, batch=64), tmp_path)
     assert report.diagnosis.slow_ranks == [], report.diagnosis.verdict
-    assert report.diagnosis.verdict.startswith("No slow rank: the 2 analysed ranks are balanced")
+    assert report.diagnosis.verdict.startswith("No slow rank: the 4 analysed ranks are balanced")
 
 
 def test_a_checkpoint_every_third_step_on_one_rank_is_an_intermittent_stall(tmp_path: Path) -> None:

@@ -11,8 +11,8 @@ number where every rank's steps are numbered, else by position when every rank r
   ones; a rank slower in every step, whose excess wanders around some level, is the median test's);
 - step noise: the scaled MAD of those, every rank's pooled (most steps of a job are ordinary, so this is the
   ordinary step-to-step, rank-to-rank scatter; at least a floor);
-- a spike: a step excess above the rank's median of at least `threshold` times the step noise (on the cost without
-  CPU-contention stretches) and of at least `spike_floor_us` in wall-clock time;
+- a spike: a step excess above the rank's ordinary level of at least `threshold` times the step noise (on the cost
+  without CPU-contention stretches) and of at least `spike_floor_us` in wall-clock time;
 - a rank stalls intermittently when its spikes repeat (at least MIN_SPIKES; one odd step is a hiccup, not a
   pattern) in at most half of the steps (more is a straggler whose median shows it) and hold most of the job's
   spike time for this cost (at least DOMINANT_SHARE of every rank's wall-clock spike excess summed: on a shared
