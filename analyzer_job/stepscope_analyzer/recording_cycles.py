@@ -6,8 +6,8 @@ cycle, each with the same rank in its distributedInfo (and, through tensorboard_
 of a trace without a rank). Traces of one rank (or one worker) from one job (same job fingerprint) whose recorded
 steps follow one another in time, from one process (the same worker name) or, when the file names do not say,
 within a minute, are such cycles: the latest cycle of each rank is analysed (the same steps on every rank, the job
-as it runs now) and the earlier ones are left out with a note, instead of being renumbered as ranks of their own. Traces of one rank whose recordings overlap are two processes claiming one rank:
-not cycles.
+as it runs now) and the earlier ones are left out with a note, instead of being renumbered as ranks of their own.
+Traces of one rank whose recordings overlap are two processes claiming one rank: not cycles.
 """
 
 from __future__ import annotations
