@@ -18,7 +18,6 @@ active time (the step less its blocked wait in collectives) over that time less 
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import numpy as np
@@ -26,6 +25,7 @@ import numpy.typing as npt
 
 from stepscope_analyzer.analyses.phase_names import COMM, name_mask
 from stepscope_analyzer.analyses.step_phases import StepWindows
+from stepscope_analyzer.analyses.steps import step_number
 from stepscope_analyzer.parse import TraceColumns
 
 F64 = npt.NDArray[np.float64]
@@ -34,7 +34,6 @@ MIN_EXCESS_US = 20.0
 MEASURED_KEY = "stepscopeCpu"
 MAX_WAIT_SHARE = 0.95
 """a measured wait is taken as at most this share of the step's active time (clock edges, rounding)"""
-_STEP_NUMBER = re.compile(r"ProfilerStep#(\d+)$")
 
 
 def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.int64], F64]:
@@ -99,10 +98,10 @@ def measured_waits(metadata: dict[str, Any], step_names: list[str]) -> list[floa
             wait_of[row[0]] = float(row[2])
     out: list[float] = []
     for name in step_names:
-        m = _STEP_NUMBER.search(name)
-        if m is None or int(m.group(1)) not in wait_of:
+        n = step_number(name)
+        if n is None or n not in wait_of:
             return None
-        out.append(wait_of[int(m.group(1))])
+        out.append(wait_of[n])
     return out
 
 

@@ -30,14 +30,20 @@ def step_stats(ev: TraceColumns) -> StepStats:
     return stats_of(ev.dur[rows], step_numbers(ev, rows)) if rows.size else StepStats()
 
 
+def step_number(name: str) -> int | None:
+    """N of a 'ProfilerStep#N' name, else None."""
+    m = _NUMBER.match(name)
+    return int(m.group(1)) if m is not None and len(m.group(1)) <= 18 else None
+
+
 def step_numbers(ev: TraceColumns, rows: npt.NDArray[np.int64]) -> list[int]:
     """N of each ProfilerStep#N span in `rows`; empty unless every one is numbered (and numbers are distinct)."""
     out: list[int] = []
     for nid in ev.name_id[rows].tolist():
-        m = _NUMBER.match(ev.names[nid])
-        if m is None or len(m.group(1)) > 18:
+        n = step_number(ev.names[nid])
+        if n is None:
             return []
-        out.append(int(m.group(1)))
+        out.append(n)
     return out if len(set(out)) == len(out) else []
 
 
