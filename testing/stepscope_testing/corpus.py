@@ -1,13 +1,14 @@
-"""The diagnosis' scenario corpus: real gloo jobs on CPU and multi-rank GPU jobs derived from real Kineto traces,
-each with its truth. bench/diagnosis_accuracy.py generates them (cached), analyses each folder as a user would
-and scores the verdicts.
+"""The diagnosis' scenario corpus: real gloo jobs on CPU and multi-rank GPU jobs derived from real Kineto traces, each
+with its truth. bench/diagnosis_accuracy.py generates them (cached), analyses each folder as a user would and scores
+the verdicts.
 
-Built to resemble real jobs, not the detector: balanced jobs and jobs where every rank got uniformly slower
-(several runs each, 2 to 16 ranks, to measure false alarms), compute stragglers from 20% to 2x, host stalls with
-and without annotations (collate_fn, plain Python, time.sleep in logging, GC pressure, a user's own region), two
-stragglers at once, GPU jobs (balanced, uniform, a ~7% compute straggler, host stalls, one rank's memory copies
-3-4x slower), and hangs (one rank stuck in data loading, one in a different collective) whose verdict the hang
-diagnosis owns.
+Built to resemble real jobs, not the detector: balanced jobs and jobs where every rank got uniformly slower (several
+runs each, 2 to 16 ranks, to measure false alarms), compute stragglers from 20% to 2x, host stalls with and without
+annotations (collate_fn, plain Python, time.sleep in logging, GC pressure, a user's own region), two stragglers at
+once, GPU jobs (balanced, uniform, a ~7% compute straggler, host stalls, one rank's memory copies 3-4x slower), a
+transformer on sequences whose length varies from step to step (healthy, a 2x-batch rank, a Python stall; recorded
+with and without input shapes), and hangs (one rank stuck in data loading, one in a different collective) whose
+verdict the hang diagnosis owns.
 """
 
 from __future__ import annotations
@@ -57,6 +58,11 @@ def _gloo(group: str, name: str, world: int, **kw: Any) -> Scenario:
     return Scenario(name, group, GlooJob(name=name, world=world, **kw))
 
 
+def _transformer(group: str, name: str, world: int, **kw: Any) -> Scenario:
+    """A gloo job of the transformer model (sequence lengths drawn per rank and step), batches of 16."""
+    return _gloo(group, name, world, model="transformer", batch=16, **kw)
+
+
 def _gpu(group: str, name: str, source: str, world: int, **kw: Any) -> Scenario:
     return Scenario(name, group, GpuJob(name=name, source=str(HTA_TRACES / GPU_SOURCES[source]), world=world, **kw))
 
@@ -73,6 +79,11 @@ def balanced() -> list[Scenario]:
     out += [_gloo("balanced", f"cpu-balanced-8r-mlp-{s}", 8, seed=s, steps=6) for s in range(2)]
     out += [_gloo("balanced", "cpu-balanced-8r-cnn", 8, model="cnn", steps=6, batch=32)]
     out += [_gloo("balanced", f"cpu-balanced-16r-mlp-{s}", 16, seed=s, steps=6, batch=64) for s in range(2)]
+    out += [_transformer("balanced", f"cpu-balanced-{w}r-transformer-{s}", w, seed=s, steps=8 if w < 8 else 6)
+            for w, s in ((2, 0), (2, 1), (4, 0), (4, 1), (8, 0))]  # fmt: skip
+    out += [_transformer("balanced", f"cpu-balanced-{w}r-transformer-shapes-{s}", w, seed=s + 10, shapes=True)
+            for w, s in ((2, 0), (4, 0), (4, 1))]  # fmt: skip
+    out += [_transformer("balanced", "cpu-balanced-4r-transformer-32-64", 4, seed=30, tokens=(32, 64))]
     out += [_gpu("balanced", f"gpu-balanced-{w}r-{src}-{s}", src, w, seed=s, repeat=2 if src == "ddp" else 1)
             for w, src, s in ((2, "ddp", 0), (2, "ddp", 1), (4, "dlrm", 0), (4, "dlrm", 1), (8, "dlrm", 2),
                               (8, "ddp", 3), (16, "dlrm", 4), (16, "ddp", 5))]  # fmt: skip
@@ -105,6 +116,7 @@ def compute_stragglers() -> list[Scenario]:
             "compute", "cpu-compute-4r-cnn-2x", 4, model="cnn", fault="compute", slow_ranks=(3,), amount=2.0, batch=32
         ),
         _gloo("compute", "cpu-compute-4r-loader-2x", 4, model="loader", fault="compute", slow_ranks=(0,), amount=2.0),
+        *transformer_stragglers(),
         _gloo("compute", "cpu-compute-8r-mlp-2x", 8, fault="compute", slow_ranks=(5,), amount=2.0, steps=6),
         _gloo("compute", "cpu-compute-4r-hook-2x", 4, fault="compute", slow_ranks=(1,), amount=2.0, capture="hook"),
         _gloo(
@@ -124,11 +136,48 @@ def compute_stragglers() -> list[Scenario]:
     ]
 
 
+def transformer_stragglers() -> list[Scenario]:
+    """A 2x-batch rank among ranks whose sequence length varies from step to step (16-64 tokens, or 32-64 as with
+    length-bucketed batches), recorded with and without input shapes, over 8 or 24 steps."""
+    c = {"fault": "compute", "amount": 2.0}
+    return [
+        _transformer("compute", "cpu-compute-2r-transformer-2x", 2, slow_ranks=(1,), **c),
+        _transformer("compute", "cpu-compute-4r-transformer-2x", 4, slow_ranks=(3,), **c),
+        _transformer("compute", "cpu-compute-2r-transformer-shapes-2x", 2, slow_ranks=(0,), shapes=True, seed=20, **c),
+        _transformer("compute", "cpu-compute-4r-transformer-shapes-2x", 4, slow_ranks=(2,), shapes=True, seed=21, **c),
+        _transformer(
+            "compute",
+            "cpu-compute-4r-hook-transformer-shapes-2x",
+            4,
+            slow_ranks=(1,),
+            shapes=True,
+            capture="hook",
+            seed=22,
+            **c,
+        ),
+        _transformer("compute", "cpu-compute-4r-transformer-24steps-2x", 4, slow_ranks=(3,), steps=24, seed=5, **c),
+        _transformer(
+            "compute", "cpu-compute-4r-transformer-32-64-2x", 4, slow_ranks=(1,), tokens=(32, 64), seed=31, **c
+        ),
+        _transformer(
+            "compute",
+            "cpu-compute-4r-transformer-32-64-shapes-2x",
+            4,
+            slow_ranks=(2,),
+            tokens=(32, 64),
+            shapes=True,
+            seed=32,
+            **c,
+        ),
+    ]
+
+
 def host_stalls() -> list[Scenario]:
     return [
         _gloo("host", "cpu-host-2r-loader-collate", 2, model="loader", fault="collate", slow_ranks=(0,), amount=25),
         _gloo("host", "cpu-host-4r-loader-collate", 4, model="loader", fault="collate", slow_ranks=(1,), amount=30),
         _gloo("host", "cpu-host-4r-mlp-python", 4, fault="python", slow_ranks=(2,), amount=30),
+        _transformer("host", "cpu-host-4r-transformer-python", 4, fault="python", slow_ranks=(1,), amount=40),
         _gloo(
             "host",
             "cpu-host-8r-cnn-python",

@@ -9,7 +9,9 @@ DistributedDataParallel, each step recorded by torch.profiler, either
   (the hook's watchdog dumps the stacks).
 
 Models: `mlp`, `cnn` (small conv net), `loader` (a Dataset fed through a DataLoader with a collate_fn), `accum`
-(gradient accumulation: two micro-batches per optimizer step, DDP's no_sync on the first).
+(gradient accumulation: two micro-batches per optimizer step, DDP's no_sync on the first), `transformer` (a
+2-layer encoder on unpacked sequences: each rank draws its sequence length per step from `tokens`, 16-64 by
+default, so healthy ranks differ from step to step as NLP jobs without packing do; `shapes` records input shapes).
 Faults (`fault`, on `slow_ranks`, sized by `amount`):
 - `none`; `uniform`: every rank computes `amount` times more (a code change, not a straggler);
 - `compute`: the slow ranks train on `amount` times larger batches (uneven shards);
@@ -35,6 +37,7 @@ import gc
 import hashlib
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -47,7 +50,8 @@ from typing import Any
 HOST_FAULTS = ("collate", "python", "sleep_log", "gc", "annotated", "periodic", "periodic_cpu")
 HANG_FAULTS = ("hang_data", "hang_collective")
 FAULTS = ("none", "uniform", "compute", *HOST_FAULTS, *HANG_FAULTS)
-MODELS = ("mlp", "cnn", "loader", "accum")
+MODELS = ("mlp", "cnn", "loader", "accum", "transformer")
+D_MODEL = 128
 WARMUP_STEPS = 2
 HANG_AFTER = 3
 
@@ -68,6 +72,10 @@ class GlooJob:
     """recording cycles of torch.profiler's schedule (its `repeat`): one trace per rank per cycle"""
     period: int = 3
     """steps between two stalls of the periodic faults"""
+    shapes: bool = False
+    """record the ops' input shapes (torch.profiler's record_shapes; the hook's recordShapes)"""
+    tokens: tuple[int, int] = (16, 64)
+    """the transformer's tokens per sequence: drawn per rank and step from this range"""
 
     def truth(self) -> dict[str, Any]:
         """What a correct diagnosis says: the slow ranks and their cause (none for balanced/uniform jobs)."""
@@ -119,6 +127,19 @@ def _burn_python(ms: float) -> int:
 def _make_model(kind: str) -> Any:
     from torch import nn
 
+    if kind == "transformer":
+
+        class Encoder(nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                layer = nn.TransformerEncoderLayer(D_MODEL, nhead=4, dim_feedforward=2 * D_MODEL, batch_first=True)
+                self.encoder = nn.TransformerEncoder(layer, num_layers=2, enable_nested_tensor=False)
+                self.head = nn.Linear(D_MODEL, 10)
+
+            def forward(self, x: Any) -> Any:
+                return self.head(self.encoder(x).mean(dim=1))
+
+        return Encoder()
     if kind == "cnn":
         return nn.Sequential(
             nn.Conv2d(3, 32, 3, padding=1),
@@ -174,6 +195,11 @@ def _batches(fault: _Fault, shape: tuple[int, ...]) -> Any:
         loader: Any = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=False, collate_fn=_collate(fault))
         while True:
             yield from loader
+    if fault.job.model == "transformer":
+        lengths = random.Random(fault.job.seed * 1000 + fault.rank)  # noqa: S311 - a seeded workload, not a secret
+        while True:
+            tokens = lengths.randint(*fault.job.tokens)
+            yield torch.randn(batch, tokens, D_MODEL), torch.randint(0, 10, (batch,))
     while True:
         yield torch.randn(batch, *shape), torch.randint(0, 10, (batch,))
 
@@ -239,11 +265,12 @@ def _profiler(job: GlooJob, out: Path, rank: int) -> Any:
         activities=[torch.profiler.ProfilerActivity.CPU],
         schedule=torch.profiler.schedule(wait=1, warmup=WARMUP_STEPS - 1, active=job.steps, repeat=job.cycles),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(out), use_gzip=True),
+        record_shapes=job.shapes,
     )
 
 
 def _worker(rank: int, job_wire: dict[str, Any], port: int, out: str, hook_dir: str) -> None:
-    job = GlooJob(**{**job_wire, "slow_ranks": tuple(job_wire["slow_ranks"])})
+    job = GlooJob(**{**job_wire, "slow_ranks": tuple(job_wire["slow_ranks"]), "tokens": tuple(job_wire["tokens"])})
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank)})
     os.environ["WORLD_SIZE"] = str(job.world)
     if job.capture == "hook":
@@ -292,6 +319,7 @@ def _write_requests(job: GlooJob, hook_dir: Path) -> str:
         "skipSteps": 1,
         "activities": ["cpu"],
         "stepTimeoutSeconds": 4.0,
+        "recordShapes": job.shapes,
         "requestedAt": time.time(),
     }
     for rank in range(job.world):

@@ -1,7 +1,8 @@
 """The diagnosis on a few small real gloo jobs (torch.profiler in real processes, nothing annotated by hand):
 an unannotated collate_fn stall and a plain-Python stall before forward are found as host time, named by phase and
-place; a checkpoint every third step on one rank is an intermittent stall; a balanced job gets no slow rank. The
-whole scenario corpus runs in bench/diagnosis_accuracy.py."""
+place (also on a transformer whose sequence length varies from step to step); a checkpoint every third step on one
+rank is an intermittent stall; a balanced job gets no slow rank. The whole scenario corpus runs in
+bench/diagnosis_accuracy.py."""
 
 from __future__ import annotations
 
@@ -82,3 +83,17 @@ def test_a_schedule_that_repeats_records_cycles_of_the_same_ranks_not_more_ranks
     numbers = [r.steps.numbers for r in report.ranks]
     assert numbers[0] == numbers[1] and numbers[0][0] > 4  # both ranks' second cycle
     assert not report.errors
+
+
+def test_python_stall_on_one_rank_of_a_variable_length_transformer_is_found(tmp_path: Path) -> None:
+    # every rank draws its sequence length per step (16-64 tokens): healthy steps differ up to ~4x, the stall does
+    # not depend on the length
+    job = GlooJob(name="tfm", world=2, model="transformer", fault="python", slow_ranks=(1,), amount=60, batch=16,
+                  seed=3)  # fmt: skip
+    report = _analyse(job, tmp_path)
+    d = report.diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(1, Cause.HOST)], d.verdict
+    assert d.slow_ranks[0].phase == "other"
+    r0 = next(r for r in report.ranks if r.rank == 0)
+    forward = [p.forward for p in r0.step_phases]
+    assert max(forward) > 1.5 * min(forward)  # the lengths did vary
