@@ -13,6 +13,7 @@ import re
 import time
 from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
+from pathlib import PurePosixPath
 
 from stepscope_analyzer import limits, missing
 from stepscope_analyzer.cpu_quota import worker_count
@@ -42,6 +43,7 @@ __all__ = [
 
 Progress = Callable[[str], None]
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
+MAX_NUMBERED_SHOWN = 8
 
 
 def _quiet(_: str) -> None:
@@ -57,6 +59,8 @@ class RankOutcome:
     """a plain-folder trace whose rank is not known yet: assign_ranks numbers it"""
     skipped: str | None = None
     """not a rank at all (a file that is not a trace): why"""
+    numbered: str | None = None
+    """a trace that said no rank (no distributedInfo, no rank<N> in its name): '<file> as rank <N>'"""
 
 
 def _hang_of(read: RankRead) -> HangEvidence | None:
@@ -182,6 +186,8 @@ def assign_ranks(outcomes: list[RankOutcome]) -> None:
             source = o.summary.trace_uri or ""
             message = f"{source or 'a trace'} says rank {o.summary.rank}, which another file already holds; "
             o.errors.append(RankError(rank=free, source=source, message=f"{message}listed as rank {free}"))
+        else:
+            o.numbered = f"{PurePosixPath(o.summary.trace_uri or '?').name} as rank {free}"
         o.summary = o.summary.model_copy(update={"rank": free})
         o.errors = [e.model_copy(update={"rank": free}) for e in o.errors]
         o.needs_rank = False
@@ -340,6 +346,15 @@ def reduce_outcomes(
         if missing.count(gaps) > len(absent):
             text = f"{missing.count(gaps)} ranks of the world size have no upload: {missing.rank_set_text(gaps)}"
             errors.append(RankError(rank=None, source="", message=text[:MAX_ERROR_CHARS]))
+    numbered = [o.numbered for o in kept if o.numbered]
+    if numbered:
+        shown = ", ".join(numbered[:MAX_NUMBERED_SHOWN]) + (
+            f" and {len(numbered) - MAX_NUMBERED_SHOWN} more" if len(numbered) > MAX_NUMBERED_SHOWN else ""
+        )
+        all_notes.append(
+            f"{len(numbered)} trace(s) say no rank (no distributedInfo, no rank<N> in the file name), numbered in "
+            f"file-name order: {shown}; name the files rank<N> to fix their ranks"
+        )
     summaries, other_jobs = _exclude_foreign(summaries, errors)
     if other_jobs:
         all_notes.append(other_jobs)

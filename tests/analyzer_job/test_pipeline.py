@@ -1,6 +1,6 @@
 """The pipeline on local folders: the shared HTA corpus as a plain folder (duplicate ranks renumbered, traces of
 different jobs told apart), traces of one job recorded at two times, a session folder with ranks missing below
-the announced world size, and traces gathered in subfolders."""
+the announced world size, traces gathered in subfolders, and traces that say no rank."""
 
 from __future__ import annotations
 
@@ -98,3 +98,18 @@ def test_traces_gathered_in_subfolders_are_found(tmp_path: Path, gloo_traces: li
     report = reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
     assert sorted(r.rank for r in report.ranks if r.status.value == "ok") == [0, 1]
     assert [s.rank for s in report.diagnosis.slow_ranks] == [1]  # the committed pair: rank 1 sleeps
+
+
+def test_traces_that_say_no_rank_are_numbered_in_name_order_and_noted(tmp_path: Path, gloo_traces: list[bytes]) -> None:
+    for name, data in zip(("b-worker.json", "a-worker.json"), gloo_traces, strict=True):
+        trace = json.loads(gzip.decompress(data))
+        del trace["distributedInfo"]
+        (tmp_path / name).write_text(json.dumps(trace))
+    layout = discover(LocalStore(), location_of(str(tmp_path)))
+    report = reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
+    assert sorted(r.rank for r in report.ranks) == [0, 1]
+    uri_of = {r.rank: r.trace_uri or "" for r in report.ranks}
+    assert uri_of[0].endswith("a-worker.json") and uri_of[1].endswith("b-worker.json")
+    note = next(n for n in report.notes if "say no rank" in n)
+    assert "a-worker.json as rank 0, b-worker.json as rank 1" in note
+    assert report.diagnosis.slow_ranks and report.diagnosis.slow_ranks[0].rank == 0  # the sleeping rank, renumbered
