@@ -17,7 +17,9 @@ getrusage), and a round where they took more than --disturbed of the machine is 
 is fixed before and independent of the outcome; every round is printed, and rounds continue (up to 3x --pairs) until
 --pairs undisturbed ones are in. The bars are judged on the undisturbed rounds; the rates over all rounds are printed
 too. Bars (docs/design.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
-"planted" is the added work's measured time per step over the baseline's median step.
+"planted" is the added work's measured time per step over the baseline's median step; "ops" is the diff's
+unchanged_ops_speed_pct (the ops with the same calls on both sides, their per-call change): how far the machine's
+speed moved between the two recordings.
 
 Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps 100] [--added-work 9]
                                      [--protocol windows|separate|both] [--quiet-busy 0.25] [--disturbed 0.10]
@@ -120,7 +122,8 @@ def _cell(d: DiffResult) -> str:
     if d.regression_pct is None or d.regression_ci_low_pct is None or d.regression_ci_high_pct is None:
         return f"{'n/a':>28} {d.verdict.value:<9}"
     interval = f"[{d.regression_ci_low_pct:+6.1f}, {d.regression_ci_high_pct:+6.1f}]"
-    return f"{d.regression_pct:+6.1f}% {interval:>18}  {d.verdict.value:<9}"
+    ops = "     " if d.unchanged_ops_speed_pct is None else f"{d.unchanged_ops_speed_pct:+5.1f}"
+    return f"{d.regression_pct:+6.1f}% {interval:>18}  {d.verdict.value:<9} ops {ops}%"
 
 
 def _rates(title: str, rounds: list[Round], gate: float) -> bool:
@@ -176,7 +179,7 @@ def main() -> int:
     try:
         results = {}
         for name in protocols:
-            print(f"\n{name}:  slowdown estimate [interval] verdict", flush=True)
+            print(f"\n{name}:  slowdown estimate [interval] verdict, unchanged ops' per-call change", flush=True)
             results[name] = run_protocol(root / name, args, separate=name == "separate")
         for name, rounds in results.items():
             ok &= summarize(name, rounds, args)

@@ -109,4 +109,12 @@ class DiffResult(DiffModel):
     changes_total: int = Field(default=0, description="names that differ, before top_changes was cut")
     phases: list[PhaseDelta] = Field(default_factory=list, description="job-wide, when both reports carry phases")
     ranks: list[RankDelta] = Field(default_factory=list)
+    unchanged_ops_speed_pct: float | None = Field(
+        default=None,
+        description="how much slower (+) or faster (-) per call, in %, the ops and kernels with the same calls per "
+        "step on both sides ran in the candidate (time-weighted median); the whole machine's speed moves them all "
+        "alike, a code change only those it touches. Information, not part of the decision; null when too few ops "
+        "are unchanged",
+    )
+    unchanged_ops: int = Field(default=0, description="how many ops and kernels that figure is over")
     notes: list[str] = Field(default_factory=list, description="what limits the comparison")

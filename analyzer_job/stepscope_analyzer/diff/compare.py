@@ -14,7 +14,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from stepscope_analyzer.diff.name_deltas import name_changes
+from stepscope_analyzer.diff.name_deltas import name_changes, name_times
+from stepscope_analyzer.diff.op_speed import OpSpeed, unchanged_op_speed
 from stepscope_analyzer.diff.phase_deltas import mean_phases, phase_deltas
 from stepscope_analyzer.diff.shift_interval import Shift, hodges_lehmann
 from stepscope_analyzer.diff.step_samples import (
@@ -29,6 +30,8 @@ from stepscope_contract.diff import DiffResult, DiffVerdict, RankDelta, SideSumm
 from stepscope_contract.report import RankReport, Report
 
 MIN_STEPS = 3
+SPEED_NOTE_PCT = 5.0
+"""the unchanged ops' per-call change, in %, from which a note points at it"""
 METHOD = (
     "Hodges-Lehmann shift of log step time (median of every candidate/baseline ratio of job steps; a job step is "
     "the median over the ranks of their k-th step), distribution-free Moses interval"
@@ -112,6 +115,19 @@ def _notes(baseline: Report, candidate: Report, has_phases: bool) -> list[str]:
     return notes
 
 
+def _speed_note(speed: OpSpeed | None, step_pct: float | None) -> list[str]:
+    """A note when the unchanged ops moved together by as much as the gate cares about (op_speed.py)."""
+    if speed is None or abs(speed.pct) < SPEED_NOTE_PCT:
+        return []
+    way = f"{speed.pct:.1f}% slower" if speed.pct > 0 else f"{-speed.pct:.1f}% faster"
+    step = f" (steps: {step_pct:+.1f}%)" if step_pct is not None else ""
+    return [
+        f"the {speed.ops} ops and kernels with the same calls on both sides ran {way} per call in the candidate"
+        f"{step}: the machine's speed differed between the recordings, or a change touched every op alike; "
+        "compare the top changes (new or more calls are the code's)"
+    ]
+
+
 def _decide(shift: Shift | None, steps: tuple[int, int], config: DiffConfig) -> tuple[DiffVerdict, str]:
     gate = config.max_regression_pct
     level = f"{config.confidence:.0%}"
@@ -163,7 +179,9 @@ def diff_reports(
     counts = (len(b_steps.log_us), len(c_steps.log_us))
     shift = hodges_lehmann(b_steps.log_us, c_steps.log_us, cfg.confidence) if min(counts) > 0 else None
     verdict, reason = _decide(shift, counts, cfg)
-    changes = name_changes(baseline, candidate)
+    b_names, c_names = name_times(baseline), name_times(candidate)
+    changes = name_changes(b_names, c_names)
+    speed = unchanged_op_speed(b_names, c_names)
     reason += _lead(changes, verdict)
     phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
     return DiffResult(
@@ -183,5 +201,7 @@ def diff_reports(
         changes_total=len(changes),
         phases=phases,
         ranks=rank_deltas(baseline, candidate),
-        notes=_notes(baseline, candidate, bool(phases)),
+        unchanged_ops_speed_pct=round(speed.pct, 2) if speed else None,
+        unchanged_ops=speed.ops if speed else 0,
+        notes=_notes(baseline, candidate, bool(phases)) + _speed_note(speed, _pct(shift.estimate) if shift else None),
     )

@@ -59,9 +59,9 @@ def name_times(report: Report) -> NameTimes:
     return out
 
 
-def name_changes(baseline: Report, candidate: Report) -> list[TopChange]:
-    """Every name whose time or calls per step differ, largest |delta_us_per_step| first."""
-    b, c = name_times(baseline), name_times(candidate)
+def name_changes(b: NameTimes, c: NameTimes) -> list[TopChange]:
+    """Every name whose time or calls per step differ (baseline `b`, candidate `c`), largest |delta_us_per_step|
+    first."""
     changes = []
     for key in b.us.keys() | c.us.keys():
         b_us, b_calls = b.per_step(key)
