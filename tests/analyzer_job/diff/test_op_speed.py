@@ -33,7 +33,7 @@ def test_every_op_slower_alike_reads_as_that_factor() -> None:
 def test_added_work_and_one_slower_op_leave_it_alone() -> None:
     more = dict(OPS) | {"aten::op7": (OPS["aten::op7"][0] * 2, OPS["aten::op7"][1] * 2)}  # twice the calls
     more["added_work"] = (30_000.0, 90)
-    more["aten::op6"] = (OPS["aten::op6"][0] * 3, OPS["aten::op6"][1])  # one kernel got slower
+    more["aten::op6"] = (OPS["aten::op6"][0] * 3, OPS["aten::op6"][1])  # one op got slower
     assert speed(OPS, more) == pytest.approx(0.0)
 
 
