@@ -5,9 +5,11 @@ cycle, each with the same rank in its distributedInfo (and, through tensorboard_
 `<worker>.<time>.pt.trace.json[.gz]` with the same worker name, host and pid by default: that names the process
 of a trace without a rank). Traces of one rank (or one worker) from one job (same job fingerprint) whose recorded
 steps follow one another in time, from one process (the same worker name) or, when the file names do not say,
-within a minute, are such cycles: the latest cycle of each rank is analysed (the same steps on every rank, the job
-as it runs now) and the earlier ones are left out with a note, instead of being renumbered as ranks of their own.
-Traces of one rank whose recordings overlap are two processes claiming one rank: not cycles.
+within a minute, are such cycles: the latest full cycle of each rank is analysed (the same steps on every rank, the
+job as it runs now) and the others are left out with a note, instead of being renumbered as ranks of their own.
+A cycle with fewer recorded steps than the rank's longest is one the profiler's end cut short (repeat=0 with the
+training loop ending mid-cycle writes a last trace of a step or two): the latest cycle with the most steps is the
+one analysed. Traces of one rank whose recordings overlap are two processes claiming one rank: not cycles.
 """
 
 from __future__ import annotations
@@ -61,8 +63,8 @@ def worker_of(file_name: str) -> str | None:
 
 def earlier_cycles(summaries: list[tuple[int, Hashable, RankReport]]) -> dict[int, str]:
     """For (index, whose, summary) of analysed traces, `whose` saying which process recorded it (its rank, or its
-    worker name when the trace has no rank): index -> note, for each trace that is an earlier recording cycle of a
-    process whose latest cycle is kept."""
+    worker name when the trace has no rank): index -> note, for each trace that is a recording cycle of a process
+    other than the one kept (its latest cycle with the most steps)."""
     by_process: dict[Hashable, list[tuple[int, RankReport]]] = defaultdict(list)
     for index, whose, r in summaries:
         by_process[whose].append((index, r))
@@ -73,11 +75,20 @@ def earlier_cycles(summaries: list[tuple[int, Hashable, RankReport]]) -> dict[in
         group.sort(key=lambda item: item[1].captured_from_unix_s or 0.0)
         if not _cycles(group):
             continue
-        latest = group[-1][1]
+        most = max(r.steps.count for _, r in group)
+        keep = max(pos for pos, (_, r) in enumerate(group) if r.steps.count == most)
+        kept = group[keep][1]
         who = f"rank {whose}" if isinstance(whose, int) else f"worker {whose}"
-        for index, r in group[:-1]:
-            out[index] = (
-                f"{r.trace_uri or 'a trace'}: an earlier recording cycle of {who} ({_steps_text(r)}); "
-                f"the latest cycle ({_steps_text(latest)}) is analysed"
-            )
+        for pos, (index, r) in enumerate(group):
+            if pos < keep:
+                out[index] = (
+                    f"{r.trace_uri or 'a trace'}: an earlier recording cycle of {who} ({_steps_text(r)}); "
+                    f"the latest {'full ' if keep < len(group) - 1 else ''}cycle ({_steps_text(kept)}) is analysed"
+                )
+            elif pos > keep:
+                out[index] = (
+                    f"{r.trace_uri or 'a trace'}: a recording cycle of {who} cut short ({_steps_text(r)}: fewer steps "
+                    f"than its cycle of {most}, the profiling ended mid-cycle); the latest full cycle "
+                    f"({_steps_text(kept)}) is analysed"
+                )
     return out

@@ -1,5 +1,6 @@
 """Successive recording cycles of one rank (torch.profiler's schedule with `repeat`) are told from two processes
-claiming one rank: the latest cycle of each is kept, the earlier ones are named in a note."""
+claiming one rank: the latest full cycle of each is kept (not a last one the end of profiling cut short), the
+others are named in a note."""
 
 from __future__ import annotations
 
@@ -66,3 +67,26 @@ def test_another_process_or_a_recording_much_later_is_not_a_cycle() -> None:
     assert earlier_cycles([(0, 0, unnamed), (1, 0, much_later)]) == {}
     soon = _trace(0, 101.0, 101.5, [8, 9]).model_copy(update={"trace_uri": "file:///t/rank0-again.json"})
     assert list(earlier_cycles([(0, 0, unnamed), (1, 0, soon)])) == [0]
+
+
+def test_a_last_cycle_cut_short_by_the_end_of_profiling_is_not_the_one_analysed() -> None:
+    # schedule(wait=1, warmup=1, active=8) with the default repeat=0 and a loop of 12 steps: a full cycle, then a
+    # trace holding ProfilerStep#12 alone when the profiler exits
+    traces = [
+        (0, 0, _trace(0, 100.0, 100.4, [2, 3, 4, 5, 6, 7, 8, 9])),
+        (1, 0, _trace(0, 100.5, 100.51, [12])),
+        (2, 1, _trace(1, 100.0, 100.4, [2, 3, 4, 5, 6, 7, 8, 9])),
+        (3, 1, _trace(1, 100.5, 100.51, [12])),
+    ]
+    notes = earlier_cycles(traces)
+    assert sorted(notes) == [1, 3]
+    assert "a recording cycle of rank 0 cut short (ProfilerStep #12: fewer steps than its cycle of 8" in notes[1]
+    assert "the latest full cycle (ProfilerStep #2-#9) is analysed" in notes[1]
+    three = [  # two full cycles, then one cut short
+        (0, 0, _trace(0, 100.0, 100.2, [2, 3, 4, 5, 6, 7, 8, 9])),
+        (1, 0, _trace(0, 100.3, 100.5, [12, 13, 14, 15, 16, 17, 18, 19])),
+        (2, 0, _trace(0, 100.6, 100.61, [22])),
+    ]
+    notes = earlier_cycles(three)
+    assert sorted(notes) == [0, 2] and "an earlier recording cycle of rank 0" in notes[0]
+    assert "the latest full cycle (ProfilerStep #12-#19) is analysed" in notes[0]
