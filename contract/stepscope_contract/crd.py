@@ -105,7 +105,7 @@ def printer_columns() -> list[dict[str, Any]]:
             "name": "Cause",
             "type": "string",
             "jsonPath": ".status.summary.cause",
-            "description": "why it is slow: compute, host, memory, communication, cpu_contention or hang",
+            "description": "why it is slow: compute, host, memory, communication or hang",
         },
         {
             "name": "Bottleneck",

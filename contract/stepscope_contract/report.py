@@ -24,7 +24,6 @@ class Cause(StrEnum):
     COMMUNICATION = "communication"  # its collectives are slow themselves (not waiting for a late peer)
     MEMORY = "memory"  # memory copies/sets or allocator work
     HANG = "hang"  # did not reach a step boundary
-    CPU_CONTENTION = "cpu_contention"  # its work waited for a CPU: another process on its node takes its CPU time
 
 
 class RankStatus(StrEnum):

@@ -212,16 +212,6 @@ def host_stalls() -> list[Scenario]:
     ]
 
 
-def cpu_neighbours() -> list[Scenario]:
-    """A busy process pinned beside one rank on its CPU (another pod's work on the node), every rank pinned to a CPU:
-    that rank's work waits for a CPU while the others' does not."""
-    return [
-        _gloo("neighbour", "cpu-neighbour-2r-mlp", 2, fault="neighbour", slow_ranks=(1,)),
-        _gloo("neighbour", "cpu-neighbour-2r-loader", 2, model="loader", fault="neighbour", slow_ranks=(0,), seed=1),
-        _gloo("neighbour", "cpu-neighbour-2r-hook", 2, fault="neighbour", slow_ranks=(1,), capture="hook", seed=2),
-    ]
-
-
 def memory_stragglers() -> list[Scenario]:
     """GPU ranks whose memory copies alone are slower (pageable host memory, a slower link): cause `memory`."""
     return [
@@ -302,5 +292,4 @@ def hangs() -> list[Scenario]:
 
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    stragglers += cpu_neighbours()
     return balanced() + uniform() + stragglers + hangs()

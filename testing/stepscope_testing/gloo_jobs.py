@@ -23,8 +23,6 @@ Faults (`fault`, on `slow_ranks`, sized by `amount`):
 - `periodic`: every `period` steps the slow rank blocks `amount` ms after its optimizer step (a checkpoint written
   to slow storage), an intermittent stall; `periodic_cpu`: the same as `amount` ms of plain-Python CPU work (an
   evaluation pass);
-- `neighbour`: every rank is pinned to one CPU (rank modulo the CPUs) and a busy process is pinned beside each
-  slow rank (another pod's work on its node's core);
 - `hang_data`: after a few steps the slow rank blocks forever inside its data loading;
 - `hang_collective`: after a few steps the slow rank enters a barrier while the others all-reduce.
 `truth()` says what a correct diagnosis names. Run as a script: `python -m stepscope_testing.gloo_jobs OUT ...`.
@@ -51,7 +49,7 @@ from typing import Any
 
 HOST_FAULTS = ("collate", "python", "sleep_log", "gc", "annotated", "periodic", "periodic_cpu")
 HANG_FAULTS = ("hang_data", "hang_collective")
-FAULTS = ("none", "uniform", "compute", "neighbour", *HOST_FAULTS, *HANG_FAULTS)
+FAULTS = ("none", "uniform", "compute", *HOST_FAULTS, *HANG_FAULTS)
 MODELS = ("mlp", "cnn", "loader", "accum", "transformer")
 D_MODEL = 128
 WARMUP_STEPS = 2
@@ -83,7 +81,7 @@ class GlooJob:
         """What a correct diagnosis says: the slow ranks and their cause (none for balanced/uniform jobs)."""
         if self.fault in ("none", "uniform"):
             return {"slow_ranks": [], "kind": "balanced" if self.fault == "none" else "uniform"}
-        cause = {"compute": "compute", "neighbour": "cpu_contention"}.get(self.fault, "host")
+        cause = "compute" if self.fault == "compute" else "host"
         if self.fault in HANG_FAULTS:
             cause = "hang"
         return {
@@ -289,7 +287,6 @@ def _worker(rank: int, job_wire: dict[str, Any], port: int, out: str, hook_dir: 
 
     torch.set_num_threads(1)
     torch.manual_seed(job.seed)
-    neighbour = _pin_with_neighbour(job, rank)
     dist.init_process_group("gloo", rank=rank, world_size=job.world, timeout=datetime.timedelta(seconds=600))
     shape = (3, 16, 16) if job.model == "cnn" else (512,)
     model = DistributedDataParallel(_make_model(job.model))
@@ -306,20 +303,6 @@ def _worker(rank: int, job_wire: dict[str, Any], port: int, out: str, hook_dir: 
                 prof.step()
     dist.barrier()
     dist.destroy_process_group()
-    if neighbour is not None:
-        neighbour.kill()
-
-
-def _pin_with_neighbour(job: GlooJob, rank: int) -> subprocess.Popen[bytes] | None:
-    """The `neighbour` fault: this rank pinned to one CPU, and on a slow rank a busy process pinned beside it."""
-    if job.fault != "neighbour":
-        return None
-    cpu = rank % (os.cpu_count() or 1)
-    os.sched_setaffinity(0, {cpu})
-    if rank not in job.slow_ranks:
-        return None
-    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True:\n    pass\n"
-    return subprocess.Popen([sys.executable, "-c", code])
 
 
 def _free_port() -> int:

@@ -90,19 +90,6 @@ CAUSES: tuple[CauseRow, ...] = (
         next_step="Check rank {r}'s network path (NIC, links, NCCL/gloo settings) and its process groups.",
     ),
     CauseRow(
-        cause=Cause.CPU_CONTENTION,
-        cost="",
-        phases=("forward", "backward", "optimizer", "data_loading", "other"),
-        label="time its work waited for a CPU per step (its ops stretched beyond their own cost)",
-        evidence_categories=frozenset({"cpu_op"}),
-        kernel_type=None,
-        wait_weight=1.0,
-        verdict="its work waits for a CPU (another process on its node takes CPU time from it)",
-        next_step="Look at what else runs on rank {r}'s node (kubectl top pods on that node, other pods without CPU "
-        "limits, the training pod's CPU request and limit): give it whole cores (Guaranteed QoS, the kubelet's static "
-        "CPU manager policy) or move it.",
-    ),
-    CauseRow(
         cause=Cause.HANG,
         cost="",
         phases=(),

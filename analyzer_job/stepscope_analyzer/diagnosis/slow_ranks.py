@@ -14,7 +14,6 @@ their collectives. A rank is slow when
    With two ranks this decides which one slows the other.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
 that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it.
-A job with no such rank may still wait for one that other processes starve of CPU (diagnosis.cpu_starved).
 A rank whose cost does not stand out in its median may still stall intermittently (diagnosis.intermittent: a few
 steps far longer, on this rank alone); then its excess is averaged over every recorded step (what the job pays),
 the same floor and wait checks apply, and the slow rank lists the steps it stalled in.
@@ -26,7 +25,6 @@ import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.cpu_starved import Starved, starved_ranks
 from stepscope_analyzer.diagnosis.evidence import (
     cost_evidence,
     name_evidence,
@@ -189,50 +187,5 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
                 evidence=evidence,
             )
         )
-    if not result:
-        result = [_starved(view, s, by_rank, cfg) for s in starved_ranks(view, cfg)]
     result.sort(key=lambda s: (-s.excess_us, s.rank))
     return result
-
-
-def _starved(view: JobView, found: Starved, by_rank: dict[int, RankReport], cfg: DiagnosisConfig) -> SlowRank:
-    """A CPU-starved rank (diagnosis.cpu_starved) as a slow rank: its wall-clock excess is what the job pays."""
-    e, rank = found.effect, found.effect.rank
-    lateness = view.lateness(rank)
-    gain = min(max(min(e.excess_us, lateness), 0.0), 0.9 * view.step_us)
-    best, phase = 0.0, None
-    for name in cause_row(Cause.CPU_CONTENTION).phases:
-        mine, theirs = _per_step_of(view, rank, name, False)
-        if mine - theirs > best:
-            best, phase = mine - theirs, name
-    evidence = [
-        Evidence(
-            metric="wait for a CPU per step",
-            value=found.stretch_us,
-            baseline=found.others_stretch_us,
-            detail=f"its ops were stretched {found.dilation:.2f}x by waiting for a CPU (the other ranks' "
-            f"{found.others_dilation:.2f}x): {found.stretch_us / 1000:,.2f} ms per step vs "
-            f"{found.others_stretch_us / 1000:,.2f} ms",
-        ),
-        Evidence(
-            metric="own time per step (compute + host, wall clock)",
-            value=e.value_us,
-            baseline=e.reference_us,
-            detail=f"{e.value_us / 1000:,.2f} ms vs {e.reference_us / 1000:,.2f} ms on the other ranks (effect size "
-            f"{e.z:.1f}; higher in {e.steps_above} of {e.steps} steps)",
-        ),
-    ]
-    if phase is not None:
-        evidence.append(phase_evidence(view, rank, phase))
-    evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait))
-    return SlowRank(
-        rank=rank,
-        cause=Cause.CPU_CONTENTION,
-        confidence=_confidence(Flag("compute", e, e.excess_us), lateness, e.excess_us, len(by_rank), cfg),
-        slowdown_pct=round(100.0 * gain / max(view.step_us - gain, 1e-9), 1),
-        excess_us=round(gain, 1),
-        phase=phase,
-        effect_z=round(e.z, 1),
-        node=by_rank[rank].node,
-        evidence=evidence,
-    )
