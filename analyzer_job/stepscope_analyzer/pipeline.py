@@ -25,7 +25,7 @@ from stepscope_analyzer.job_groups import split_jobs
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
 from stepscope_analyzer.rank_reading import RankRead, read_rank
-from stepscope_analyzer.recording_cycles import earlier_cycles, worker_of
+from stepscope_analyzer.recording_cycles import cycles_left_out, worker_of
 from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import Store
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
@@ -168,7 +168,7 @@ def assign_ranks(outcomes: list[RankOutcome]) -> None:
     """Plain folders: keep each trace's own rank when free; earlier recording cycles of a rank are left out with a
     note (recording_cycles); a rank claimed twice otherwise, and traces without a rank, get the next free numbers
     (with a note for the former)."""
-    for index, note in earlier_cycles(_processes(outcomes)).items():
+    for index, note in cycles_left_out(_processes(outcomes)).items():
         outcomes[index].skipped = note
     claimed: set[int] = set()
     later: list[RankOutcome] = []

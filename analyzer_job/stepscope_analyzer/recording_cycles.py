@@ -61,7 +61,7 @@ def worker_of(file_name: str) -> str | None:
     return match.group("worker") if match else None
 
 
-def earlier_cycles(summaries: list[tuple[int, Hashable, RankReport]]) -> dict[int, str]:
+def cycles_left_out(summaries: list[tuple[int, Hashable, RankReport]]) -> dict[int, str]:
     """For (index, whose, summary) of analysed traces, `whose` saying which process recorded it (its rank, or its
     worker name when the trace has no rank): index -> note, for each trace that is a recording cycle of a process
     other than the one kept (its latest cycle with the most steps)."""

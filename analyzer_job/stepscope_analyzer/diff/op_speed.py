@@ -12,14 +12,13 @@ moves them alike too, and the step also holds time blocked in collectives, which
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
+from stepscope_analyzer.analyses.phase_names import COMM, STEP
 from stepscope_analyzer.diff.name_deltas import NameTimes
 
 KINDS = frozenset({"cpu_op", "kernel"})
 """the per-call work compared (communication, memory copies and annotations are left out)"""
-NOT_WORK = re.compile(r"^(gloo:|nccl:|c10d::|record_param_comms$|ProfilerStep#)")
 SAME_CALLS = 0.01
 """calls per step may differ by this share and still count as unchanged"""
 MIN_OPS = 5
@@ -42,7 +41,7 @@ def unchanged_op_speed(baseline: NameTimes, candidate: NameTimes) -> OpSpeed | N
     total = 0.0
     for key in baseline.us:
         kind, name = key
-        if kind not in KINDS or NOT_WORK.search(name):
+        if kind not in KINDS or COMM.search(name) or STEP.search(name):  # collectives and step spans are not work
             continue
         b_us, b_calls = baseline.per_step(key)
         total += b_us
