@@ -65,7 +65,11 @@ def run_gate(
     except BaselineError as exc:
         log(f"no comparison: {exc}")
         return GateOutcome((ConditionStatus.UNKNOWN, exc.reason, str(exc)))
-    config = DiffConfig(max_regression_pct=spec.gate.max_regression_percent, confidence=spec.gate.confidence)
+    config = DiffConfig(
+        max_regression_pct=spec.gate.max_regression_percent,
+        confidence=spec.gate.confidence,
+        wall_clock=spec.gate.wall_clock,
+    )
     diff = diff_reports(base_report, report, config, baseline_source=baseline.source, candidate_source=report_dir.uri)
     store.write(report_dir.key(DIFF_JSON), model_json_bytes(diff), "application/json")
     diff_url = store.write(report_dir.key(DIFF_HTML), diff_html_bytes(diff), "text/html; charset=utf-8")

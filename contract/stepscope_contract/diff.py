@@ -3,7 +3,9 @@
 Times are µs. A "step" is one training step of the job; per-step figures are means over the analysed ranks'
 recorded steps (sum over ranks / steps over ranks). `regression_pct` is how much slower the candidate's steps are
 than the baseline's (negative: faster), with a confidence interval over both sides' step-to-step noise; the
-verdict is taken on that interval (docs/design.md, "Regression gate").
+verdict is taken on that interval (docs/design.md, "Regression gate"). With `at_equal_op_speed` (the default when
+enough ops are unchanged) it is the slowdown left after the machine's speed (the unchanged ops' per-call change) is
+taken out; `step_regression_pct` is always the measured, wall-clock one.
 """
 
 from __future__ import annotations
@@ -98,10 +100,22 @@ class DiffResult(DiffModel):
         description="two-sided level of the interval; its lower bound is a one-sided (1 + confidence) / 2 bound"
     )
     regression_pct: float | None = Field(
-        default=None, description="Hodges-Lehmann estimate: how much slower the candidate's steps are, in %"
+        default=None,
+        description="Hodges-Lehmann estimate: how much slower the candidate's steps are, in %; at equal op speed "
+        "when at_equal_op_speed (the decision is taken on it and its interval)",
     )
     regression_ci_low_pct: float | None = Field(default=None, description="lower end of the interval, in %")
     regression_ci_high_pct: float | None = Field(default=None, description="upper end of the interval, in %")
+    at_equal_op_speed: bool = Field(
+        default=False,
+        description="regression_pct is the steps' slowdown less the unchanged ops' per-call one (the machine's "
+        "speed between the recordings); false: the measured steps (--wall-clock, or too few unchanged ops)",
+    )
+    step_regression_pct: float | None = Field(
+        default=None, description="the measured (wall-clock) steps' slowdown, in %, Hodges-Lehmann estimate"
+    )
+    step_regression_ci_low_pct: float | None = Field(default=None, description="its interval's lower end, in %")
+    step_regression_ci_high_pct: float | None = Field(default=None, description="its interval's upper end, in %")
     method: str = Field(default="", description="the statistic, in words")
     baseline: SideSummary
     candidate: SideSummary
@@ -112,9 +126,11 @@ class DiffResult(DiffModel):
     unchanged_ops_speed_pct: float | None = Field(
         default=None,
         description="how much slower (+) or faster (-) per call, in %, the ops and kernels with the same calls per "
-        "step on both sides ran in the candidate (time-weighted median); the whole machine's speed moves them all "
-        "alike, a code change only those it touches. Information, not part of the decision; null when too few ops "
-        "are unchanged",
+        "step on both sides ran in the candidate (weighted median, no op above 10% of the weight); the whole "
+        "machine's speed moves them all alike, a code change only those it touches. Null when too few ops are "
+        "unchanged",
     )
+    unchanged_ops_speed_ci_low_pct: float | None = Field(default=None, description="its interval's lower end, in %")
+    unchanged_ops_speed_ci_high_pct: float | None = Field(default=None, description="its interval's upper end, in %")
     unchanged_ops: int = Field(default=0, description="how many ops and kernels that figure is over")
     notes: list[str] = Field(default_factory=list, description="what limits the comparison")

@@ -264,6 +264,11 @@ class GateSpec(CamelModel):
     confidence: Annotated[float, Field(ge=0.5, le=0.999)] = Field(
         default=0.90, description="two-sided level of the interval of the slowdown; its lower end decides"
     )
+    wall_clock: bool = Field(
+        default=False,
+        description="decide on the measured step times; by default the steps are compared at equal op speed (the "
+        "per-call change of the ops that did not change is taken for the machine's speed and taken out)",
+    )
 
 
 def same_store(a: str, b: str) -> bool:

@@ -17,7 +17,8 @@ BASE = {"targets": {"jobRef": {"kind": "Job", "name": "train"}}, "storage": {"ur
 def test_no_baseline_by_default_and_gate_defaults() -> None:
     spec = ProfileSessionSpec.model_validate(BASE)
     assert spec.baseline is None
-    assert spec.gate == GateSpec(max_regression_percent=10.0, confidence=0.90)
+    assert spec.gate == GateSpec(max_regression_percent=10.0, confidence=0.90, wall_clock=False)
+    assert ProfileSessionSpec.model_validate({**BASE, "gate": {"wallClock": True}}).gate.wall_clock
 
 
 def test_baseline_is_a_session_or_a_uri_in_the_same_store() -> None:

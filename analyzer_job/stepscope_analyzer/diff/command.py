@@ -58,6 +58,12 @@ def diff_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="stepscope-diff", help="output folder")
     p.add_argument("--max-regression", type=_percent, default=10.0, metavar="PCT", help="allowed slowdown, %%")
     p.add_argument("--confidence", type=_level, default=0.90, help="two-sided level of the interval")
+    p.add_argument(
+        "--wall-clock",
+        action="store_true",
+        help="decide on the measured step times (default: at equal op speed, the unchanged ops' per-call change "
+        "taken for the machine's speed and taken out)",
+    )
     p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
     p.add_argument("--region", default=None, help="object store region")
     p.add_argument(
@@ -85,7 +91,7 @@ def diff_main(argv: list[str]) -> int:
     except SideError as exc:
         print(f"stepscope diff: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE
-    config = DiffConfig(max_regression_pct=args.max_regression, confidence=args.confidence)
+    config = DiffConfig(max_regression_pct=args.max_regression, confidence=args.confidence, wall_clock=args.wall_clock)
     diff = diff_reports(baseline, candidate, config, baseline_source=args.baseline, candidate_source=args.candidate)
     out = Path(args.output)
     try:

@@ -6,6 +6,12 @@ slowdown is above max_regression_pct, i.e. it is slower by more than the gate al
 one-sided confidence; it improved when the baseline is slower than the candidate by more than max_regression_pct
 with the same confidence (the mirror image: swapping the sides of a regressed pair gives an improvement), i.e. the
 upper end is below 1 / (1 + max_regression_pct / 100) - 1; anything else passes.
+By default the interval is that of the steps at equal op speed: the wall-clock shift less the unchanged ops'
+per-call shift (op_speed.py), the two intervals' half-widths added in quadrature, so two recordings of the same code
+on a machine whose speed moved between them compare equal. `wall_clock=True` (or too few unchanged ops) decides on
+the measured steps alone. At equal op speed a measured slowdown whose own interval clears the gate also fails
+unless taking the machine's speed out brings its estimate within the gate: the speed figure may explain a measured
+regression away, its uncertainty may not (and the mirror for an improvement).
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ METHOD = (
     "Hodges-Lehmann shift of log step time (median of every candidate/baseline ratio of job steps; a job step is "
     "the median over the ranks of their k-th step), distribution-free Moses interval"
 )
+AT_EQUAL_SPEED = (
+    "; at equal op speed: less the weighted median of the unchanged ops' per-call log ratios (interval of a weighted "
+    "median), the half-widths added in quadrature"
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +53,8 @@ class DiffConfig:
     max_regression_pct: float = 10.0
     confidence: float = 0.90
     top_changes: int = 50
+    wall_clock: bool = False
+    """decide on the measured step times, not at equal op speed"""
 
     def __post_init__(self) -> None:
         if not 0.0 < self.confidence < 1.0:
@@ -115,43 +127,74 @@ def _notes(baseline: Report, candidate: Report, has_phases: bool) -> list[str]:
     return notes
 
 
-def _speed_note(speed: OpSpeed | None, step_pct: float | None) -> list[str]:
+def _speed_note(speed: OpSpeed | None, step_pct: float | None, adjusted: bool) -> list[str]:
     """A note when the unchanged ops moved together by as much as the gate cares about (op_speed.py)."""
     if speed is None or abs(speed.pct) < SPEED_NOTE_PCT:
         return []
     way = f"{speed.pct:.1f}% slower" if speed.pct > 0 else f"{-speed.pct:.1f}% faster"
-    step = f" (steps: {step_pct:+.1f}%)" if step_pct is not None else ""
+    step = f" (measured steps: {step_pct:+.1f}%)" if step_pct is not None else ""
+    head = f"the {speed.ops} ops and kernels with the same calls on both sides ran {way} per call in the candidate"
+    head += step
+    if adjusted:
+        return [
+            f"{head}: the steps are compared at equal op speed, taking that for the machine's speed between the "
+            "recordings; a change that slows every op alike reads the same way (--wall-clock, or spec.gate.wallClock, "
+            "decides on the measured steps)"
+        ]
     return [
-        f"the {speed.ops} ops and kernels with the same calls on both sides ran {way} per call in the candidate"
-        f"{step}: the machine's speed differed between the recordings, or a change touched every op alike; "
+        f"{head}: the machine's speed differed between the recordings, or a change touched every op alike; "
         "compare the top changes (new or more calls are the code's)"
     ]
 
 
-def _decide(shift: Shift | None, steps: tuple[int, int], config: DiffConfig) -> tuple[DiffVerdict, str]:
+def at_equal_speed(shift: Shift, speed: OpSpeed) -> Shift:
+    """The steps' shift less the ops' per-call shift; each end widened by both intervals' half-widths in quadrature."""
+    estimate = shift.estimate - speed.log_ratio
+    low = high = None
+    if shift.low is not None:
+        low = estimate - math.hypot(shift.estimate - shift.low, speed.log_high - speed.log_ratio)
+    if shift.high is not None:
+        high = estimate + math.hypot(shift.high - shift.estimate, speed.log_ratio - speed.log_low)
+    return Shift(estimate=estimate, low=low, high=high, pairs=shift.pairs)
+
+
+def _decide(
+    shift: Shift | None, measured: Shift | None, steps: tuple[int, int], config: DiffConfig
+) -> tuple[DiffVerdict, str]:
+    """`shift` decides; when it is at equal op speed (not `measured` itself), a measured slowdown confidently beyond
+    the gate fails too unless taking the machine's speed out brings its estimate within the gate (module docstring)."""
     gate = config.max_regression_pct
+    faster_gate = -100.0 * gate / (100.0 + gate)  # the mirror of the gate: the baseline slower than allowed
     level = f"{config.confidence:.0%}"
-    if min(steps) < MIN_STEPS or shift is None:
+    if min(steps) < MIN_STEPS or shift is None or measured is None:
         return DiffVerdict.UNUSABLE, (
             f"too few steps to compare (baseline {steps[0]}, candidate {steps[1]}; the gate needs at least "
             f"{MIN_STEPS} per side): record more steps"
         )
-    est = _pct(shift.estimate) or 0.0
-    low, high = _pct(shift.low), _pct(shift.high)
-    if low is None or high is None:
+    est, low, high = _pct(shift.estimate) or 0.0, _pct(shift.low), _pct(shift.high)
+    m_est, m_low, m_high = _pct(measured.estimate) or 0.0, _pct(measured.low), _pct(measured.high)
+    if low is None or high is None or m_low is None or m_high is None:
         return DiffVerdict.UNUSABLE, (
             f"{steps[0]} and {steps[1]} steps are too few for a {level} interval: record more steps"
         )
     where = f"{level} interval {low:+.1f}% to {high:+.1f}%"
+    adjusted = shift is not measured
+    than = "than the baseline at equal op speed" if adjusted else "than the baseline"
+    also = f"; measured {m_est:+.1f}%" if adjusted else ""
     if low > gate:
         return (
             DiffVerdict.REGRESSED,
-            f"steps are {est:.1f}% slower than the baseline ({where}): more than the {gate:g}% allowed",
+            f"steps are {est:.1f}% slower {than} ({where}{also}): more than the {gate:g}% allowed",
         )
-    if high < -100.0 * gate / (100.0 + gate):  # the baseline is slower than allowed: the mirror of a regression
-        return DiffVerdict.IMPROVED, f"steps are {-est:.1f}% faster than the baseline ({where})"
+    if adjusted and m_low > gate and est > gate:
+        return DiffVerdict.REGRESSED, (
+            f"steps are {m_est:.1f}% slower than the baseline ({level} interval {m_low:+.1f}% to {m_high:+.1f}%), "
+            f"{est:.1f}% at equal op speed: more than the {gate:g}% allowed"
+        )
+    if high < faster_gate or (adjusted and m_high < faster_gate and est < faster_gate):
+        return DiffVerdict.IMPROVED, f"steps are {-est:.1f}% faster {than} ({where}{also})"
     slower = f"{est:.1f}% slower" if est >= 0 else f"{-est:.1f}% faster"
-    return DiffVerdict.PASSED, f"steps are {slower} than the baseline ({where}): not shown to exceed {gate:g}%"
+    return DiffVerdict.PASSED, f"steps are {slower} {than} ({where}{also}): not shown to exceed {gate:g}%"
 
 
 def _lead(changes: list[TopChange], verdict: DiffVerdict) -> str:
@@ -177,11 +220,13 @@ def diff_reports(
     cfg = config or DiffConfig()
     b_steps, c_steps = job_steps(baseline), job_steps(candidate)
     counts = (len(b_steps.log_us), len(c_steps.log_us))
-    shift = hodges_lehmann(b_steps.log_us, c_steps.log_us, cfg.confidence) if min(counts) > 0 else None
-    verdict, reason = _decide(shift, counts, cfg)
+    measured = hodges_lehmann(b_steps.log_us, c_steps.log_us, cfg.confidence) if min(counts) > 0 else None
     b_names, c_names = name_times(baseline), name_times(candidate)
+    speed = unchanged_op_speed(b_names, c_names, cfg.confidence)
+    adjusted = measured is not None and speed is not None and not cfg.wall_clock
+    shift = at_equal_speed(measured, speed) if adjusted and measured and speed else measured
+    verdict, reason = _decide(shift, measured, counts, cfg)
     changes = name_changes(b_names, c_names)
-    speed = unchanged_op_speed(b_names, c_names)
     reason += _lead(changes, verdict)
     phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
     return DiffResult(
@@ -194,7 +239,11 @@ def diff_reports(
         regression_pct=_pct(shift.estimate) if shift else None,
         regression_ci_low_pct=_pct(shift.low) if shift else None,
         regression_ci_high_pct=_pct(shift.high) if shift else None,
-        method=METHOD,
+        at_equal_op_speed=adjusted,
+        step_regression_pct=_pct(measured.estimate) if measured else None,
+        step_regression_ci_low_pct=_pct(measured.low) if measured else None,
+        step_regression_ci_high_pct=_pct(measured.high) if measured else None,
+        method=METHOD + (AT_EQUAL_SPEED if adjusted else ""),
         baseline=side_summary(baseline, baseline_source, counts[0]),
         candidate=side_summary(candidate, candidate_source, counts[1]),
         top_changes=changes[: cfg.top_changes],
@@ -202,6 +251,9 @@ def diff_reports(
         phases=phases,
         ranks=rank_deltas(baseline, candidate),
         unchanged_ops_speed_pct=round(speed.pct, 2) if speed else None,
+        unchanged_ops_speed_ci_low_pct=round(speed.low_pct, 2) if speed else None,
+        unchanged_ops_speed_ci_high_pct=round(speed.high_pct, 2) if speed else None,
         unchanged_ops=speed.ops if speed else 0,
-        notes=_notes(baseline, candidate, bool(phases)) + _speed_note(speed, _pct(shift.estimate) if shift else None),
+        notes=_notes(baseline, candidate, bool(phases))
+        + _speed_note(speed, _pct(measured.estimate) if measured else None, adjusted),
     )

@@ -82,6 +82,16 @@ def test_added_work_on_every_rank_fails_and_is_named(
     assert top["aten::tanh"].count_delta == pytest.approx(ADDED_ROUNDS)  # calls per step, per rank
     assert top["added_work"].count_delta == pytest.approx(1.0)
     assert "added_work" in result.stdout
+    assert d.at_equal_op_speed and d.unchanged_ops >= 5 and d.step_regression_pct is not None
+    # --wall-clock decides on the measured steps
+    wall = tmp_path / "wall"
+    measured = _run(
+        [*diff_cmd, str(runs["base"]), str(runs["slow"]), "-o", str(wall), "--max-regression", GATE, "--wall-clock"]
+    )
+    assert measured.returncode == 1, measured.stdout + measured.stderr
+    w = _diff(wall)
+    assert not w.at_equal_op_speed and w.regression_pct == w.step_regression_pct == d.step_regression_pct
+    assert "at equal op speed" not in w.reason and "at equal op speed" in d.reason
     # reversed, the same pair is an improvement: not a regression
     back = tmp_path / "back"
     swapped = _run([*diff_cmd, str(runs["slow"]), str(runs["base"]), "-o", str(back), "--max-regression", GATE])

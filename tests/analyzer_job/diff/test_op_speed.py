@@ -1,5 +1,6 @@
 """The unchanged ops' per-call speed: every op slower alike (a slower machine) reads as that factor, added work or
-one slower op does not move it, too few unchanged ops give none, and the diff carries it with a note."""
+one slower op (even the largest) does not move it, its interval widens with the ops' disagreement, too few unchanged
+ops give none; the gate compares steps at equal op speed with it, or on the measured steps with wall_clock."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from report_maker import noisy_job, rank, report
 from stepscope_analyzer.diff import DiffConfig, diff_reports
 from stepscope_analyzer.diff.name_deltas import name_times
 from stepscope_analyzer.diff.op_speed import unchanged_op_speed
+from stepscope_contract.diff import DiffVerdict
 from stepscope_contract.report import Report
 
 pytestmark = pytest.mark.unit
@@ -37,6 +39,24 @@ def test_added_work_and_one_slower_op_leave_it_alone() -> None:
     assert speed(OPS, more) == pytest.approx(0.0)
 
 
+def test_one_op_holding_most_of_the_time_does_not_decide_it() -> None:
+    big = OPS | {"aten::addmm": (200_000.0, 100)}  # 85% of the op time
+    found = unchanged_op_speed(name_times(job(big)), name_times(job(big | {"aten::addmm": (400_000.0, 100)})))
+    assert found is not None and found.pct == pytest.approx(0.0)  # its 2x is the code's, not the machine's
+    assert found.ops == len(big) and found.share == pytest.approx(1.0)
+
+
+def test_the_interval_holds_the_estimate_and_widens_when_the_ops_disagree() -> None:
+    alike = unchanged_op_speed(name_times(job(OPS)), name_times(job({n: (t * 1.2, c) for n, (t, c) in OPS.items()})))
+    assert alike is not None and alike.low_pct == pytest.approx(20.0) and alike.high_pct == pytest.approx(20.0)
+    spread = {n: (t * (1.0 + 0.05 * i), c) for i, (n, (t, c)) in enumerate(OPS.items())}  # 0% .. +35%
+    found = unchanged_op_speed(name_times(job(OPS)), name_times(job(spread)))
+    assert found is not None and found.low_pct < found.pct < found.high_pct
+    assert found.low_pct >= 0.0 and found.high_pct <= 35.0 + 1e-9
+    wider = unchanged_op_speed(name_times(job(OPS)), name_times(job(spread)), confidence=0.99)
+    assert wider is not None and wider.high_pct - wider.low_pct >= found.high_pct - found.low_pct
+
+
 def test_too_few_unchanged_ops_say_nothing() -> None:
     assert speed(OPS, {n: (t, c * 2) for n, (t, c) in OPS.items()}) is None  # every op called twice as often
     assert speed(dict(list(OPS.items())[:3]), dict(list(OPS.items())[:3])) is None  # three ops
@@ -48,11 +68,73 @@ def test_collectives_and_step_spans_are_not_work() -> None:
     assert speed(base, cand) == pytest.approx(0.0)
 
 
-def test_the_diff_carries_it_and_notes_a_machine_wide_shift() -> None:
-    slower = {n: (t * 1.18, c) for n, (t, c) in OPS.items()}
-    d = diff_reports(job(OPS), job(slower, 59_000.0), DiffConfig(max_regression_pct=15.0))
-    assert d.unchanged_ops_speed_pct == pytest.approx(18.0) and d.unchanged_ops == len(OPS)
-    assert any("ran 18.0% slower per call" in n and "machine's speed" in n for n in d.notes), d.notes
+def test_the_same_code_on_a_slower_machine_passes_at_equal_op_speed_and_fails_on_wall_clock() -> None:
+    slower = {n: (t * 1.3, c) for n, (t, c) in OPS.items()}  # every op 30% slower per call, steps too
+    d = diff_reports(job(OPS), job(slower, 65_000.0), DiffConfig(max_regression_pct=15.0))
+    assert d.verdict is DiffVerdict.PASSED and d.at_equal_op_speed
+    assert d.regression_pct == pytest.approx(0.0, abs=1e-6) and d.step_regression_pct == pytest.approx(30.0)
+    assert d.unchanged_ops_speed_pct == pytest.approx(30.0) and d.unchanged_ops == len(OPS)
+    assert "at equal op speed" in d.reason and "equal op speed" in d.method
+    assert any("ran 30.0% slower per call" in n and "--wall-clock" in n for n in d.notes), d.notes
+    wall = diff_reports(job(OPS), job(slower, 65_000.0), DiffConfig(max_regression_pct=15.0, wall_clock=True))
+    assert wall.verdict is DiffVerdict.REGRESSED and not wall.at_equal_op_speed
+    assert wall.regression_pct == pytest.approx(30.0) and "at equal op speed" not in wall.reason
+    assert any("machine's speed differed" in n for n in wall.notes), wall.notes
+
+
+def test_added_work_on_a_faster_machine_is_caught_at_equal_op_speed() -> None:
+    # the candidate's machine ran every op 15% faster; its added work makes the step 30% longer at that speed
+    faster = {n: (t * 0.85, c) for n, (t, c) in OPS.items()} | {"added_work": (5_000.0 * 10, 10)}
+    d = diff_reports(job(OPS), job(faster, 50_000.0 * 0.85 * 1.3), DiffConfig(max_regression_pct=15.0))
+    assert d.step_regression_pct == pytest.approx(10.5)  # measured: within the gate
+    assert d.verdict is DiffVerdict.REGRESSED and d.regression_pct == pytest.approx(30.0)
+    assert d.top_changes[0].name == "added_work"
+    low, high, est = d.regression_ci_low_pct, d.regression_ci_high_pct, d.regression_pct
+    assert low is not None and high is not None and est is not None and low <= est <= high
+    wall = diff_reports(
+        job(OPS), job(faster, 50_000.0 * 0.85 * 1.3), DiffConfig(max_regression_pct=15.0, wall_clock=True)
+    )
+    assert wall.verdict is DiffVerdict.PASSED
+
+
+def test_the_speed_figures_uncertainty_widens_the_gates_interval() -> None:
+    spread = {n: (t * (1.0 + 0.05 * i), c) for i, (n, (t, c)) in enumerate(OPS.items())}
+    steps = [50_000.0 * (1 + 0.01 * (k % 5)) for k in range(10)]
+    base = report([rank(r, steps, functions=OPS) for r in range(2)])
+    cand = report([rank(r, [s * 1.15 for s in steps], functions=spread) for r in range(2)])
+    d = diff_reports(base, cand, DiffConfig())
+    wall = diff_reports(base, cand, DiffConfig(wall_clock=True))
+    assert d.at_equal_op_speed and d.unchanged_ops_speed_ci_low_pct is not None
+    assert (
+        d.unchanged_ops_speed_ci_low_pct < (d.unchanged_ops_speed_pct or 0) < (d.unchanged_ops_speed_ci_high_pct or 0)
+    )
+    width = (d.regression_ci_high_pct or 0) - (d.regression_ci_low_pct or 0)
+    assert width > (wall.regression_ci_high_pct or 0) - (wall.regression_ci_low_pct or 0)
+
+
+def test_without_enough_unchanged_ops_the_measured_steps_decide() -> None:
+    d = diff_reports(noisy_job(seed=1), noisy_job(seed=2))
+    assert d.unchanged_ops_speed_pct is None and not d.at_equal_op_speed  # no ops listed
+    assert d.regression_pct == d.step_regression_pct and "at equal op speed" not in d.reason
     same = diff_reports(job(OPS), job(OPS), DiffConfig())
     assert same.unchanged_ops_speed_pct == pytest.approx(0.0) and not any("per call" in n for n in same.notes)
-    assert diff_reports(noisy_job(seed=1), noisy_job(seed=2)).unchanged_ops_speed_pct is None  # no ops listed
+
+
+def test_a_measured_regression_fails_unless_the_machines_speed_explains_it() -> None:
+    steps = [50_000.0 * (1 + 0.01 * (k % 5)) for k in range(10)]
+    base = report([rank(r, steps, functions=OPS) for r in range(2)])
+    # the ops disagree (0% .. +70% per call, their weighted median +15%): the speed figure is uncertain, the
+    # measured steps are 40% slower with confidence, and +15% does not explain that away
+    ratios = [1.7, 1.6, 1.5, 1.0, 1.05, 1.1, 1.15, 1.2]
+    spread = {n: (t * f, c) for f, (n, (t, c)) in zip(ratios, OPS.items(), strict=True)}
+    gate = DiffConfig(max_regression_pct=15.0)
+    d = diff_reports(base, report([rank(r, [s * 1.4 for s in steps], functions=spread) for r in range(2)]), gate)
+    assert d.unchanged_ops_speed_pct == pytest.approx(15.0)
+    assert d.regression_ci_low_pct is not None and d.regression_ci_low_pct < 15.0  # not confident at equal speed
+    assert d.verdict is DiffVerdict.REGRESSED and d.regression_pct == pytest.approx(100 * (1.4 / 1.15 - 1))
+    assert "40.0% slower than the baseline" in d.reason and "21.7% at equal op speed" in d.reason
+    # every op 35% slower: the machine explains the measured +40%
+    alike = {n: (t * 1.35, c) for n, (t, c) in OPS.items()}
+    ok = diff_reports(base, report([rank(r, [s * 1.4 for s in steps], functions=alike) for r in range(2)]), gate)
+    assert ok.verdict is DiffVerdict.PASSED and ok.step_regression_pct == pytest.approx(40.0)
+    assert "measured +40.0%" in ok.reason
