@@ -489,6 +489,10 @@ class VsBaseline(ReportModel):
     regression_pct: float | None = None
     regression_ci_low_pct: float | None = None
     regression_ci_high_pct: float | None = None
+    at_equal_op_speed: bool = Field(
+        default=False, description="regression_pct is at equal op speed (diff.json: the machine's speed taken out)"
+    )
+    step_regression_pct: float | None = Field(default=None, description="the measured (wall-clock) steps' slowdown")
     top_changes: list[BaselineChange] = Field(default_factory=list, description="largest |delta| first (at most 20)")
     diff_url: str | None = Field(default=None, description="report/diff.html")
 

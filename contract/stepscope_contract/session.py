@@ -425,9 +425,16 @@ class ReportSummary(CamelModel):
     gate: Annotated[str, Field(max_length=16)] | None = Field(
         default=None, description="against spec.baseline: passed, regressed, improved or unusable"
     )
-    regression_percent: float | None = Field(default=None, description="how much slower than the baseline, in %")
+    regression_percent: float | None = Field(
+        default=None,
+        description="how much slower than the baseline, in %: at equal op speed unless spec.gate.wallClock (what "
+        "the gate decided on)",
+    )
     regression_low_percent: float | None = Field(default=None, description="lower end of its interval")
     regression_high_percent: float | None = Field(default=None, description="upper end of its interval")
+    step_regression_percent: float | None = Field(
+        default=None, description="how much slower the measured (wall-clock) steps are than the baseline's, in %"
+    )
     baseline: Annotated[str, Field(max_length=2048)] | None = Field(default=None, description="the baseline used")
     top_changes: Annotated[list[GateChange], Field(max_length=MAX_SUMMARY_CHANGES)] | None = Field(
         default=None, description="largest changes against the baseline first"

@@ -21,7 +21,7 @@ phase=$(get '{.status.phase}')
 regressed=$(get '{.status.conditions[?(@.type=="Regressed")].status}')
 echo "phase:        $phase: $(get '{.status.message}')"
 echo "step:         median $(get '{.status.summary.medianStepMs}') ms, p90 $(get '{.status.summary.p90StepMs}') ms"
-echo "vs baseline:  $(get '{.status.summary.regressionPercent}')% (interval $(get '{.status.summary.regressionLowPercent}')% to $(get '{.status.summary.regressionHighPercent}')%)"
+echo "vs baseline:  $(get '{.status.summary.regressionPercent}')% (interval $(get '{.status.summary.regressionLowPercent}')% to $(get '{.status.summary.regressionHighPercent}')%), measured steps $(get '{.status.summary.stepRegressionPercent}')%"
 echo "top changes:  $(get '{range .status.summary.topChanges[*]}{.name} ({.change}) {.deltaUsPerStep} us/step; {end}')"
 echo "report:       $(get '{.status.reportURL}')"
 if [ "$phase" = Failed ]; then

@@ -42,6 +42,7 @@ def test_passed_regressed_failed_undecided() -> None:
         regressionPercent=40.0,
         regressionLowPercent=30.0,
         regressionHighPercent=50.0,
+        stepRegressionPercent=44.5,
         baseline="main",
         topChanges=[
             {"name": "added_work", "kind": "user_annotation", "change": "added", "baselineUsPerStep": 0,
@@ -51,7 +52,8 @@ def test_passed_regressed_failed_undecided() -> None:
     code, lines = judge(regressed) or (None, [])
     assert code == FAILED_GATE
     text = "\n".join(lines)
-    assert "vs baseline main: +40.0% (interval +30.0% to +50.0%)" in text and "added_work" in text
+    assert "vs baseline main: +40.0% (interval +30.0% to +50.0%), measured steps +44.5%" in text
+    assert "added_work" in text
     assert "gate failed: steps are 40% slower" in text
     failed = judge(_session("Failed", _cond("Finished", "True", "NoTargets")))
     assert failed is not None and failed[0] == UNUSABLE

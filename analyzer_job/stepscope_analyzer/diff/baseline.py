@@ -93,6 +93,8 @@ def vs_baseline(diff: DiffResult, baseline: Baseline, diff_url: str | None) -> V
         regression_pct=diff.regression_pct,
         regression_ci_low_pct=diff.regression_ci_low_pct,
         regression_ci_high_pct=diff.regression_ci_high_pct,
+        at_equal_op_speed=diff.at_equal_op_speed,
+        step_regression_pct=diff.step_regression_pct,
         top_changes=[
             BaselineChange(
                 name=c.name,
@@ -133,6 +135,7 @@ def gate_summary(summary: ReportSummary, diff: DiffResult, baseline: Baseline) -
             "regression_percent": _round(diff.regression_pct),
             "regression_low_percent": _round(diff.regression_ci_low_pct),
             "regression_high_percent": _round(diff.regression_ci_high_pct),
+            "step_regression_percent": _round(diff.step_regression_pct),
             "baseline": baseline.session or baseline.source[:2048],
             "top_changes": changes,
         }

@@ -76,6 +76,9 @@ def test_a_named_baseline_is_found_in_the_index_and_a_regression_fails(tmp_path:
     summary = gate.into_summary(ReportSummary(verdict="v"))
     assert summary.gate == "regressed" and summary.baseline == "main"
     assert summary.regression_low_percent is not None and summary.regression_low_percent > 15
+    # no ops listed on either side: the measured steps decided, and both figures say so
+    assert summary.step_regression_percent == summary.regression_percent and not section.at_equal_op_speed
+    assert section.step_regression_pct == section.regression_pct
     assert (
         summary.top_changes and summary.top_changes[0].name == "added_work" and summary.top_changes[0].change == "added"
     )
