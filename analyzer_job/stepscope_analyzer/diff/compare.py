@@ -138,8 +138,8 @@ def _speed_note(speed: OpSpeed | None, step_pct: float | None, adjusted: bool) -
     if adjusted:
         return [
             f"{head}: the steps are compared at equal op speed, taking that for the machine's speed between the "
-            "recordings; a change that slows every op alike reads the same way (--wall-clock, or spec.gate.wallClock, "
-            "decides on the measured steps)"
+            "recordings; a change that slows every op alike (larger inputs, thread settings) reads the same way "
+            "(--wall-clock, or spec.gate.wallClock, decides on the measured steps)"
         ]
     return [
         f"{head}: the machine's speed differed between the recordings, or a change touched every op alike; "
