@@ -125,7 +125,8 @@ class DiffResult(DiffModel):
     ranks: list[RankDelta] = Field(default_factory=list)
     unchanged_ops_speed_pct: float | None = Field(
         default=None,
-        description="how much slower (+) or faster (-) per call, in %, the ops and kernels with the same calls per "
+        description="how much slower (+) or faster (-) per call, in %, the ops (kernels, where the ranks list GPU "
+        "kernels) with the same calls per "
         "step on both sides ran in the candidate (weighted median, no op above 10% of the weight); the whole "
         "machine's speed moves them all alike, a code change only those it touches. Null when too few ops are "
         "unchanged",

@@ -1,5 +1,5 @@
-"""How much slower or faster per call the work that did not change ran: the ops and kernels present on both sides
-with the same calls per step, with an interval. Pure.
+"""How much slower or faster per call the work that did not change ran: the ops (on GPU ranks the kernels) present on
+both sides with the same calls per step, with an interval. Pure.
 
 Two recordings of the same code on a shared machine differ by whatever the machine did meanwhile (other tenants, CPU
 frequency, a noisy neighbour): that moves every op's time per call together. A code change moves the ops it touches
@@ -20,8 +20,11 @@ from statistics import NormalDist
 from stepscope_analyzer.analyses.phase_names import COMM, STEP
 from stepscope_analyzer.diff.name_deltas import NameTimes
 
-KINDS = frozenset({"cpu_op", "kernel"})
-"""the per-call work compared (communication, memory copies and annotations are left out)"""
+KINDS = frozenset({"cpu_op"})
+"""the per-call work compared on CPU ranks (communication, memory copies and annotations are left out)"""
+GPU_KINDS = frozenset({"kernel"})
+"""where the baseline lists GPU kernels: a GPU step follows its device's speed, and the host ops' inclusive times
+there hold waits for the device"""
 SAME_CALLS = 0.01
 """calls per step may differ by this share and still count as unchanged"""
 MIN_OPS = 5
@@ -70,9 +73,10 @@ def unchanged_op_speed(baseline: NameTimes, candidate: NameTimes, confidence: fl
     """The per-call change of the unchanged ops, or None when too few ops are unchanged to say."""
     rows: list[tuple[float, float]] = []
     total = 0.0
+    kinds = GPU_KINDS if any(kind in GPU_KINDS for kind, _ in baseline.us) else KINDS
     for key in baseline.us:
         kind, name = key
-        if kind not in KINDS or COMM.search(name) or STEP.search(name):  # collectives and step spans are not work
+        if kind not in kinds or COMM.search(name) or STEP.search(name):  # collectives and step spans are not work
             continue
         b_us, b_calls = baseline.per_step(key)
         total += b_us

@@ -138,3 +138,18 @@ def test_a_measured_regression_fails_unless_the_machines_speed_explains_it() -> 
     ok = diff_reports(base, report([rank(r, [s * 1.4 for s in steps], functions=alike) for r in range(2)]), gate)
     assert ok.verdict is DiffVerdict.PASSED and ok.step_regression_pct == pytest.approx(40.0)
     assert "measured +40.0%" in ok.reason
+
+
+def test_on_gpu_ranks_the_kernels_give_the_speed() -> None:
+    kernels = {f"gemm_{i}": (2000.0 * (i + 1), 10 * (i + 1)) for i in range(6)}
+
+    def gpu_job(ops_factor: float, kernel_factor: float) -> Report:
+        ops = {n: (t * ops_factor, c) for n, (t, c) in OPS.items()}
+        ks = {n: (t * kernel_factor, c) for n, (t, c) in kernels.items()}
+        return report([rank(r, [50_000.0] * 10, functions=ops, kernels=ks) for r in range(2)])
+
+    # the host ops took 30% longer (they wait for the device, or the host is busier), the kernels ran as before
+    found = unchanged_op_speed(name_times(gpu_job(1.0, 1.0)), name_times(gpu_job(1.3, 1.0)))
+    assert found is not None and found.pct == pytest.approx(0.0) and found.ops == len(kernels)
+    slower = unchanged_op_speed(name_times(gpu_job(1.0, 1.0)), name_times(gpu_job(1.0, 1.2)))
+    assert slower is not None and slower.pct == pytest.approx(20.0)
