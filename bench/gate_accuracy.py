@@ -52,6 +52,7 @@ ROOT = Path(__file__).resolve().parent.parent
 GATE_JOB = ROOT / "tests" / "analyzer_job" / "diff" / "gate_job.py"
 ADDED_NAME = "added_work"
 PROBE_ROUNDS = 13
+CALIBRATION_RUNS = 3
 sys.path.insert(0, str(GATE_JOB.parent))
 from gate_job import wait_for_quiet  # noqa: E402  (the workload's helpers live beside it)
 
@@ -82,15 +83,21 @@ def _cpu_seconds() -> tuple[float, float]:
 
 def _calibrate(root: Path, args: argparse.Namespace, separate: bool) -> int:
     """Rounds of added work that put --planted % into the candidate's step, measured with the protocol's own kind of
-    recording (a baseline and a candidate with PROBE_ROUNDS rounds, --steps steps each)."""
-    base, slow = root / "calibrate-base", root / "calibrate-slow"
-    cmd = [sys.executable, str(GATE_JOB), f"{base}:0", f"{slow}:{PROBE_ROUNDS}", "--steps", str(args.steps)]
-    cmd += ["--world", str(args.world), *(["--separate"] if separate else [])]
+    recording (a baseline and CALIBRATION_RUNS candidates with PROBE_ROUNDS rounds, --steps steps each; the median
+    of what they planted)."""
+    base = root / "calibrate-base"
+    slows = [root / f"calibrate-slow-{k}" for k in range(CALIBRATION_RUNS)]
+    cmd = [sys.executable, str(GATE_JOB), f"{base}:0", *(f"{s}:{PROBE_ROUNDS}" for s in slows)]
+    cmd += ["--steps", str(args.steps), "--world", str(args.world), *(["--separate"] if separate else [])]
     wait_for_quiet(args.quiet_busy, args.quiet_wait)
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=1800)
-    planted = _planted(diff_reports(load_side(str(base)), load_side(str(slow))))
+    b = load_side(str(base))
+    planted = statistics.median(_planted(diff_reports(b, load_side(str(s)))) for s in slows)
     rounds = max(1, round(PROBE_ROUNDS * args.planted / planted)) if planted > 0 else PROBE_ROUNDS
-    print(f"  calibration: {PROBE_ROUNDS} rounds planted {planted:.1f}%: {rounds} rounds for {args.planted:g}%")
+    print(
+        f"  calibration: {PROBE_ROUNDS} rounds planted {planted:.1f}% (median of {CALIBRATION_RUNS}): {rounds} rounds "
+        f"for {args.planted:g}%"
+    )
     return rounds
 
 
