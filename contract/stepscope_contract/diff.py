@@ -126,12 +126,11 @@ class DiffResult(DiffModel):
     unchanged_ops_speed_pct: float | None = Field(
         default=None,
         description="how much slower (+) or faster (-) per call, in %, the ops (kernels, where the ranks list GPU "
-        "kernels) with the same calls per "
-        "step on both sides ran in the candidate (weighted median, no op above 10% of the weight); the whole "
-        "machine's speed moves them all alike, a code change only those it touches. Null when too few ops are "
-        "unchanged",
+        "kernels) with the same calls per step on both sides ran in the candidate (weighted median, no op above "
+        "10% of the weight); the whole machine's speed moves them all alike, a code change only those it touches. "
+        "Null when too few ops are unchanged",
     )
     unchanged_ops_speed_ci_low_pct: float | None = Field(default=None, description="its interval's lower end, in %")
     unchanged_ops_speed_ci_high_pct: float | None = Field(default=None, description="its interval's upper end, in %")
-    unchanged_ops: int = Field(default=0, description="how many ops and kernels that figure is over")
+    unchanged_ops: int = Field(default=0, description="how many ops (or kernels) that figure is over")
     notes: list[str] = Field(default_factory=list, description="what limits the comparison")

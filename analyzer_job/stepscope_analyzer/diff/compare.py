@@ -133,8 +133,7 @@ def _speed_note(speed: OpSpeed | None, step_pct: float | None, adjusted: bool) -
         return []
     way = f"{speed.pct:.1f}% slower" if speed.pct > 0 else f"{-speed.pct:.1f}% faster"
     step = f" (measured steps: {step_pct:+.1f}%)" if step_pct is not None else ""
-    head = f"the {speed.ops} ops and kernels with the same calls on both sides ran {way} per call in the candidate"
-    head += step
+    head = f"the {speed.ops} ops with the same calls on both sides ran {way} per call in the candidate{step}"
     if adjusted:
         return [
             f"{head}: the steps are compared at equal op speed, taking that for the machine's speed between the "
@@ -223,8 +222,10 @@ def diff_reports(
     measured = hodges_lehmann(b_steps.log_us, c_steps.log_us, cfg.confidence) if min(counts) > 0 else None
     b_names, c_names = name_times(baseline), name_times(candidate)
     speed = unchanged_op_speed(b_names, c_names, cfg.confidence)
-    adjusted = measured is not None and speed is not None and not cfg.wall_clock
-    shift = at_equal_speed(measured, speed) if adjusted and measured and speed else measured
+    shift = measured
+    if measured is not None and speed is not None and not cfg.wall_clock:
+        shift = at_equal_speed(measured, speed)
+    adjusted = shift is not measured
     verdict, reason = _decide(shift, measured, counts, cfg)
     changes = name_changes(b_names, c_names)
     reason += _lead(changes, verdict)
