@@ -25,6 +25,9 @@ Faults (`fault`, on `slow_ranks`, sized by `amount`):
   evaluation pass);
 - `hang_data`: after a few steps the slow rank blocks forever inside its data loading;
 - `hang_collective`: after a few steps the slow rank enters a barrier while the others all-reduce.
+`device="cuda"`: every rank trains on the machine's first GPU (gloo moves the gradients through the host, so
+several ranks may share one GPU), its inputs made on the GPU and its labels copied there, on images of `CUDA_IMAGE`
+pixels so that the GPU's work dominates the step; CUDA activity is recorded too.
 `truth()` says what a correct diagnosis names. Run as a script: `python -m stepscope_testing.gloo_jobs OUT ...`.
 """
 
@@ -51,7 +54,9 @@ HOST_FAULTS = ("collate", "python", "sleep_log", "gc", "annotated", "periodic", 
 HANG_FAULTS = ("hang_data", "hang_collective")
 FAULTS = ("none", "uniform", "compute", *HOST_FAULTS, *HANG_FAULTS)
 MODELS = ("mlp", "cnn", "loader", "accum", "transformer")
+DEVICES = ("cpu", "cuda")
 D_MODEL = 128
+CUDA_IMAGE = (3, 128, 128)
 WARMUP_STEPS = 2
 HANG_AFTER = 3
 
@@ -76,6 +81,8 @@ class GlooJob:
     """record the ops' input shapes (torch.profiler's record_shapes; the hook's recordShapes)"""
     tokens: tuple[int, int] = (16, 64)
     """the transformer's tokens per sequence: drawn per rank and step from this range"""
+    device: str = "cpu"
+    """"cuda": train on the first GPU and record CUDA activity too (module docstring)"""
 
     def truth(self) -> dict[str, Any]:
         """What a correct diagnosis says: the slow ranks and their cause (none for balanced/uniform jobs)."""
@@ -185,10 +192,12 @@ def _collate(fault: _Fault) -> Any:
 
 
 def _batches(fault: _Fault, shape: tuple[int, ...]) -> Any:
-    """Endless (x, y) batches: through a DataLoader for the `loader` model, else made in the loop."""
+    """Endless (x, y) batches: through a DataLoader for the `loader` model, else made in the loop (inputs on the
+    training device, labels made on the host)."""
     import torch
 
     batch = fault.batch()
+    device = fault.job.device
     if fault.job.model == "loader":
         data = _Samples(batch * 10_000, shape, fault.active("hang_data"))
         dataset: Any = data
@@ -199,9 +208,9 @@ def _batches(fault: _Fault, shape: tuple[int, ...]) -> Any:
         lengths = random.Random(fault.job.seed * 1000 + fault.rank)  # noqa: S311 - a seeded workload, not a secret
         while True:
             tokens = lengths.randint(*fault.job.tokens)
-            yield torch.randn(batch, tokens, D_MODEL), torch.randint(0, 10, (batch,))
+            yield torch.randn(batch, tokens, D_MODEL, device=device), torch.randint(0, 10, (batch,))
     while True:
-        yield torch.randn(batch, *shape), torch.randint(0, 10, (batch,))
+        yield torch.randn(batch, *shape, device=device), torch.randint(0, 10, (batch,))
 
 
 def _wait_forever() -> None:
@@ -247,6 +256,7 @@ def _train_step(model: Any, opt: Any, batches: Any, fault: _Fault, step: int) ->
     opt.zero_grad()
     for m in range(micro):
         x, y = next(batches)
+        x, y = x.to(fault.job.device, non_blocking=True), y.to(fault.job.device, non_blocking=True)
         _before_forward(fault, step)
         sync = model.no_sync() if m < micro - 1 else contextlib.nullcontext()
         with sync:
@@ -261,8 +271,11 @@ def _profiler(job: GlooJob, out: Path, rank: int) -> Any:
 
     if job.capture != "profiler":
         return contextlib.nullcontext(None)
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if job.device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
     return torch.profiler.profile(
-        activities=[torch.profiler.ProfilerActivity.CPU],
+        activities=activities,
         schedule=torch.profiler.schedule(wait=1, warmup=WARMUP_STEPS - 1, active=job.steps, repeat=job.cycles),
         on_trace_ready=torch.profiler.tensorboard_trace_handler(str(out), use_gzip=True),
         record_shapes=job.shapes,
@@ -289,7 +302,12 @@ def _worker(rank: int, job_wire: dict[str, Any], port: int, out: str, hook_dir: 
     torch.manual_seed(job.seed)
     dist.init_process_group("gloo", rank=rank, world_size=job.world, timeout=datetime.timedelta(seconds=600))
     shape = (3, 16, 16) if job.model == "cnn" else (512,)
-    model = DistributedDataParallel(_make_model(job.model))
+    if job.device == "cuda":
+        torch.cuda.set_device(0)
+        shape = CUDA_IMAGE if job.model == "cnn" else shape
+        model = DistributedDataParallel(_make_model(job.model).to(job.device), device_ids=[0])
+    else:
+        model = DistributedDataParallel(_make_model(job.model))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     fault = _Fault(job, rank)
     if fault.active("gc"):
@@ -317,8 +335,8 @@ def _write_requests(job: GlooJob, hook_dir: Path) -> str:
         "captureId": capture_id,
         "steps": job.steps,
         "skipSteps": 1,
-        "activities": ["cpu"],
-        "stepTimeoutSeconds": 4.0,
+        "activities": ["cpu", "cuda"] if job.device == "cuda" else ["cpu"],
+        "stepTimeoutSeconds": 30.0 if job.device == "cuda" else 4.0,  # CUDA's first profiled step starts CUPTI
         "recordShapes": job.shapes,
         "requestedAt": time.time(),
     }
@@ -444,6 +462,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--amount", type=float, default=0.0)
     p.add_argument("--steps", type=int, default=8)
     p.add_argument("--capture", choices=["profiler", "hook"], default="profiler")
+    p.add_argument("--device", choices=DEVICES, default="cpu")
     a = p.parse_args(argv)
     if a.run:
         _spawn(Path(a.run[0]), Path(a.run[1]), Path(a.run[2]))
@@ -460,6 +479,7 @@ def main(argv: list[str] | None = None) -> int:
         amount=a.amount,
         steps=a.steps,
         capture=a.capture,
+        device=a.device,
     )
     run_job(job, Path(a.out))
     return 0
