@@ -20,8 +20,10 @@ GPU traces follow the GPU, not the CPU that launched the work: kernels belong to
 launch, and a step's GPU window runs from when the GPU could start it (its host span has begun and the previous
 step's kernels are done, at the latest its first kernel) to the next step's start. In that window a compute
 kernel or memory op counts for the phase its launch was in (the launch's thread context, as above), collective
-kernels not overlapped by them are communication_wait, and idle GPU time is data_loading while the training thread
-is in a data-loading region, else other. The window's shares are applied to the step's duration.
+kernels not overlapped by them are communication_wait, idle GPU time while a host-side collective is in flight on
+any thread (gloo on CUDA tensors, a barrier, an object collective) is communication_wait too, and the remaining
+idle GPU time is data_loading while the training thread is in a data-loading region, else other. The window's
+shares are applied to the step's duration.
 """
 
 from __future__ import annotations
@@ -302,8 +304,12 @@ def gpu_step_phases(
     taken = intervals.union(taken, sets["communication_wait"])
     windows = intervals.merge(first, stop)
     idle = intervals.subtract(windows, taken)
-    host = ev.cat_mask(*HOST_CATS) & (ev.stream == -1) & (ev.tid == steps.tid) & (ev.pid == steps.pid)
-    loading = intervals.intersect(idle, _u(ev, host & name_mask(ev, DATA)))
+    host = ev.cat_mask(*HOST_CATS) & (ev.stream == -1)
+    waiting = intervals.intersect(idle, _u(ev, host & name_mask(ev, COMM)))
+    sets["communication_wait"] = intervals.union(sets["communication_wait"], waiting)
+    idle = intervals.subtract(idle, waiting)
+    main = host & (ev.tid == steps.tid) & (ev.pid == steps.pid)
+    loading = intervals.intersect(idle, _u(ev, main & name_mask(ev, DATA)))
     sets["data_loading"] = intervals.union(sets["data_loading"], loading)
     sets.pop("other")
     return per_step(PhaseSets(sets), steps, (first, stop))

@@ -13,7 +13,8 @@ their collectives. A rank is slow when
    time any positive lag will do: the causes table's wait_weight). In a job without collectives this check is moot.
    With two ranks this decides which one slows the other.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
-that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it.
+that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it; a
+rank whose gain is below the user's floor is not reported (its own excess is offset elsewhere in its step).
 A rank whose cost does not stand out in its median may still stall intermittently (diagnosis.intermittent: a few
 steps far longer, on this rank alone); then its excess is averaged over every recorded step (what the job pays),
 the same floor and wait checks apply, and the slow rank lists the steps it stalled in.
@@ -162,6 +163,8 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         stall = next((f.stall for f in flags if f.stall is not None), None)
         step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
         gain = min(max(gain, 0.0), 0.9 * step)
+        if gain < cfg.min_slowdown_percent / 100.0 * step:
+            continue  # what fixing it would save is below the user's floor (the others hardly wait for it)
         phase = _phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
         evidence = [e for f in flags for e in _flag_evidence(f, view, rank)]
         if phase is not None:

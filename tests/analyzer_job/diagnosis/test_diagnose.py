@@ -116,6 +116,17 @@ def test_small_difference_below_the_floor_is_not_reported() -> None:
     assert [s.rank for s in diagnose(ranks, config=strict).slow_ranks] == [3]
 
 
+def test_a_cost_the_others_hardly_wait_for_is_not_reported() -> None:
+    """Rank 1 spends 8 ms more per step on host work and 7.5 ms less computing (another kernel choice, say): its
+    host time stands out, but the others wait only ~0.5 ms per step for it, below the floor of what fixing it saves."""
+    balanced = synthetic_job(
+        JobShape(world_size=4, steps=6), noise=0.002, extra={1: {"host": 8_000.0, "compute": -7_500.0}}
+    )
+    assert diagnose(balanced).slow_ranks == [], diagnose(balanced).verdict
+    waited = synthetic_job(JobShape(world_size=4, steps=6), noise=0.002, extra={1: {"host": 8_000.0}})
+    assert [(s.rank, s.cause) for s in diagnose(waited).slow_ranks] == [(1, Cause.HOST)]
+
+
 @pytest.mark.parametrize("slow", [0, 1])
 def test_two_ranks_blame_the_one_the_other_waits_for(slow: int) -> None:
     ranks = synthetic_job(JobShape(world_size=2, steps=6), slow_rank=slow, cause=Cause.HOST, extra_us=40_000)
