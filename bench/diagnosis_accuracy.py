@@ -4,8 +4,10 @@ Each scenario is generated once into the cache folder (real gloo jobs take a whi
 shared real Kineto traces), then analysed as a user would (`stepscope analyze FOLDER -o OUT`), and its report.json's
 diagnosis is scored against the scenario's truth: right when the slow ranks and their causes are exactly the
 truth's (none for balanced and uniformly slower jobs). Hang scenarios are listed with their verdicts; their culprit
-is the hang diagnosis' to name. Prints a table (scenario, truth, right?, the 1-minute load average of the machine
-when a real job was recorded, verdict) and the false-alarm rate over the balanced runs.
+is the hang diagnosis' to name. The real GPU jobs recorded with the hook on an H200 (tests/analyzer_job/fixtures/
+gpu_jobs, see its README; more with `--recorded DIR`) are scored the same way, as they are. Prints a table
+(scenario, truth, right?, the 1-minute load average of the machine when a real job was recorded, verdict) and the
+false-alarm rate over the balanced runs.
 
     python bench/diagnosis_accuracy.py [--cache .corpus] [--only SUBSTRING] [--regenerate]
 """
@@ -26,6 +28,9 @@ sys.path.insert(0, str(ROOT / "testing"))
 
 from stepscope_analyzer.cli import analyze_main  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
+from stepscope_testing.gloo_jobs import GlooJob  # noqa: E402
+
+RECORDED = ROOT / "tests" / "analyzer_job" / "fixtures" / "gpu_jobs"
 
 
 def _pairs(items: list[dict[str, Any]]) -> set[tuple[int, str]]:
@@ -49,6 +54,17 @@ def ensure(s: Scenario, cache: Path, regenerate: bool) -> Path:
     return folder
 
 
+def recorded(folders: list[Path]) -> list[tuple[Scenario, Path]]:
+    """Jobs recorded elsewhere (a GPU machine): each folder holding a truth.json written by run_job."""
+    out = []
+    for root in folders:
+        for truth in sorted(root.glob("*/truth.json")):
+            wire = json.loads(truth.read_text())["job"]
+            job = GlooJob(**{**wire, "slow_ranks": tuple(wire["slow_ranks"]), "tokens": tuple(wire["tokens"])})
+            out.append((Scenario(truth.parent.name, "recorded", job), truth.parent))
+    return out
+
+
 def analyse(folder: Path, out: Path) -> tuple[int, dict[str, Any]]:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         code = analyze_main([str(folder), "-o", str(out)])
@@ -63,14 +79,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regenerate", action="store_true", help="generate the scenarios again")
     p.add_argument("--generate-only", action="store_true", help="only generate the missing scenarios")
     p.add_argument("--cached-only", action="store_true", help="only score the scenarios already generated")
+    p.add_argument("--recorded", action="append", default=[str(RECORDED)], help="folders of recorded jobs to score")
     a = p.parse_args(argv)
     cache = Path(a.cache)
     scenarios = [s for s in corpus() if a.only in s.name]
     if a.cached_only:
         scenarios = [s for s in scenarios if (cache / s.name / "truth.json").exists()]
     rows: list[tuple[Scenario, str, str, bool | None]] = []
-    for s in scenarios:
-        folder = ensure(s, cache, a.regenerate)
+    jobs: list[tuple[Scenario, Path | None]] = [(s, None) for s in scenarios]
+    jobs += [(s, f) for s, f in recorded([Path(r) for r in a.recorded]) if a.only in s.name]
+    for s, kept in jobs:
+        folder = kept or ensure(s, cache, a.regenerate)
         if a.generate_only:
             continue
         code, report = analyse(folder, cache / ".reports" / s.name)

@@ -18,7 +18,7 @@ from stepscope_contract.report import Report
 pytestmark = pytest.mark.unit
 
 JOBS = Path(__file__).parent / "fixtures" / "gpu_jobs"
-VERDICT_JOBS = sorted(p.name for p in JOBS.iterdir() if not json.loads((p / "truth.json").read_text()).get("hang"))
+VERDICT_JOBS = sorted(t.parent.name for t in JOBS.glob("*/truth.json") if not json.loads(t.read_text()).get("hang"))
 
 
 def _analyse(name: str) -> Report:
