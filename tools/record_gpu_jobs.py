@@ -111,6 +111,28 @@ JOBS = {
         capture="hook",
         device="cuda",
     ),
+    "gpu-4r-balanced-seed1": GlooJob(
+        name="gpu-4r-balanced-seed1", world=4, model="cnn", seed=1, capture="hook", device="cuda"
+    ),
+    "gpu-4r-transformer": GlooJob(
+        name="gpu-4r-transformer", world=4, model="transformer", batch=64, capture="hook", device="cuda"
+    ),
+    "gpu-2r-loader": GlooJob(name="gpu-2r-loader", world=2, model="loader", batch=64, capture="hook", device="cuda"),
+    "gpu-2r-accum": GlooJob(name="gpu-2r-accum", world=2, model="accum", capture="hook", device="cuda"),
+    "gpu-8r-balanced-seed1": GlooJob(
+        name="gpu-8r-balanced-seed1", world=8, model="cnn", seed=1, capture="hook", device="cuda"
+    ),
+    "gpu-4r-mlp": GlooJob(name="gpu-4r-mlp", world=4, model="mlp", batch=512, capture="hook", device="cuda"),
+    "gpu-4r-compute-1.3x": GlooJob(
+        name="gpu-4r-compute-1.3x",
+        world=4,
+        model="cnn",
+        fault="compute",
+        slow_ranks=(2,),
+        amount=1.3,
+        capture="hook",
+        device="cuda",
+    ),
     "gpu-2r-balanced-seed1": GlooJob(
         name="gpu-2r-balanced-seed1", world=2, model="cnn", seed=1, capture="hook", device="cuda"
     ),
