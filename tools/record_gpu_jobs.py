@@ -133,6 +133,26 @@ JOBS = {
         capture="hook",
         device="cuda",
     ),
+    "gpu-4r-copies": GlooJob(
+        name="gpu-4r-copies",
+        world=4,
+        model="cnn",
+        fault="copies",
+        slow_ranks=(1,),
+        amount=4,
+        capture="hook",
+        device="cuda",
+    ),
+    "gpu-2r-copies": GlooJob(
+        name="gpu-2r-copies",
+        world=2,
+        model="cnn",
+        fault="copies",
+        slow_ranks=(0,),
+        amount=4,
+        capture="hook",
+        device="cuda",
+    ),
     "gpu-2r-balanced-seed1": GlooJob(
         name="gpu-2r-balanced-seed1", world=2, model="cnn", seed=1, capture="hook", device="cuda"
     ),

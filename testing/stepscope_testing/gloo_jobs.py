@@ -24,7 +24,9 @@ Faults (`fault`, on `slow_ranks`, sized by `amount`):
   to slow storage), an intermittent stall; `periodic_cpu`: the same as `amount` ms of plain-Python CPU work (an
   evaluation pass);
 - `hang_data`: after a few steps the slow rank blocks forever inside its data loading;
-- `hang_collective`: after a few steps the slow rank enters a barrier while the others all-reduce.
+- `hang_collective`: after a few steps the slow rank enters a barrier while the others all-reduce;
+- `copies` (device="cuda"): every rank copies its input batch from host memory `amount` times per step, the slow
+  ranks from pageable memory, the others from pinned memory (a DataLoader without pin_memory on some nodes).
 `device="cuda"`: every rank trains on the machine's first GPU (gloo moves the gradients through the host, so
 several ranks may share one GPU), its inputs made on the GPU and its labels copied there, on images of `CUDA_IMAGE`
 pixels so that the GPU's work dominates the step; CUDA activity is recorded too.
@@ -52,7 +54,7 @@ from typing import Any
 
 HOST_FAULTS = ("collate", "python", "sleep_log", "gc", "annotated", "periodic", "periodic_cpu")
 HANG_FAULTS = ("hang_data", "hang_collective")
-FAULTS = ("none", "uniform", "compute", *HOST_FAULTS, *HANG_FAULTS)
+FAULTS = ("none", "uniform", "compute", "copies", *HOST_FAULTS, *HANG_FAULTS)
 MODELS = ("mlp", "cnn", "loader", "accum", "transformer")
 DEVICES = ("cpu", "cuda")
 D_MODEL = 128
@@ -88,7 +90,7 @@ class GlooJob:
         """What a correct diagnosis says: the slow ranks and their cause (none for balanced/uniform jobs)."""
         if self.fault in ("none", "uniform"):
             return {"slow_ranks": [], "kind": "balanced" if self.fault == "none" else "uniform"}
-        cause = "compute" if self.fault == "compute" else "host"
+        cause = {"compute": "compute", "copies": "memory"}.get(self.fault, "host")
         if self.fault in HANG_FAULTS:
             cause = "hang"
         return {
@@ -204,6 +206,13 @@ def _batches(fault: _Fault, shape: tuple[int, ...]) -> Any:
         loader: Any = torch.utils.data.DataLoader(dataset, batch_size=batch, shuffle=False, collate_fn=_collate(fault))
         while True:
             yield from loader
+    if fault.job.fault == "copies":
+        host = torch.randn(batch, *shape)
+        host = host if fault.slow else host.pin_memory()
+        while True:
+            for _ in range(max(1, round(fault.job.amount))):
+                x = host.to(device, non_blocking=True)
+            yield x, torch.randint(0, 10, (batch,))
     if fault.job.model == "transformer":
         lengths = random.Random(fault.job.seed * 1000 + fault.rank)  # noqa: S311 - a seeded workload, not a secret
         while True:
