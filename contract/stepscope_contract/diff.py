@@ -3,9 +3,9 @@
 Times are µs. A "step" is one training step of the job; per-step figures are means over the analysed ranks'
 recorded steps (sum over ranks / steps over ranks). `regression_pct` is how much slower the candidate's steps are
 than the baseline's (negative: faster), with a confidence interval over both sides' step-to-step noise; the
-verdict is taken on that interval (docs/design.md, "Regression gate"). With `at_equal_op_speed` (the default when
-enough ops are unchanged) it is the slowdown left after the machine's speed (the unchanged ops' per-call change) is
-taken out; `step_regression_pct` is always the measured, wall-clock one.
+verdict is taken on that interval (docs/design.md, "Regression gate"). With `at_equal_op_speed` (the default on CPU
+ranks when enough ops are unchanged) it is the slowdown left after the machine's speed (the unchanged ops' per-call
+change) is taken out; `step_regression_pct` is always the measured, wall-clock one.
 """
 
 from __future__ import annotations
@@ -109,7 +109,7 @@ class DiffResult(DiffModel):
     at_equal_op_speed: bool = Field(
         default=False,
         description="regression_pct is the steps' slowdown less the unchanged ops' per-call one (the machine's "
-        "speed between the recordings); false: the measured steps (--wall-clock, or too few unchanged ops)",
+        "speed between the recordings); false: the measured steps (--wall-clock, GPU ranks, or too few unchanged ops)",
     )
     step_regression_pct: float | None = Field(
         default=None, description="the measured (wall-clock) steps' slowdown, in %, Hodges-Lehmann estimate"
@@ -127,8 +127,8 @@ class DiffResult(DiffModel):
         default=None,
         description="how much slower (+) or faster (-) per call, in %, the ops (kernels, where the ranks list GPU "
         "kernels) with the same calls per step on both sides ran in the candidate (weighted median, no op above "
-        "10% of the weight); the whole machine's speed moves them all alike, a code change only those it touches. "
-        "Null when too few ops are unchanged",
+        "10% of the weight); the whole machine's speed moves them all alike, a code change only those it touches "
+        "(taken out of the steps on CPU ranks only). Null when too few ops are unchanged",
     )
     unchanged_ops_speed_ci_low_pct: float | None = Field(default=None, description="its interval's lower end, in %")
     unchanged_ops_speed_ci_high_pct: float | None = Field(default=None, description="its interval's upper end, in %")

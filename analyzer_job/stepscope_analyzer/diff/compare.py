@@ -8,8 +8,9 @@ with the same confidence (the mirror image: swapping the sides of a regressed pa
 upper end is below 1 / (1 + max_regression_pct / 100) - 1; anything else passes.
 By default the interval is that of the steps at equal op speed: the wall-clock shift less the unchanged ops'
 per-call shift (op_speed.py), the two intervals' half-widths added in quadrature, so two recordings of the same code
-on a machine whose speed moved between them compare equal. `wall_clock=True` (or too few unchanged ops) decides on
-the measured steps alone. At equal op speed a measured slowdown whose own interval clears the gate also fails
+on a machine whose speed moved between them compare equal. `wall_clock=True`, too few unchanged ops, or GPU ranks
+(whose unchanged kernels' per-call change is the code's or the device's, reported in a note) decide on the measured
+steps alone. At equal op speed a measured slowdown whose own interval clears the gate also fails
 unless taking the machine's speed out brings its estimate within the gate: the speed figure may explain a measured
 regression away, its uncertainty may not (and the mirror for an improvement).
 """
@@ -133,7 +134,13 @@ def _speed_note(speed: OpSpeed | None, step_pct: float | None, adjusted: bool) -
         return []
     way = f"{speed.pct:.1f}% slower" if speed.pct > 0 else f"{-speed.pct:.1f}% faster"
     step = f" (measured steps: {step_pct:+.1f}%)" if step_pct is not None else ""
-    head = f"the {speed.ops} ops with the same calls on both sides ran {way} per call in the candidate{step}"
+    what = "kernels" if speed.kernels else "ops"
+    head = f"the {speed.ops} {what} with the same calls on both sides ran {way} per call in the candidate{step}"
+    if speed.kernels:
+        return [
+            f"{head}: on GPU ranks the measured steps decide; a kernel's time per call changes with the code (a "
+            "library's kernels, larger inputs, another dtype) or the device (its clocks: see the report's GPU metrics)"
+        ]
     if adjusted:
         return [
             f"{head}: the steps are compared at equal op speed, taking that for the machine's speed between the "
@@ -223,7 +230,7 @@ def diff_reports(
     b_names, c_names = name_times(baseline), name_times(candidate)
     speed = unchanged_op_speed(b_names, c_names, cfg.confidence)
     shift = measured
-    if measured is not None and speed is not None and not cfg.wall_clock:
+    if measured is not None and speed is not None and not cfg.wall_clock and not speed.kernels:
         shift = at_equal_speed(measured, speed)
     adjusted = shift is not measured
     verdict, reason = _decide(shift, measured, counts, cfg)

@@ -7,8 +7,10 @@ frequency, a noisy neighbour): that moves every op's time per call together. A c
 per-call ratios, each op weighing its time per step but none more than `MAX_WEIGHT` of the compared op time, so one
 or two ops that a change made slower (even the largest) do not move it; its interval is the distribution-free one of
 a weighted median (the weighted quantiles 1/2 -+ z / (2 sqrt(n_eff)), n_eff = (sum w)^2 / sum w^2).
-The gate compares steps at equal op speed with it (compare.py); what it cannot tell apart: a change that slows every
-op alike (a library built without vector instructions, other thread settings) reads as machine speed.
+The gate compares CPU ranks' steps at equal op speed with it (compare.py); what it cannot tell apart: a change that
+slows every op alike (a library built without vector instructions, other thread settings) reads as machine speed. On
+GPU ranks (the kernels' figure) it is reported, not taken out: a GPU pod has its device to itself, and a kernel
+slower per call is what GPU regressions look like (a library's kernels, a larger shard, another dtype).
 """
 
 from __future__ import annotations
@@ -44,6 +46,8 @@ class OpSpeed:
     ops: int
     share: float
     """share of the baseline's compared op time per step that the unchanged ops hold"""
+    kernels: bool = False
+    """measured on GPU kernels (the baseline lists them), not on CPU ops"""
 
     @property
     def pct(self) -> float:
@@ -73,7 +77,8 @@ def unchanged_op_speed(baseline: NameTimes, candidate: NameTimes, confidence: fl
     """The per-call change of the unchanged ops, or None when too few ops are unchanged to say."""
     rows: list[tuple[float, float]] = []
     total = 0.0
-    kinds = GPU_KINDS if any(kind in GPU_KINDS for kind, _ in baseline.us) else KINDS
+    on_gpu = any(kind in GPU_KINDS for kind, _ in baseline.us)
+    kinds = GPU_KINDS if on_gpu else KINDS
     for key in baseline.us:
         kind, name = key
         if kind not in kinds or COMM.search(name) or STEP.search(name):  # collectives and step spans are not work
@@ -99,4 +104,5 @@ def unchanged_op_speed(baseline: NameTimes, candidate: NameTimes, confidence: fl
         log_high=_weighted_quantile(rows, min(1.0, 0.5 + half)),
         ops=len(rows),
         share=held / total,
+        kernels=on_gpu,
     )

@@ -153,3 +153,17 @@ def test_on_gpu_ranks_the_kernels_give_the_speed() -> None:
     assert found is not None and found.pct == pytest.approx(0.0) and found.ops == len(kernels)
     slower = unchanged_op_speed(name_times(gpu_job(1.0, 1.0)), name_times(gpu_job(1.0, 1.2)))
     assert slower is not None and slower.pct == pytest.approx(20.0)
+    assert slower.kernels and found.kernels  # measured on kernels
+
+
+def test_on_gpu_ranks_the_measured_steps_decide() -> None:
+    """Every kernel 30% slower per call with the same calls (a library's kernels, a larger shard): a regression of
+    the code, not a slower machine; the kernels' figure is reported."""
+    kernels = {f"gemm_{i}": (2000.0 * (i + 1), 10 * (i + 1)) for i in range(6)}
+    base = report([rank(r, [50_000.0] * 10, functions=OPS, kernels=kernels) for r in range(2)])
+    slower = {n: (t * 1.3, c) for n, (t, c) in kernels.items()}
+    cand = report([rank(r, [65_000.0] * 10, functions=OPS, kernels=slower) for r in range(2)])
+    d = diff_reports(base, cand, DiffConfig(max_regression_pct=15.0))
+    assert d.verdict is DiffVerdict.REGRESSED and not d.at_equal_op_speed
+    assert d.regression_pct == pytest.approx(30.0) and d.unchanged_ops_speed_pct == pytest.approx(30.0)
+    assert any("6 kernels" in n and "measured steps decide" in n for n in d.notes), d.notes
