@@ -17,145 +17,46 @@ import tarfile
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 from stepscope_sidecar.nvml import Sampler, write_records
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 
 GPU_METRICS_FILE = "gpu_metrics.jsonl.gz"
+
+
+def _job(name: str, world: int, model: str = "cnn", **kw: Any) -> GlooJob:
+    """A job on the GPU captured by the hook (`capture` may say otherwise)."""
+    return GlooJob(name=name, world=world, model=model, **{"capture": "hook", "device": "cuda", **kw})
+
+
 JOBS = {
-    "gpu-2r-balanced": GlooJob(name="gpu-2r-balanced", world=2, model="cnn", capture="hook", device="cuda"),
-    "gpu-2r-compute": GlooJob(
-        name="gpu-2r-compute",
-        world=2,
-        model="cnn",
-        fault="compute",
-        slow_ranks=(1,),
-        amount=2.0,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-4r-python": GlooJob(
-        name="gpu-4r-python",
-        world=4,
-        model="cnn",
-        fault="python",
-        slow_ranks=(2,),
-        amount=40.0,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-4r-balanced": GlooJob(name="gpu-4r-balanced", world=4, model="cnn", capture="hook", device="cuda"),
-    "gpu-4r-compute": GlooJob(
-        name="gpu-4r-compute",
-        world=4,
-        model="cnn",
-        fault="compute",
-        slow_ranks=(3,),
-        amount=2.0,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-2r-transformer": GlooJob(
-        name="gpu-2r-transformer", world=2, model="transformer", batch=64, capture="hook", device="cuda"
-    ),
-    "gpu-2r-profiler": GlooJob(name="gpu-2r-profiler", world=2, model="cnn", capture="profiler", device="cuda"),
-    "gpu-8r-balanced": GlooJob(name="gpu-8r-balanced", world=8, model="cnn", capture="hook", device="cuda"),
-    "gpu-8r-compute": GlooJob(
-        name="gpu-8r-compute",
-        world=8,
-        model="cnn",
-        fault="compute",
-        slow_ranks=(5,),
-        amount=2.0,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-2r-sleep": GlooJob(
-        name="gpu-2r-sleep",
-        world=2,
-        model="cnn",
-        fault="sleep_log",
-        slow_ranks=(0,),
-        amount=30.0,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-4r-collate": GlooJob(
-        name="gpu-4r-collate",
-        world=4,
-        model="loader",
-        fault="collate",
-        slow_ranks=(1,),
-        amount=40.0,
-        batch=64,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-4r-periodic": GlooJob(
-        name="gpu-4r-periodic",
-        world=4,
-        model="cnn",
-        fault="periodic",
-        slow_ranks=(1,),
-        amount=200.0,
-        period=3,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-2r-hang": GlooJob(
-        name="gpu-2r-hang",
-        world=2,
-        model="cnn",
-        fault="hang_collective",
-        slow_ranks=(1,),
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-4r-balanced-seed1": GlooJob(
-        name="gpu-4r-balanced-seed1", world=4, model="cnn", seed=1, capture="hook", device="cuda"
-    ),
-    "gpu-4r-transformer": GlooJob(
-        name="gpu-4r-transformer", world=4, model="transformer", batch=64, capture="hook", device="cuda"
-    ),
-    "gpu-2r-loader": GlooJob(name="gpu-2r-loader", world=2, model="loader", batch=64, capture="hook", device="cuda"),
-    "gpu-2r-accum": GlooJob(name="gpu-2r-accum", world=2, model="accum", capture="hook", device="cuda"),
-    "gpu-8r-balanced-seed1": GlooJob(
-        name="gpu-8r-balanced-seed1", world=8, model="cnn", seed=1, capture="hook", device="cuda"
-    ),
-    "gpu-4r-mlp": GlooJob(name="gpu-4r-mlp", world=4, model="mlp", batch=512, capture="hook", device="cuda"),
-    "gpu-4r-compute-1.3x": GlooJob(
-        name="gpu-4r-compute-1.3x",
-        world=4,
-        model="cnn",
-        fault="compute",
-        slow_ranks=(2,),
-        amount=1.3,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-4r-copies": GlooJob(
-        name="gpu-4r-copies",
-        world=4,
-        model="cnn",
-        fault="copies",
-        slow_ranks=(1,),
-        amount=4,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-2r-copies": GlooJob(
-        name="gpu-2r-copies",
-        world=2,
-        model="cnn",
-        fault="copies",
-        slow_ranks=(0,),
-        amount=4,
-        capture="hook",
-        device="cuda",
-    ),
-    "gpu-2r-balanced-seed1": GlooJob(
-        name="gpu-2r-balanced-seed1", world=2, model="cnn", seed=1, capture="hook", device="cuda"
-    ),
+    job.name: job
+    for job in (
+        _job("gpu-2r-balanced", 2),
+        _job("gpu-2r-compute", 2, fault="compute", slow_ranks=(1,), amount=2.0),
+        _job("gpu-4r-python", 4, fault="python", slow_ranks=(2,), amount=40.0),
+        _job("gpu-4r-balanced", 4),
+        _job("gpu-4r-compute", 4, fault="compute", slow_ranks=(3,), amount=2.0),
+        _job("gpu-2r-transformer", 2, model="transformer", batch=64),
+        _job("gpu-2r-profiler", 2, capture="profiler"),
+        _job("gpu-8r-balanced", 8),
+        _job("gpu-8r-compute", 8, fault="compute", slow_ranks=(5,), amount=2.0),
+        _job("gpu-2r-sleep", 2, fault="sleep_log", slow_ranks=(0,), amount=30.0),
+        _job("gpu-4r-collate", 4, model="loader", fault="collate", slow_ranks=(1,), amount=40.0, batch=64),
+        _job("gpu-4r-periodic", 4, fault="periodic", slow_ranks=(1,), amount=200.0, period=3),
+        _job("gpu-2r-hang", 2, fault="hang_collective", slow_ranks=(1,)),
+        _job("gpu-4r-balanced-seed1", 4, seed=1),
+        _job("gpu-4r-transformer", 4, model="transformer", batch=64),
+        _job("gpu-2r-loader", 2, model="loader", batch=64),
+        _job("gpu-2r-accum", 2, model="accum"),
+        _job("gpu-8r-balanced-seed1", 8, seed=1),
+        _job("gpu-4r-mlp", 4, model="mlp", batch=512),
+        _job("gpu-4r-compute-1.3x", 4, fault="compute", slow_ranks=(2,), amount=1.3),
+        _job("gpu-4r-copies", 4, fault="copies", slow_ranks=(1,), amount=4),
+        _job("gpu-2r-copies", 2, fault="copies", slow_ranks=(0,), amount=4),
+        _job("gpu-2r-balanced-seed1", 2, seed=1),
+    )
 }
 
 
