@@ -3,7 +3,7 @@ own hook (CUDA activity included) with NVML samples taken by the sidecar's sampl
 (`ranks/<rank>/{trace.pt.trace.json.gz, manifest.json, gpu_metrics.jsonl.gz}` plus truth.json).
 
 Runs where a GPU is (it needs torch with CUDA and nvidia-ml-py); each job's folder is packed as OUT/<job>.tar.gz.
-Usage: PYTHONPATH=testing:sidecar python tools/record_gpu_jobs.py OUT [JOB ...]
+Usage: PYTHONPATH=testing:sidecar python tools/record_gpu_jobs.py [--timeout S] OUT [JOB ...]
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 from stepscope_sidecar.nvml import Sampler, write_records
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 
-GPU_METRICS_FILE = "gpu_metrics.jsonl.gz"
+GPU_METRICS_FILE = "gpu_metrics.jsonl.gz"  # stepscope_contract.storage names it too; the GPU image has no pydantic
 
 
 def _job(name: str, world: int, model: str = "cnn", **kw: Any) -> GlooJob:
