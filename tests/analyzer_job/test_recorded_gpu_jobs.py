@@ -65,12 +65,16 @@ def test_an_intermittent_stall_on_a_gpu_rank_lists_its_steps() -> None:
     assert slow.stall_us is not None and slow.stall_us > 150_000  # 200 ms planted every 3rd step
 
 
-def test_a_hang_lists_every_ranks_stacks() -> None:
-    report = _analyse("gpu-2r-hang")
-    hangs = {h.rank: h for h in report.diagnosis.hangs}
-    assert set(hangs) == {0, 1}
-    assert "all_reduce" in report.diagnosis.verdict or "backward" in report.diagnosis.verdict
-    assert "barrier" in hangs[1].stacks  # the rank that entered another collective
+def test_a_two_rank_desync_says_where_each_rank_waits_and_blames_neither() -> None:
+    # rank 1 entered a barrier while rank 0 all-reduces its gradients: one rank on each side, no majority to go by
+    d = _analyse("gpu-2r-hang").diagnosis
+    hangs = {h.rank: h for h in d.hangs}
+    assert set(hangs) == {0, 1} and not d.slow_ranks
+    assert (
+        hangs[0].waiting_collective == "backward (DDP gradient all-reduce)" and hangs[1].waiting_collective == "barrier"
+    )
+    assert d.verdict.startswith("Desync: the ranks wait in different collectives (rank 0 in backward"), d.verdict
+    assert "rank 1 in barrier (issued at gloo_jobs.py:" in d.verdict and "cannot tell which one diverged" in d.verdict
 
 
 def test_each_ranks_nvml_samples_cover_its_window() -> None:

@@ -231,7 +231,22 @@ def _from_stacks(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
             text = f"rank {r} waits in {p.collective} (issued at {p.location}) where {rank_list(majority)} "
             slow.append(_culprit(ctx, r, 0.7, text + f"wait in {what}"))
         return slow, f"Desync: {slow[0].evidence[0].detail} (from their stacks)."
+    if odd:  # as many ranks in each collective: the stacks cannot tell which side diverged
+        return [], _tie_verdict(waiting)
     return None
+
+
+def _tie_verdict(waiting: dict[int, Position]) -> str:
+    """Ranks wait in different collectives, none in a majority: say where each group waits, blame nobody."""
+    groups: dict[str, list[int]] = {}
+    for r, p in sorted(waiting.items()):
+        where = f"{p.collective} (issued at {p.location})" if p.location else str(p.collective)
+        groups.setdefault(where, []).append(r)
+    sides = "; ".join(f"{rank_list(ranks)} in {where}" for where, ranks in list(groups.items())[:4])
+    return (
+        f"Desync: the ranks wait in different collectives ({sides}); with as many ranks on each side their stacks "
+        "cannot tell which one diverged: the collective issued on one side only is the place to look."
+    )
 
 
 def find_hangs(
