@@ -427,8 +427,8 @@ class ReportSummary(CamelModel):
     )
     regression_percent: float | None = Field(
         default=None,
-        description="how much slower than the baseline, in %: at equal op speed unless spec.gate.wallClock (what "
-        "the gate decided on)",
+        description="how much slower than the baseline, in %: at equal op speed on CPU ranks unless "
+        "spec.gate.wallClock (what the gate decided on)",
     )
     regression_low_percent: float | None = Field(default=None, description="lower end of its interval")
     regression_high_percent: float | None = Field(default=None, description="upper end of its interval")

@@ -41,9 +41,8 @@ def _numbers(status: ProfileSessionStatus) -> list[str]:
     if s.regression_percent is not None:
         low, high = s.regression_low_percent, s.regression_high_percent
         interval = f" (interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
-        measured = (
-            f", measured steps {s.step_regression_percent:+.1f}%" if s.step_regression_percent is not None else ""
-        )
+        step = s.step_regression_percent
+        measured = f", measured steps {step:+.1f}%" if step is not None and step != s.regression_percent else ""
         lines.append(f"vs baseline {s.baseline}: {s.regression_percent:+.1f}%{interval}{measured}")
     for c in s.top_changes or []:
         lines.append(f"  {c.delta_us_per_step / 1000:+9.2f} ms/step  {c.change:<7} {c.kind:<15} {c.name[:100]}")

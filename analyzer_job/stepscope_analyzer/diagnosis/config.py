@@ -31,6 +31,10 @@ class DiagnosisConfig:
     max_bottlenecks: int = 15
     max_collectives: int = 20
 
+    def floor_us(self, step_us: float) -> float:
+        """The user's floor in µs for a step of `step_us`: smaller excesses and gains are never reported."""
+        return self.min_slowdown_percent / 100.0 * step_us
+
     @classmethod
     def from_spec(cls, spec: AnalysisSpec | None) -> DiagnosisConfig:
         if spec is None:

@@ -214,7 +214,7 @@ def _from_stacks(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
     votes = Counter((p.collective, p.location) for p in waiting.values())
     (collective, line), _ = votes.most_common(1)[0]
     majority = sorted(r for r, p in waiting.items() if (p.collective, p.location) == (collective, line))
-    what = f"{collective} (issued at {line})" if line else str(collective)
+    what = _issued(collective, line)
     if outside:
         detail = f"{rank_list(majority)} wait in {what}"
         slow = [
@@ -228,7 +228,7 @@ def _from_stacks(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
         slow = []
         for r in odd:
             p = waiting[r]
-            text = f"rank {r} waits in {p.collective} (issued at {p.location}) where {rank_list(majority)} "
+            text = f"rank {r} waits in {_issued(p.collective, p.location)} where {rank_list(majority)} "
             slow.append(_culprit(ctx, r, 0.7, text + f"wait in {what}"))
         return slow, f"Desync: {slow[0].evidence[0].detail} (from their stacks)."
     if odd:  # as many ranks in each collective: the stacks cannot tell which side diverged
@@ -236,12 +236,15 @@ def _from_stacks(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
     return None
 
 
+def _issued(collective: str | None, location: str | None) -> str:
+    return f"{collective} (issued at {location})" if location else str(collective)
+
+
 def _tie_verdict(waiting: dict[int, Position]) -> str:
     """Ranks wait in different collectives, none in a majority: say where each group waits, blame nobody."""
     groups: dict[str, list[int]] = {}
     for r, p in sorted(waiting.items()):
-        where = f"{p.collective} (issued at {p.location})" if p.location else str(p.collective)
-        groups.setdefault(where, []).append(r)
+        groups.setdefault(_issued(p.collective, p.location), []).append(r)
     sides = "; ".join(f"{rank_list(ranks)} in {where}" for where, ranks in list(groups.items())[:4])
     return (
         f"Desync: the ranks wait in different collectives ({sides}); with as many ranks on each side their stacks "

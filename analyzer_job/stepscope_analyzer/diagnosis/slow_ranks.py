@@ -47,7 +47,7 @@ exceeds the other ranks' by more than this share of it"""
 
 def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
     """Per rank, the own costs that stand out (noise-aware, consistent, above the floor)."""
-    floor = cfg.min_slowdown_percent / 100.0 * view.step_us
+    floor = cfg.floor_us(view.step_us)
     noise_floor = cfg.noise_floor_percent / 100.0 * view.step_us
     out: dict[int, list[Flag]] = {}
     for cost in COSTS:
@@ -163,7 +163,7 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         stall = next((f.stall for f in flags if f.stall is not None), None)
         step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
         gain = min(max(gain, 0.0), 0.9 * step)
-        if gain < cfg.min_slowdown_percent / 100.0 * step:
+        if gain < cfg.floor_us(step):
             continue  # what fixing it would save is below the user's floor (the others hardly wait for it)
         phase = _phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
         evidence = [e for f in flags for e in _flag_evidence(f, view, rank)]

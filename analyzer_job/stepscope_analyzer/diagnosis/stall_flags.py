@@ -52,7 +52,7 @@ def stall_flags(view: JobView, cfg: DiagnosisConfig, flagged: dict[int, list[Fla
     correction, which divides a stall's sleep as if a busy CPU had stretched it, only decides that). A cost already
     flagged keeps its effect and gains the stall; its excess becomes the larger of the two (the mean holds the
     stalls, the median does not)."""
-    floor = cfg.min_slowdown_percent / 100.0 * view.step_us
+    floor = cfg.floor_us(view.step_us)
     out = {rank: list(flags) for rank, flags in flagged.items()}
     for cost, st in _stalls(view, cfg):
         wall = st.wall_mean_excess_us
