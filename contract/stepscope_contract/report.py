@@ -343,6 +343,22 @@ class Collective(ReportModel):
     )
 
 
+class CallFloors(ReportModel):
+    """CPU-only ranks: the training thread's op calls at their least own time over the recorded steps.
+
+    A call is the k-th call of an op name in a step (`name#k`); its floor is the least time it took in any recorded
+    step, which waiting for a CPU cannot raise (only a call stretched in every step is). Ranks running the same
+    calls are compared call by call: more work per call (a larger batch) raises every floor, contention does not.
+    The floors over the even and the odd steps alone tell how reproducible they are (variable-length inputs are
+    not). The calls with the largest floors only (at most 128), in parallel lists."""
+
+    calls: list[str] = Field(default_factory=list, description="`op name#k`: the k-th call of that op in a step")
+    floor_us: list[float] = Field(default_factory=list, description="each call's least own time over the steps, µs")
+    even_us: list[float] = Field(default_factory=list, description="the same over the even recorded steps only")
+    odd_us: list[float] = Field(default_factory=list, description="the same over the odd recorded steps only")
+    steps: int = Field(default=0, ge=0, description="recorded steps the floors are taken over")
+
+
 class RankReport(ReportModel):
     rank: Annotated[int, Field(ge=0)]
     status: RankStatus = RankStatus.OK
@@ -415,6 +431,9 @@ class RankReport(ReportModel):
         default_factory=list,
         description="CPU-only ranks captured through the hook (Linux), per recorded step: µs the training thread was "
         "runnable but waiting for a CPU (schedstat); empty when not measured",
+    )
+    call_floors: CallFloors | None = Field(
+        default=None, description="CPU-only ranks with at least 4 recorded steps: op calls at their least time"
     )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
     environment: RankEnvironment | None = None

@@ -18,6 +18,7 @@ active time (the step less its blocked wait in collectives) over that time less 
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -55,32 +56,57 @@ def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.in
     return rows, np.maximum(np.asarray(own, dtype=np.float64), 0.0)
 
 
-def step_dilation(ev: TraceColumns, steps: StepWindows) -> list[float]:
-    """Per recorded step, the ops' own time over that time without CPU-wait stretches (>= 1)."""
+@dataclass(frozen=True)
+class CallSlots:
+    """The training thread's op calls inside the recorded steps, each with its own time and its slot: the k-th call
+    of its op name in its step (the same slot in every step of a job that repeats its steps)."""
+
+    step: npt.NDArray[np.int64]
+    own: F64
+    slot: npt.NDArray[np.int64]
+    """index into `name_id`/`nth` of each call's slot"""
+    name_id: npt.NDArray[np.int32]
+    nth: npt.NDArray[np.int64]
+
+
+def call_slots(ev: TraceColumns, steps: StepWindows) -> CallSlots:
     leaves, own = _self_times(ev, steps)
     step = steps.index_of(ev.ts[leaves])
     leaves, own, step = leaves[step >= 0], own[step >= 0], step[step >= 0]
-    if leaves.size == 0 or steps.count < 3:
-        return [1.0] * steps.count
     names = ev.name_id[leaves]
     order = np.lexsort((ev.ts[leaves], names, step))
     leaves, step, names, own = leaves[order], step[order], names[order], own[order]
+    if leaves.size == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return CallSlots(empty, own, empty, names, empty)
     new_group = np.ones(leaves.size, dtype=bool)
     new_group[1:] = (step[1:] != step[:-1]) | (names[1:] != names[:-1])
     group_start = np.maximum.accumulate(np.where(new_group, np.arange(leaves.size), 0))
     nth = np.arange(leaves.size) - group_start  # the k-th call of this name in its step
-    dur = own
-    slot = names.astype(np.int64) * (int(nth.max()) + 1) + nth
-    slot_ids, inverse = np.unique(slot, return_inverse=True)
-    typical = np.zeros(slot_ids.size)
-    by_slot = np.argsort(inverse, kind="stable")
-    cuts = np.flatnonzero(np.diff(inverse[by_slot])) + 1
-    for i, members in enumerate(np.split(by_slot, cuts)):
-        typical[i] = float(np.min(dur[members]))
-    t = typical[inverse]
+    key = names.astype(np.int64) * (int(nth.max()) + 1) + nth
+    _, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+    return CallSlots(step, own, inverse.astype(np.int64), names[first], nth[first].astype(np.int64))
+
+
+def slot_least(calls: CallSlots, steps: npt.NDArray[np.bool_] | None = None) -> F64:
+    """Per slot, its call's least own time over the steps (those where `steps` is True; inf where it has none)."""
+    least = np.full(calls.name_id.size, np.inf)
+    keep = slice(None) if steps is None else steps[calls.step]
+    np.minimum.at(least, calls.slot[keep], calls.own[keep])
+    return least
+
+
+def step_dilation(ev: TraceColumns, steps: StepWindows, calls: CallSlots | None = None) -> list[float]:
+    """Per recorded step, the ops' own time over that time without CPU-wait stretches (>= 1); `calls`: the step's
+    call_slots when already computed."""
+    calls = call_slots(ev, steps) if calls is None else calls
+    if calls.own.size == 0 or steps.count < 3:
+        return [1.0] * steps.count
+    t = slot_least(calls)[calls.slot]
+    dur = calls.own
     excess = np.maximum(dur - np.maximum(STRETCH * t, t + MIN_EXCESS_US), 0.0)
-    wall = np.bincount(step, weights=dur, minlength=steps.count)
-    stretched = np.bincount(step, weights=excess, minlength=steps.count)
+    wall = np.bincount(calls.step, weights=dur, minlength=steps.count)
+    stretched = np.bincount(calls.step, weights=excess, minlength=steps.count)
     own = np.maximum(wall - stretched, 1e-9)
     return [float(x) for x in np.where(wall > 0, wall / own, 1.0)]
 

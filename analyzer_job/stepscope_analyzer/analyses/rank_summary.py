@@ -10,9 +10,10 @@ import numpy.typing as npt
 
 from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.bottlenecks import bottlenecks, per_name
+from stepscope_analyzer.analyses.call_floors import call_floors
 from stepscope_analyzer.analyses.collectives import collectives, default_process_group, process_groups_by_external_id
 from stepscope_analyzer.analyses.cpu_breakdown import cpu_breakdown
-from stepscope_analyzer.analyses.cpu_contention import measured_waits, step_dilation, with_measured_waits
+from stepscope_analyzer.analyses.cpu_contention import call_slots, measured_waits, step_dilation, with_measured_waits
 from stepscope_analyzer.analyses.gpu_breakdown import KERNEL_CATS, idle_breakdown, kernel_stats, temporal_breakdown
 from stepscope_analyzer.analyses.gpu_breakdown import StreamIdle as StreamIdleParts
 from stepscope_analyzer.analyses.host_gaps import host_gap_functions
@@ -126,7 +127,8 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
     gaps = host_gap_functions(ev, windows, sets, report.window_us, top_n=min(top_n, 10))
     merged = sorted(report.top_functions + gaps, key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = merged[: top_n * 2]
-    dilation = step_dilation(ev, windows)
+    calls = call_slots(ev, windows)
+    dilation = step_dilation(ev, windows, calls)
     waits = measured_waits(trace.metadata, [ev.names[ev.name_id[row]] for row in windows.rows.tolist()])
     if waits is not None and len(phases) == len(dilation):
         spans = zip(windows.start.tolist(), windows.end.tolist(), phases, strict=True)
@@ -134,6 +136,7 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
         dilation = with_measured_waits(dilation, waits, active)
         report.step_cpu_wait = [round(w, 1) for w in waits]
     report.step_dilation = [round(d, 4) for d in dilation]
+    report.call_floors = call_floors(ev, windows, calls)
     return phases
 
 

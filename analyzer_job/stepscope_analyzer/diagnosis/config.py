@@ -25,6 +25,12 @@ class DiagnosisConfig:
     wall_corroboration_z: float = 1.0
     """on CPU ranks the cost is tested without CPU-contention stretches; in wall-clock time it must still stand out
     at least this much (robust z): the correction may remove a signal, it may not create one"""
+    floor_ratio: float = 1.4
+    """CPU ranks: a rank's op calls at their least over the steps must take at least this many times the other
+    ranks' (diagnosis.floor_test) for its extra compute to be taken for work when the contention correction hides it;
+    healthy ranks on one shared machine were seen up to 1.25x apart"""
+    floor_noise_multiple: float = 4.0
+    """... and the log of that ratio at least this many times the job's split-half noise of it"""
     noise_floor_percent: float = 0.5
     """the noise assumed is at least this share of the median step (timer and scheduling resolution)"""
     max_evidence: int = 6

@@ -8,10 +8,12 @@ Per-rank summaries keep only their top entries, so a name absent from a rank's s
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
+from stepscope_analyzer.diagnosis.floor_test import FloorEffect
 from stepscope_analyzer.diagnosis.intermittent import Stall
 from stepscope_analyzer.diagnosis.rank_costs import RankSamples
 from stepscope_analyzer.diagnosis.stats import median
@@ -32,6 +34,16 @@ def cost_evidence(cost: str, e: Effect, wall_excess: float, mine: RankSamples, s
         f"{', measured without CPU-contention stretches' if contended else ''})"
     )
     return Evidence(metric=row_for_cost(cost).label, value=value, baseline=value - wall_excess, detail=detail)
+
+
+def floor_evidence(f: FloorEffect) -> Evidence:
+    """More work per op call, not waiting for a CPU: the rank's call floors against the other ranks'."""
+    detail = (
+        f"its op calls at their least over the recorded steps take {f.ratio:.2f}x the other ranks' (weighted median "
+        f"over {f.calls} calls; the floors of even and odd steps differ by up to {100 * math.expm1(f.noise):.0f}% "
+        "within a rank): it does more work per call; waiting for a CPU does not raise a call's least time"
+    )
+    return Evidence(metric="op calls at their least", value=f.ratio, baseline=1.0, detail=detail)
 
 
 def every_nth(steps: tuple[int, ...] | list[int]) -> int | None:

@@ -3,10 +3,11 @@ flagged cost of one rank. Pure."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from stepscope_analyzer.diagnosis.floor_test import FloorEffect, floor_effects
 from stepscope_analyzer.diagnosis.intermittent import Stall
 from stepscope_analyzer.diagnosis.rank_costs import COSTS, RankSamples, rank_samples, wait_is_measured
 from stepscope_analyzer.diagnosis.stats import medians_of_others
@@ -27,6 +28,8 @@ class JobView:
     has_collectives: bool
     measured_wait: bool
     mean_step_us: float = 0.0
+    floors: dict[int, FloorEffect] = field(default_factory=dict)
+    """CPU ranks' call floors against the other ranks' (floor_test), where every rank carries them"""
 
     def others_wait(self, rank: int) -> float:
         return self.others_waits[rank]
@@ -52,6 +55,8 @@ class Flag:
     """set when the rank stalls intermittently on this cost"""
     persistent: bool = True
     """the effect is straggler_test's (the median stands out); False: it describes the stalls alone"""
+    floors: FloorEffect | None = None
+    """set when the rank's call floors decided (its cost stood out in wall-clock time only)"""
 
 
 def wall_excess(view: JobView, rank: int, cost: str) -> float:
@@ -67,4 +72,5 @@ def job_view(ranks: list[RankReport]) -> JobView:
     wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
     blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
     median_step, mean_step = float(np.median(pooled)), float(np.mean(pooled))
-    return JobView(samples, median_step, waits, others, wall, blocked, wait_is_measured(ranks), mean_step)
+    floors = floor_effects(ranks)
+    return JobView(samples, median_step, waits, others, wall, blocked, wait_is_measured(ranks), mean_step, floors)

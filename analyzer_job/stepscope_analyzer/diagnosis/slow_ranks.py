@@ -12,6 +12,9 @@ their collectives. A rank is slow when
    excess for compute (host work that burns a shared CPU slows the others through contention instead, so for host
    time any positive lag will do: the causes table's wait_weight). In a job without collectives this check is moot.
    With two ranks this decides which one slows the other.
+On CPU ranks a compute excess the contention correction hid still counts when the rank's op calls at their least
+over the steps take floor_ratio times the other ranks' (floor_test: contention does not raise a call's least time,
+more work per call does) and its wall-clock compute stands out consistently by the user's floor.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
 that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it; a
 rank whose gain is below the user's floor is not reported (its own excess is offset elsewhere in its step).
@@ -28,6 +31,7 @@ from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.evidence import (
     cost_evidence,
+    floor_evidence,
     name_evidence,
     name_times,
     stall_evidence,
@@ -63,7 +67,27 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
             stands_out = e.z >= cfg.outlier_threshold and wall_z[e.rank] >= cfg.wall_corroboration_z
             if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
+    _flag_floors(view, cfg, out)
     return out
+
+
+def _flag_floors(view: JobView, cfg: DiagnosisConfig, out: dict[int, list[Flag]]) -> None:
+    """CPU ranks whose compute did not stand out once corrected for contention, but whose op calls at their least
+    take floor_ratio times the others' (floor_test): their wall-clock compute must stand out (wall_corroboration_z),
+    consistently over the steps and by the user's floor; the flag carries the wall-clock test."""
+    if not view.floors:
+        return
+    waiting = {r for r in view.samples if view.lateness(r) <= 0} if view.has_collectives else None
+    compute = {r: s.costs["compute"] for r, s in view.samples.items()}
+    wall = {e.rank: e for e in effects(compute, cfg.noise_floor_percent / 100.0 * view.step_us, waiting=waiting)}
+    for rank, f in view.floors.items():
+        flagged = any(x.cost == "compute" for x in out.get(rank, []))
+        if flagged or not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple):
+            continue
+        e, excess = wall[rank], wall_excess(view, rank, "compute")
+        corroborated = e.z >= cfg.wall_corroboration_z and e.consistent(cfg.consistency_alpha)
+        if corroborated and excess >= cfg.floor_us(view.step_us):
+            out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f))
 
 
 def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig) -> bool:
@@ -133,11 +157,14 @@ def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: D
 
 
 def _flag_evidence(flag: Flag, view: JobView, rank: int) -> list[Evidence]:
-    """The flagged cost's evidence: the median test's, and the stalls' where the rank stalls on it."""
+    """The flagged cost's evidence: the median test's, the call floors' where they decided, and the stalls' where
+    the rank stalls on it."""
     out = []
     if flag.persistent:
         wall = wall_excess(view, rank, flag.cost)
         out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us))
+    if flag.floors is not None:
+        out.append(floor_evidence(flag.floors))
     if flag.stall is not None:
         out.append(stall_evidence(flag.cost, flag.stall, flag.wall_excess_us, view.step_us))
     return out

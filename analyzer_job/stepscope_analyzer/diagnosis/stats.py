@@ -52,3 +52,14 @@ def medians_of_others(values: Sequence[float] | npt.NDArray[np.float64]) -> npt.
         out: npt.NDArray[np.float64] = kth(m // 2)
         return out
     return (kth(m // 2 - 1) + kth(m // 2)) / 2.0
+
+
+def weighted_quantile(rows: Sequence[tuple[float, float]], q: float) -> float:
+    """The smallest value whose cumulative weight reaches q of the total ((value, weight) rows sorted by value)."""
+    target = q * sum(w for _, w in rows)
+    seen = 0.0
+    for value, w in rows:
+        seen += w
+        if seen >= target:
+            return value
+    return rows[-1][0]

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from statistics import NormalDist
 
 from stepscope_analyzer.analyses.phase_names import COMM, STEP
+from stepscope_analyzer.diagnosis.stats import weighted_quantile
 from stepscope_analyzer.diff.name_deltas import NameTimes
 
 KINDS = frozenset({"cpu_op"})
@@ -62,17 +63,6 @@ class OpSpeed:
         return 100.0 * math.expm1(self.log_high)
 
 
-def _weighted_quantile(rows: list[tuple[float, float]], q: float) -> float:
-    """The smallest value whose cumulative weight reaches q of the total (rows sorted by value)."""
-    target = q * sum(w for _, w in rows)
-    seen = 0.0
-    for value, w in rows:
-        seen += w
-        if seen >= target:
-            return value
-    return rows[-1][0]
-
-
 def unchanged_op_speed(baseline: NameTimes, candidate: NameTimes, confidence: float = 0.90) -> OpSpeed | None:
     """The per-call change of the unchanged ops, or None when too few ops are unchanged to say."""
     rows: list[tuple[float, float]] = []
@@ -99,9 +89,9 @@ def unchanged_op_speed(baseline: NameTimes, candidate: NameTimes, confidence: fl
     n_eff = weight * weight / sum(w * w for _, w in rows)
     half = NormalDist().inv_cdf((1.0 + confidence) / 2.0) / (2.0 * math.sqrt(n_eff))
     return OpSpeed(
-        log_ratio=_weighted_quantile(rows, 0.5),
-        log_low=_weighted_quantile(rows, max(0.0, 0.5 - half)),
-        log_high=_weighted_quantile(rows, min(1.0, 0.5 + half)),
+        log_ratio=weighted_quantile(rows, 0.5),
+        log_low=weighted_quantile(rows, max(0.0, 0.5 - half)),
+        log_high=weighted_quantile(rows, min(1.0, 0.5 + half)),
         ops=len(rows),
         share=held / total,
         kernels=on_gpu,

@@ -1,0 +1,64 @@
+"""The call-floor comparison of CPU ranks: a rank whose op calls at their least take longer than the others' in
+most calls stands out; one op alone does not decide; floors that differ between a rank's even and odd steps (work
+that varies per step) raise the noise until nothing stands out; ranks without floors compare nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from stepscope_analyzer.diagnosis.floor_test import MIN_CALLS, floor_effects
+from stepscope_contract.report import CallFloors, RankReport
+from stepscope_testing.synthetic import JobShape, synthetic_job
+
+pytestmark = pytest.mark.unit
+
+CALLS = [f"aten::op{i}#0" for i in range(40)]
+
+
+def _floors(scale: np.ndarray, split: float = 0.0, seed: int = 0) -> CallFloors:
+    rng = np.random.default_rng(seed)
+    base = np.linspace(50.0, 2_000.0, len(CALLS)) * scale * rng.uniform(0.97, 1.03, len(CALLS))
+    return CallFloors(
+        calls=CALLS,
+        floor_us=base.tolist(),
+        even_us=(base * (1.0 + split)).tolist(),
+        odd_us=base.tolist(),
+        steps=8,
+    )
+
+
+def _ranks(floors: list[CallFloors | None]) -> list[RankReport]:
+    ranks = synthetic_job(JobShape(world_size=len(floors), steps=8), noise=0.02, seed=1)
+    return [r.model_copy(update={"call_floors": f}) for r, f in zip(ranks, floors, strict=True)]
+
+
+def test_a_rank_with_more_work_in_most_calls_stands_out() -> None:
+    scale = np.where(np.arange(len(CALLS)) % 4 == 0, 1.0, 2.0)  # three calls in four do twice the work
+    effects = floor_effects(_ranks([_floors(np.ones(40), seed=s) for s in range(3)] + [_floors(scale, seed=9)]))
+    assert effects[3].ratio == pytest.approx(2.0, rel=0.05)
+    assert effects[3].stands_out(1.4, 4.0)
+    assert not any(effects[r].stands_out(1.4, 4.0) for r in range(3))
+    assert effects[3].calls == len(CALLS)
+
+
+def test_one_slow_op_does_not_decide() -> None:
+    scale = np.ones(40)
+    scale[-1] = 10.0  # the largest call alone, ten times slower
+    effects = floor_effects(_ranks([_floors(np.ones(40), seed=1), _floors(scale, seed=2), _floors(np.ones(40))]))
+    assert effects[1].ratio < 1.1
+
+
+def test_floors_that_differ_between_a_ranks_own_steps_are_noise() -> None:
+    twice = np.full(40, 2.0)
+    effects = floor_effects(_ranks([_floors(np.ones(40), split=0.3), _floors(twice, split=0.3)]))
+    assert effects[1].ratio == pytest.approx(2.0, rel=0.05)
+    assert effects[1].noise == pytest.approx(np.log(1.3), rel=0.05)
+    assert not effects[1].stands_out(1.4, 4.0)
+
+
+def test_nothing_is_compared_without_floors_on_every_rank_or_enough_common_calls() -> None:
+    assert floor_effects(_ranks([_floors(np.ones(40)), None])) == {}
+    few = CallFloors(calls=CALLS[: MIN_CALLS - 1], floor_us=[100.0] * (MIN_CALLS - 1),
+                     even_us=[100.0] * (MIN_CALLS - 1), odd_us=[100.0] * (MIN_CALLS - 1), steps=8)  # fmt: skip
+    assert floor_effects(_ranks([few, few])) == {}
