@@ -9,7 +9,9 @@ PIP_VERSION := 26.3
 CONSTRAINTS := requirements/constraints.txt
 # The CPU wheel of torch lies on this kind of machine's disk; pip finds it there without a download.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) | sha256sum | cut -c1-12)
+# setup.py and the C source: the parser's native fast path is compiled at install (editable: in place)
+NATIVE := setup.py analyzer_job/stepscope_analyzer/parse/_scan.c
+STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) $(NATIVE) | sha256sum | cut -c1-12)
 BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml $(CONSTRAINTS) | sha256sum | cut -c1-12)
 
 # helm comes pinned from a PyPI wheel that ships it (jsii tgz -> lib/layer.zip -> helm/helm).

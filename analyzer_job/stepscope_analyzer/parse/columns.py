@@ -16,7 +16,8 @@ import numpy.typing as npt
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
-from stepscope_analyzer.parse.schema import COLLECTIVE_FIELDS, META_TYPE, TraceEvent
+from stepscope_analyzer.parse.native import ScannedChunk
+from stepscope_analyzer.parse.schema import ARGS_DECODER, COLLECTIVE_FIELDS, META_TYPE, TraceEvent
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -272,12 +273,41 @@ class ColumnBuilder:
         nid = names[name] = len(names)
         return nid
 
-    def add_chunk(self, events: list[Any]) -> None:
+    def add_scanned(self, chunk: ScannedChunk) -> None:
+        """Same as ``add_typed`` for a chunk the native scanner turned into columns (parse.native)."""
+        c = chunk.columns
+        self.seen += chunk.events
+        for pid, tid, name in c["threads"]:
+            self._thread_names[(pid, tid)] = name
+        rows = int(c["rows"])
+        if not rows:
+            return
+        offset, parts = self._rows, self._parts
+        names = np.asarray(_ids(c["names"], self._names, self._intern), dtype=np.int32)
+        cats = np.asarray(_ids(c["cats"], self._cats, self._new_category), dtype=np.int32)
+        parts["ts"].append(np.frombuffer(c["ts"], np.float64 if c["ts_float"] else np.int64).copy())
+        parts["dur"].append(np.frombuffer(c["dur"], np.float64 if c["dur_float"] else np.int64).copy())
+        parts["name_id"].append(names[np.frombuffer(c["name_id"], np.int32)])
+        parts["cat_id"].append(cats[np.frombuffer(c["cat_id"], np.int32)])
+        for key in ("pid", "tid", "stream", "correlation", "external_id"):
+            parts[key].append(np.frombuffer(c[key], np.int64).copy())
+        for row, text in c["collectives"]:
+            args = ARGS_DECODER.decode(text)
+            if args.collective_name is not None or args.pg_name is not None:
+                self._collective_args[offset + row] = {
+                    key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
+                }
+        self._rows += rows
+
+    def add_chunk(self, events: list[Any] | ScannedChunk) -> None:
         """Add one chunk of events and convert it to arrays at once (keeps Python objects to one chunk)."""
         table = self._limits
-        if self.seen + len(events) > table.max_events * 4:  # every kind of event, also those not kept
-            raise table.exceeded("max_events", f"the trace has more than {self.seen + len(events)} events")
-        if events and isinstance(events[0], TraceEvent):
+        count = events.events if isinstance(events, ScannedChunk) else len(events)
+        if self.seen + count > table.max_events * 4:  # every kind of event, also those not kept
+            raise table.exceeded("max_events", f"the trace has more than {self.seen + count} events")
+        if isinstance(events, ScannedChunk):
+            self.add_scanned(events)
+        elif events and isinstance(events[0], TraceEvent):
             self.add_typed(events)
         else:
             self.add(events)

@@ -79,3 +79,5 @@ COLLECTIVE_FIELDS = (
 EVENTS_DECODER: Any = msgspec.json.Decoder(
     GenericAlias(list, (functools.reduce(operator.or_, FLOW_TYPES + FULL_TYPES),))
 )
+ARGS_DECODER: Any = msgspec.json.Decoder(EventArgs)
+"""an event's args object alone (the native scanner hands over collectives' args as text)"""

@@ -20,7 +20,9 @@ import msgspec
 import orjson
 
 from stepscope_analyzer import limits
+from stepscope_analyzer.parse import native
 from stepscope_analyzer.parse.errors import TraceError
+from stepscope_analyzer.parse.native import ScannedChunk
 from stepscope_analyzer.parse.schema import EVENTS_DECODER
 
 DEFAULT_CHUNK_BYTES = 256 << 10
@@ -66,8 +68,12 @@ def parse_whole(data: bytes) -> tuple[dict[str, Any], list[Any]]:
     return doc, events
 
 
-def _decode_array(view: memoryview) -> list[Any] | None:
-    """Decode a JSON array: typed structs when every event fits the schema, else plain dicts; None if not JSON."""
+def _decode_array(view: memoryview) -> list[Any] | ScannedChunk | None:
+    """Decode a JSON array: the native scanner's columns when built and the chunk fits it, else typed structs when
+    every event fits the schema, else plain dicts; None if not JSON."""
+    scanned = native.scan(view)
+    if scanned is not None:
+        return scanned
     try:
         events: list[Any] = EVENTS_DECODER.decode(view)
         return events
@@ -80,7 +86,7 @@ def _decode_array(view: memoryview) -> list[Any] | None:
     return value if isinstance(value, list) else None
 
 
-def _decode_prefix(buf: bytearray, end: int) -> list[Any] | None:
+def _decode_prefix(buf: bytearray, end: int) -> list[Any] | ScannedChunk | None:
     """Decode ``buf[:end]`` without copying it (the views are released before the buffer is resized)."""
     with memoryview(buf) as whole, whole[:end] as view:
         return _decode_array(view)
@@ -112,7 +118,7 @@ class ChunkedEvents:
             self.size_bytes += len(block)
             self._buf += block
 
-    def __iter__(self) -> Iterator[list[Any]]:
+    def __iter__(self) -> Iterator[list[Any] | ScannedChunk]:
         # Phase 1: the text before the events array (kept for the metadata).
         key = _EVENTS_KEY.search(self._buf)
         max_prefix = limits.current().max_prefix_bytes
@@ -138,7 +144,7 @@ class ChunkedEvents:
         del metadata["traceEvents"]
         self.metadata = metadata
 
-    def _events(self) -> Generator[list[Any], None, bytes]:
+    def _events(self) -> Generator[list[Any] | ScannedChunk, None, bytes]:
         """Yield event chunks; return the text from the array's closing ``]`` to the end of the document."""
         buf = self._buf
         failed = 0

@@ -1,6 +1,7 @@
 """Coverage-guided fuzzing of the Kineto parser with atheris (libFuzzer): any input bytes, parsed as stored (plain or
-gzip) and in small chunks, must give a ParsedTrace or a TraceError; anything else is a crash libFuzzer reports with
-the input that caused it.
+gzip) and in small chunks, must give a ParsedTrace or a TraceError, and the same one with the native fast path
+(parse/_scan.c, where built) as without it; anything else is a crash libFuzzer reports with the input that caused
+it (coverage guides the Python code; the native scanner sees the same inputs).
 
     python tests/analyzer_job/parse/fuzz_parser.py [libFuzzer flags] [CORPUS_DIR ...]
 
@@ -10,16 +11,19 @@ Seeds (a small valid trace, plain and gzip) are written into the first corpus fo
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import atheris
 
 with atheris.instrument_imports(include=["stepscope_analyzer"]):
-    from stepscope_analyzer.parse import TraceError, parse_bytes, parse_trace
+    from stepscope_analyzer.parse import ParsedTrace, TraceError, native, parse_bytes, parse_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "testing"))
+from stepscope_testing.same_columns import differences
 
 SEED = {
     "distributedInfo": {"rank": 0, "world_size": 2},
@@ -33,10 +37,25 @@ SEED = {
 }
 
 
+def _outcome(parse: Callable[[], ParsedTrace]) -> ParsedTrace | str:
+    try:
+        return parse()
+    except TraceError as exc:
+        return f"TraceError: {exc}"
+
+
 def one_input(data: bytes) -> None:
     for parse in (lambda: parse_trace(data, chunk_bytes=64), lambda: parse_bytes(data, chunk_bytes=1 << 20)):
-        with contextlib.suppress(TraceError):
-            parse()
+        fast = _outcome(parse)
+        if not native.AVAILABLE:
+            continue
+        with native.enabled(False):
+            slow = _outcome(parse)
+        if isinstance(fast, str) or isinstance(slow, str):
+            assert fast == slow, (fast, slow)
+        else:
+            assert differences(fast.events, slow.events) == [], differences(fast.events, slow.events)
+            assert fast.metadata == slow.metadata
 
 
 def _seed(corpus: Path) -> None:

@@ -1,0 +1,898 @@
+/* The parser's native fast path: one chunk of a Chrome trace's `traceEvents` array -> columns.
+ *
+ * scan(chunk) takes the text of a JSON array of events (the splitter's chunk) and returns the columns of its complete
+ * events, or None when the chunk holds anything outside the common shape this scanner accepts: then the caller
+ * decodes the chunk with the Python path (msgspec / orjson), which also owns every error message. The contract is
+ * that for every chunk this returns columns for, they equal what the Python path builds (tests/analyzer_job/parse:
+ * differential tests on real traces, generated events and a fuzz target). So this file only has to be right about
+ * what it accepts, and it accepts only:
+ *   - strictly valid JSON (RFC 8259 grammar; strings without \u escapes and without control characters; nesting at
+ *     most MAX_DEPTH deep), an array whose elements are all objects;
+ *   - each event's known keys (ph cat name pid tid ts dur args) at most once, without escapes, with the types the
+ *     common traces use: ph a known one-letter phase; cat and name strings without escapes; pid and tid integers
+ *     (or null, or integral floats); ts and dur numbers (or null); args an object (or null) whose known keys
+ *     (stream, correlation, External id, name) are numbers or null (name: anything);
+ *   - integers within int64, finite floats.
+ * Values of other keys are validated and skipped. Strings are not checked for UTF-8 except names and categories
+ * that become columns (decoded strictly; the Python path replaces bad bytes, so such a chunk goes there).
+ * The scan itself runs without the GIL (another thread inflates the next blocks meanwhile).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_DEPTH 64
+#define MAX_NUMBER_CHARS 64
+
+typedef struct {
+    char *data;
+    size_t len;
+    size_t cap;
+} Buf;
+
+static int buf_put(Buf *b, const void *src, size_t n) {
+    if (b->len + n > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n) {
+            cap *= 2;
+        }
+        char *grown = realloc(b->data, cap);
+        if (grown == NULL) {
+            return 0;
+        }
+        b->data = grown;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, src, n);
+    b->len += n;
+    return 1;
+}
+
+typedef struct {
+    const char *ptr;
+    size_t len;
+} Span;
+
+/* Interned spans (names or categories), numbered in order of first appearance. */
+typedef struct {
+    Span *spans;   /* by id */
+    size_t count;
+    size_t spans_cap;
+    int32_t *slots; /* open addressing: id + 1, 0 = empty */
+    size_t slots_cap;
+} Table;
+
+static uint64_t hash_span(const char *p, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)p[i];
+        h *= 1099511628211ULL;
+    }
+    return h;
+}
+
+static int table_grow(Table *t) {
+    size_t cap = t->slots_cap ? t->slots_cap * 2 : 256;
+    int32_t *slots = calloc(cap, sizeof(int32_t));
+    if (slots == NULL) {
+        return 0;
+    }
+    for (size_t id = 0; id < t->count; id++) {
+        size_t i = (size_t)hash_span(t->spans[id].ptr, t->spans[id].len) & (cap - 1);
+        while (slots[i]) {
+            i = (i + 1) & (cap - 1);
+        }
+        slots[i] = (int32_t)(id + 1);
+    }
+    free(t->slots);
+    t->slots = slots;
+    t->slots_cap = cap;
+    return 1;
+}
+
+/* The id of `s` (a new one when unseen); -1 when out of memory or ids. */
+static int32_t table_id(Table *t, Span s) {
+    if ((t->count + 1) * 2 > t->slots_cap && !table_grow(t)) {
+        return -1;
+    }
+    size_t i = (size_t)hash_span(s.ptr, s.len) & (t->slots_cap - 1);
+    while (t->slots[i]) {
+        Span *known = &t->spans[t->slots[i] - 1];
+        if (known->len == s.len && memcmp(known->ptr, s.ptr, s.len) == 0) {
+            return t->slots[i] - 1;
+        }
+        i = (i + 1) & (t->slots_cap - 1);
+    }
+    if (t->count >= INT32_MAX - 1) {
+        return -1;
+    }
+    if (t->count == t->spans_cap) {
+        size_t cap = t->spans_cap ? t->spans_cap * 2 : 64;
+        Span *grown = realloc(t->spans, cap * sizeof(Span));
+        if (grown == NULL) {
+            return -1;
+        }
+        t->spans = grown;
+        t->spans_cap = cap;
+    }
+    t->spans[t->count] = s;
+    t->slots[i] = (int32_t)(t->count + 1);
+    return (int32_t)t->count++;
+}
+
+static void table_free(Table *t) {
+    free(t->spans);
+    free(t->slots);
+}
+
+typedef struct {
+    const char *p;
+    const char *end;
+} Cur;
+
+/* Value kinds of the fields the scanner reads. */
+enum { ABSENT = 0, NUL = 1, INT = 2, FLOAT = 3, STR = 4, OTHER = 5 };
+
+typedef struct {
+    int kind;
+    int64_t i;
+    double f;
+    Span s;
+} Value;
+
+typedef struct {
+    Buf ts_i, ts_f, dur_i, dur_f, name, cat, pid, tid, stream, corr, ext;
+    Buf coll;    /* (int64 row, int64 start, int64 end) of collective rows' args objects */
+    Buf threads; /* (int64 pid, int64 tid, int64 start, int64 len) of thread_name metadata */
+    Table names, cats;
+    int ts_float, dur_float;
+    int64_t events, rows;
+    int oom;
+    const char *base; /* the chunk's first byte: spans are kept as offsets from it */
+} Out;
+
+static const unsigned char WS[256] = {[' '] = 1, ['\n'] = 1, ['\r'] = 1, ['\t'] = 1};
+
+static void ws(Cur *c) {
+    while (c->p < c->end && WS[(unsigned char)*c->p]) {
+        c->p++;
+    }
+}
+
+/* Bytes that end a string's plain run: '"', '\\' and control characters. */
+static unsigned char STOP[256];
+
+static void init_stop(void) {
+    for (int i = 0; i < 0x20; i++) {
+        STOP[i] = 1;
+    }
+    STOP['"'] = 1;
+    STOP['\\'] = 1;
+}
+
+/* A string at c->p (a '"'); its content's span and whether it holds escapes. 0: outside the fast path. */
+static int scan_string(Cur *c, Span *out, int *escaped) {
+    const char *p = c->p + 1;
+    const char *end = c->end;
+    *escaped = 0;
+    while (p < end) {
+        while (p < end && !STOP[(unsigned char)*p]) {
+            p++;
+        }
+        if (p >= end) {
+            break;
+        }
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"') {
+            out->ptr = c->p + 1;
+            out->len = (size_t)(p - (c->p + 1));
+            c->p = p + 1;
+            return 1;
+        }
+        if (ch == '\\') {
+            if (p + 1 >= end) {
+                return 0;
+            }
+            char e = p[1];
+            if (e != '"' && e != '\\' && e != '/' && e != 'b' && e != 'f' && e != 'n' && e != 'r' && e != 't') {
+                return 0; /* u-escapes (surrogates and all) and invalid escapes: the Python path */
+            }
+            *escaped = 1;
+            p += 2;
+            continue;
+        }
+        if (ch < 0x20) {
+            return 0;
+        }
+        p++;
+    }
+    return 0;
+}
+
+static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
+
+/* A JSON number at c->p: an int64 (INT) or a finite double (FLOAT). 0: invalid, out of range or not finite. */
+static int scan_number(Cur *c, Value *v) {
+    const char *start = c->p;
+    const char *p = start;
+    const char *end = c->end;
+    int negative = 0;
+    if (p < end && *p == '-') {
+        negative = 1;
+        p++;
+    }
+    if (p >= end || !is_digit(*p)) {
+        return 0;
+    }
+    const char *digits = p;
+    uint64_t acc = 0; /* exact while at most 19 digits: checked below */
+    if (*p == '0') {
+        p++;
+    } else {
+        while (p < end && is_digit(*p)) {
+            acc = acc * 10 + (uint64_t)(*p - '0');
+            p++;
+        }
+    }
+    int is_float = 0;
+    if (p < end && *p == '.') {
+        is_float = 1;
+        p++;
+        if (p >= end || !is_digit(*p)) {
+            return 0;
+        }
+        while (p < end && is_digit(*p)) {
+            p++;
+        }
+    }
+    if (p < end && (*p == 'e' || *p == 'E')) {
+        is_float = 1;
+        p++;
+        if (p < end && (*p == '+' || *p == '-')) {
+            p++;
+        }
+        if (p >= end || !is_digit(*p)) {
+            return 0;
+        }
+        while (p < end && is_digit(*p)) {
+            p++;
+        }
+    }
+    if (p < end && is_digit(*p)) {
+        return 0; /* a leading zero followed by digits */
+    }
+    c->p = p;
+    if (!is_float) {
+        if (p - digits > 19) {
+            return 0; /* 19 digits fit in 64 bits unsigned, more may not */
+        }
+        uint64_t limit = negative ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX;
+        if (acc > limit) {
+            return 0;
+        }
+        v->kind = INT;
+        v->i = negative ? (int64_t)(0 - acc) : (int64_t)acc;
+        return 1;
+    }
+    size_t n = (size_t)(p - start);
+    if (n >= MAX_NUMBER_CHARS) {
+        return 0;
+    }
+    char text[MAX_NUMBER_CHARS];
+    memcpy(text, start, n);
+    text[n] = '\0';
+    char *stop = NULL;
+    double f = strtod(text, &stop);
+    if (stop != text + n || !isfinite(f)) {
+        return 0;
+    }
+    v->kind = FLOAT;
+    v->f = f;
+    return 1;
+}
+
+static int literal(Cur *c, const char *word, size_t n) {
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n) != 0) {
+        return 0;
+    }
+    c->p += n;
+    return 1;
+}
+
+/* Any JSON value, validated and skipped. */
+static int skip_value(Cur *c, int depth) {
+    if (c->p >= c->end || depth > MAX_DEPTH) {
+        return 0;
+    }
+    Span s;
+    int escaped;
+    Value v;
+    switch (*c->p) {
+    case '"':
+        return scan_string(c, &s, &escaped);
+    case 't':
+        return literal(c, "true", 4);
+    case 'f':
+        return literal(c, "false", 5);
+    case 'n':
+        return literal(c, "null", 4);
+    case '{':
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == '}') {
+            c->p++;
+            return 1;
+        }
+        for (;;) {
+            if (c->p >= c->end || *c->p != '"' || !scan_string(c, &s, &escaped)) {
+                return 0;
+            }
+            ws(c);
+            if (c->p >= c->end || *c->p != ':') {
+                return 0;
+            }
+            c->p++;
+            ws(c);
+            if (!skip_value(c, depth + 1)) {
+                return 0;
+            }
+            ws(c);
+            if (c->p >= c->end) {
+                return 0;
+            }
+            if (*c->p == '}') {
+                c->p++;
+                return 1;
+            }
+            if (*c->p != ',') {
+                return 0;
+            }
+            c->p++;
+            ws(c);
+        }
+    case '[':
+        c->p++;
+        ws(c);
+        if (c->p < c->end && *c->p == ']') {
+            c->p++;
+            return 1;
+        }
+        for (;;) {
+            if (!skip_value(c, depth + 1)) {
+                return 0;
+            }
+            ws(c);
+            if (c->p >= c->end) {
+                return 0;
+            }
+            if (*c->p == ']') {
+                c->p++;
+                return 1;
+            }
+            if (*c->p != ',') {
+                return 0;
+            }
+            c->p++;
+            ws(c);
+        }
+    default:
+        return scan_number(c, &v);
+    }
+}
+
+/* A value that must be a number or null (anything else: outside the fast path). */
+static int number_or_null(Cur *c, Value *v) {
+    if (c->p < c->end && *c->p == 'n') {
+        v->kind = NUL;
+        return literal(c, "null", 4);
+    }
+    return scan_number(c, v);
+}
+
+static int key_is(Span k, const char *word) {
+    size_t n = strlen(word);
+    return k.len == n && memcmp(k.ptr, word, n) == 0;
+}
+
+enum { K_OTHER, K_PH, K_CAT, K_NAME, K_PID, K_TID, K_TS, K_DUR, K_ARGS };
+
+/* An event's key, told by its length first. */
+static int event_key(Span k) {
+    switch (k.len) {
+    case 2:
+        return memcmp(k.ptr, "ph", 2) == 0 ? K_PH : memcmp(k.ptr, "ts", 2) == 0 ? K_TS : K_OTHER;
+    case 3:
+        if (memcmp(k.ptr, "cat", 3) == 0) {
+            return K_CAT;
+        }
+        if (memcmp(k.ptr, "pid", 3) == 0) {
+            return K_PID;
+        }
+        if (memcmp(k.ptr, "tid", 3) == 0) {
+            return K_TID;
+        }
+        return memcmp(k.ptr, "dur", 3) == 0 ? K_DUR : K_OTHER;
+    case 4:
+        return memcmp(k.ptr, "name", 4) == 0 ? K_NAME : memcmp(k.ptr, "args", 4) == 0 ? K_ARGS : K_OTHER;
+    default:
+        return K_OTHER;
+    }
+}
+
+/* An integer field as the Python path reads it: int as is; null or absent: -1; integral float: its int. */
+static int int_field(const Value *v, int64_t *out) {
+    switch (v->kind) {
+    case ABSENT:
+    case NUL:
+        *out = -1;
+        return 1;
+    case INT:
+        *out = v->i;
+        return 1;
+    case FLOAT:
+        if (v->f == floor(v->f) && fabs(v->f) < 9.2e18) {
+            *out = (int64_t)v->f;
+            return 1;
+        }
+        return 0;
+    default:
+        return 0;
+    }
+}
+
+/* correlation / External id: int; integral float: its int; any other float, null or absent: -1. */
+static int64_t id_field(const Value *v) {
+    if (v->kind == INT) {
+        return v->i;
+    }
+    if (v->kind == FLOAT && v->f == floor(v->f) && fabs(v->f) < 9.2e18) {
+        return (int64_t)v->f;
+    }
+    return -1;
+}
+
+/* stream: int; float: truncated toward zero (-1 where that overflows); null or absent: -1. */
+static int64_t stream_field(const Value *v) {
+    if (v->kind == INT) {
+        return v->i;
+    }
+    if (v->kind == FLOAT && fabs(v->f) < 9.2e18) {
+        return (int64_t)v->f;
+    }
+    return -1;
+}
+
+typedef struct {
+    Value stream, corr, ext, name;
+    int coll;
+    const char *start, *end;
+} Args;
+
+static int scan_args(Cur *c, Args *a) {
+    memset(a, 0, sizeof(*a));
+    a->start = c->p;
+    c->p++; /* '{' */
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        a->end = c->p;
+        return 1;
+    }
+    unsigned seen = 0;
+    for (;;) {
+        Span k;
+        int escaped;
+        if (c->p >= c->end || *c->p != '"' || !scan_string(c, &k, &escaped) || escaped) {
+            return 0;
+        }
+        ws(c);
+        if (c->p >= c->end || *c->p != ':') {
+            return 0;
+        }
+        c->p++;
+        ws(c);
+        unsigned bit = 0;
+        if (key_is(k, "stream")) {
+            bit = 1;
+            if ((seen & bit) || !number_or_null(c, &a->stream)) {
+                return 0;
+            }
+        } else if (key_is(k, "correlation")) {
+            bit = 2;
+            if ((seen & bit) || !number_or_null(c, &a->corr)) {
+                return 0;
+            }
+        } else if (key_is(k, "External id")) {
+            bit = 4;
+            if ((seen & bit) || !number_or_null(c, &a->ext)) {
+                return 0;
+            }
+        } else if (key_is(k, "name")) {
+            bit = 8;
+            if (seen & bit) {
+                return 0;
+            }
+            if (c->p < c->end && *c->p == '"') {
+                int esc;
+                if (!scan_string(c, &a->name.s, &esc)) {
+                    return 0;
+                }
+                a->name.kind = esc ? OTHER : STR; /* OTHER + escapes: bail only where the name is used */
+                a->name.i = esc;
+            } else {
+                a->name.kind = NUL; /* not a string: no thread name */
+                if (!skip_value(c, 2)) {
+                    return 0;
+                }
+            }
+        } else if (key_is(k, "Collective name") || key_is(k, "Process Group Name")) {
+            bit = key_is(k, "Collective name") ? 16 : 32;
+            if (seen & bit) {
+                return 0;
+            }
+            int is_null = c->p < c->end && *c->p == 'n';
+            if (!skip_value(c, 2)) {
+                return 0;
+            }
+            if (!is_null) {
+                a->coll = 1;
+            }
+        } else if (!skip_value(c, 2)) {
+            return 0;
+        }
+        seen |= bit;
+        ws(c);
+        if (c->p >= c->end) {
+            return 0;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            a->end = c->p;
+            return 1;
+        }
+        if (*c->p != ',') {
+            return 0;
+        }
+        c->p++;
+        ws(c);
+    }
+}
+
+static const char FULL_PHASES[] = "XMiICBEbenPNODRVvc()";
+static const char FLOW_PHASES[] = "stf";
+
+static int put_i64(Buf *b, int64_t v) { return buf_put(b, &v, sizeof v); }
+static int put_f64(Buf *b, double v) { return buf_put(b, &v, sizeof v); }
+
+static int scan_event(Cur *c, Out *o) {
+    Value ph = {0}, cat = {0}, name = {0}, pid = {0}, tid = {0}, ts = {0}, dur = {0};
+    Args args;
+    int has_args = 0; /* 0 absent/null, 1 an object */
+    memset(&args, 0, sizeof args);
+    unsigned seen = 0;
+    c->p++; /* '{' */
+    ws(c);
+    if (c->p < c->end && *c->p == '}') {
+        return 0; /* no ph */
+    }
+    for (;;) {
+        Span k;
+        int escaped;
+        if (c->p >= c->end || *c->p != '"' || !scan_string(c, &k, &escaped) || escaped) {
+            return 0;
+        }
+        ws(c);
+        if (c->p >= c->end || *c->p != ':') {
+            return 0;
+        }
+        c->p++;
+        ws(c);
+        if (c->p >= c->end) {
+            return 0;
+        }
+        char first = *c->p;
+        int key = event_key(k);
+        unsigned bit = key == K_OTHER ? 0 : 1u << key;
+        if (seen & bit) {
+            return 0; /* a known key twice */
+        }
+        if (key == K_PH) {
+            int esc;
+            if (first != '"' || !scan_string(c, &ph.s, &esc) || esc || ph.s.len != 1) {
+                return 0;
+            }
+            ph.kind = STR;
+        } else if (key == K_CAT || key == K_NAME) {
+            Value *v = key == K_CAT ? &cat : &name;
+            if (first == '"') {
+                int esc;
+                if (!scan_string(c, &v->s, &esc) || esc) {
+                    return 0;
+                }
+                v->kind = STR;
+            } else if (first == 'n' && key == K_CAT) {
+                if (!literal(c, "null", 4)) {
+                    return 0;
+                }
+                v->kind = NUL;
+            } else {
+                return 0;
+            }
+        } else if (key == K_PID || key == K_TID) {
+            Value *v = key == K_PID ? &pid : &tid;
+            if (first == 'n' || first == '-' || is_digit(first)) {
+                if (!number_or_null(c, v)) {
+                    return 0;
+                }
+            } else {
+                v->kind = OTHER; /* a label ("Traces"): outside the fast path only where it is used */
+                if (!skip_value(c, 2)) {
+                    return 0;
+                }
+            }
+        } else if (key == K_TS || key == K_DUR) {
+            if (!number_or_null(c, key == K_TS ? &ts : &dur)) {
+                return 0;
+            }
+        } else if (key == K_ARGS) {
+            if (first == '{') {
+                if (!scan_args(c, &args)) {
+                    return 0;
+                }
+                has_args = 1;
+            } else if (first == 'n') {
+                if (!literal(c, "null", 4)) {
+                    return 0;
+                }
+            } else {
+                return 0;
+            }
+        } else if (!skip_value(c, 1)) {
+            return 0;
+        }
+        seen |= bit;
+        ws(c);
+        if (c->p >= c->end) {
+            return 0;
+        }
+        if (*c->p == '}') {
+            c->p++;
+            break;
+        }
+        if (*c->p != ',') {
+            return 0;
+        }
+        c->p++;
+        ws(c);
+    }
+    o->events++;
+    if (ph.kind != STR) {
+        return 0;
+    }
+    char phase = ph.s.ptr[0];
+    if (phase != '\0' && strchr(FLOW_PHASES, phase) != NULL) {
+        return 1; /* flow events carry nothing the analyses keep */
+    }
+    if (phase == '\0' || strchr(FULL_PHASES, phase) == NULL) {
+        return 0;
+    }
+    int64_t pid_v, tid_v;
+    int is_row = (dur.kind == INT || dur.kind == FLOAT) && cat.kind == STR;
+    if (!is_row) {
+        Span thread = {"thread_name", 11};
+        if (phase == 'M' && has_args && name.kind == STR && name.s.len == thread.len &&
+            memcmp(name.s.ptr, thread.ptr, thread.len) == 0) {
+            if (args.name.kind == OTHER) {
+                return 0; /* a thread name with escapes */
+            }
+            if (args.name.kind == STR) {
+                if (!int_field(&pid, &pid_v) || !int_field(&tid, &tid_v)) {
+                    return 0;
+                }
+                int64_t row[4] = {pid_v, tid_v, (int64_t)(args.name.s.ptr - o->base), (int64_t)args.name.s.len};
+                if (!buf_put(&o->threads, row, sizeof row)) {
+                    o->oom = 1;
+                    return 0;
+                }
+            }
+        }
+        return 1;
+    }
+    if (cat.s.len == 5 && memcmp(cat.s.ptr, "Trace", 5) == 0) {
+        return 1;
+    }
+    if (ts.kind != INT && ts.kind != FLOAT) {
+        return 0; /* a complete event without ts: the Python path says so */
+    }
+    if (!int_field(&pid, &pid_v) || !int_field(&tid, &tid_v)) {
+        return 0; /* pid or tid a string: the Python path labels it */
+    }
+    Span empty = {"", 0};
+    int32_t name_id = table_id(&o->names, name.kind == STR ? name.s : empty);
+    int32_t cat_id = table_id(&o->cats, cat.s);
+    if (name_id < 0 || cat_id < 0) {
+        o->oom = 1;
+        return 0;
+    }
+    int64_t stream_v = has_args ? stream_field(&args.stream) : -1;
+    int64_t corr_v = has_args ? id_field(&args.corr) : -1;
+    int64_t ext_v = has_args ? id_field(&args.ext) : -1;
+    int ok = put_i64(&o->ts_i, ts.kind == INT ? ts.i : 0) && put_f64(&o->ts_f, ts.kind == INT ? (double)ts.i : ts.f) &&
+             put_i64(&o->dur_i, dur.kind == INT ? dur.i : 0) &&
+             put_f64(&o->dur_f, dur.kind == INT ? (double)dur.i : dur.f) && buf_put(&o->name, &name_id, 4) &&
+             buf_put(&o->cat, &cat_id, 4) && put_i64(&o->pid, pid_v) && put_i64(&o->tid, tid_v) &&
+             put_i64(&o->stream, stream_v) && put_i64(&o->corr, corr_v) && put_i64(&o->ext, ext_v);
+    if (ok && has_args && args.coll) {
+        int64_t row[3] = {o->rows, (int64_t)(args.start - o->base), (int64_t)(args.end - o->base)};
+        ok = buf_put(&o->coll, row, sizeof row);
+    }
+    if (!ok) {
+        o->oom = 1;
+        return 0;
+    }
+    o->ts_float |= ts.kind == FLOAT;
+    o->dur_float |= dur.kind == FLOAT;
+    o->rows++;
+    return 1;
+}
+
+static int scan_array(Cur *c, Out *o) {
+    ws(c);
+    if (c->p >= c->end || *c->p != '[') {
+        return 0;
+    }
+    c->p++;
+    ws(c);
+    if (c->p < c->end && *c->p == ']') {
+        c->p++;
+    } else {
+        for (;;) {
+            if (c->p >= c->end || *c->p != '{' || !scan_event(c, o)) {
+                return 0;
+            }
+            ws(c);
+            if (c->p >= c->end) {
+                return 0;
+            }
+            if (*c->p == ']') {
+                c->p++;
+                break;
+            }
+            if (*c->p != ',') {
+                return 0;
+            }
+            c->p++;
+            ws(c);
+        }
+    }
+    ws(c);
+    return c->p == c->end;
+}
+
+static void out_free(Out *o) {
+    Buf *bufs[] = {&o->ts_i, &o->ts_f, &o->dur_i, &o->dur_f, &o->name, &o->cat, &o->pid, &o->tid,
+                   &o->stream, &o->corr, &o->ext, &o->coll, &o->threads};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        free(bufs[i]->data);
+    }
+    table_free(&o->names);
+    table_free(&o->cats);
+}
+
+static PyObject *bytes_of(const Buf *b) { return PyBytes_FromStringAndSize(b->len ? b->data : "", (Py_ssize_t)b->len); }
+
+/* The interned spans as a list of str (strict UTF-8); NULL with a UnicodeDecodeError for the caller to clear. */
+static PyObject *strings_of(const Table *t) {
+    PyObject *list = PyList_New((Py_ssize_t)t->count);
+    if (list == NULL) {
+        return NULL;
+    }
+    for (size_t i = 0; i < t->count; i++) {
+        PyObject *s = PyUnicode_DecodeUTF8(t->spans[i].ptr, (Py_ssize_t)t->spans[i].len, "strict");
+        if (s == NULL) {
+            Py_DECREF(list);
+            return NULL;
+        }
+        PyList_SET_ITEM(list, (Py_ssize_t)i, s);
+    }
+    return list;
+}
+
+static PyObject *build(const Out *o, const char *base) {
+    PyObject *names = strings_of(&o->names);
+    PyObject *cats = names ? strings_of(&o->cats) : NULL;
+    PyObject *coll = cats ? PyList_New(0) : NULL;
+    PyObject *threads = coll ? PyList_New(0) : NULL;
+    PyObject *result = NULL;
+    if (threads == NULL) {
+        goto done;
+    }
+    const int64_t *c = (const int64_t *)o->coll.data;
+    for (size_t i = 0; i < o->coll.len / (3 * sizeof(int64_t)); i++) {
+        const char *start = base + c[3 * i + 1];
+        const char *end = base + c[3 * i + 2];
+        PyObject *item = Py_BuildValue("(Ly#)", (long long)c[3 * i], start, (Py_ssize_t)(end - start));
+        if (item == NULL || PyList_Append(coll, item) < 0) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+    const int64_t *t = (const int64_t *)o->threads.data;
+    for (size_t i = 0; i < o->threads.len / (4 * sizeof(int64_t)); i++) {
+        const char *start = base + t[4 * i + 2];
+        PyObject *name = PyUnicode_DecodeUTF8(start, (Py_ssize_t)t[4 * i + 3], "strict");
+        if (name == NULL) {
+            goto done;
+        }
+        PyObject *item = Py_BuildValue("(LLN)", (long long)t[4 * i], (long long)t[4 * i + 1], name);
+        if (item == NULL || PyList_Append(threads, item) < 0) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
+    }
+    result = Py_BuildValue(
+        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O}",
+        "events", (long long)o->events, "rows", (long long)o->rows,
+        "ts", bytes_of(o->ts_float ? &o->ts_f : &o->ts_i), "ts_float", PyBool_FromLong(o->ts_float),
+        "dur", bytes_of(o->dur_float ? &o->dur_f : &o->dur_i), "dur_float", PyBool_FromLong(o->dur_float),
+        "name_id", bytes_of(&o->name), "names", names, "cat_id", bytes_of(&o->cat), "cats", cats,
+        "pid", bytes_of(&o->pid), "tid", bytes_of(&o->tid), "stream", bytes_of(&o->stream),
+        "correlation", bytes_of(&o->corr), "external_id", bytes_of(&o->ext), "collectives", coll,
+        "threads", threads);
+done:
+    Py_XDECREF(names);
+    Py_XDECREF(cats);
+    Py_XDECREF(coll);
+    Py_XDECREF(threads);
+    return result;
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    Out o;
+    memset(&o, 0, sizeof o);
+    o.base = (const char *)view.buf;
+    Cur c = {(const char *)view.buf, (const char *)view.buf + view.len};
+    int ok;
+    Py_BEGIN_ALLOW_THREADS
+    ok = scan_array(&c, &o);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL;
+    if (o.oom) {
+        PyErr_NoMemory();
+    } else if (ok) {
+        result = build(&o, (const char *)view.buf);
+        if (result == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
+            PyErr_Clear(); /* names that are not UTF-8: the Python path replaces the bad bytes */
+            result = Py_NewRef(Py_None);
+        }
+    } else {
+        result = Py_NewRef(Py_None);
+    }
+    out_free(&o);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"scan", scan, METH_O,
+     "scan(chunk) -> dict | None: the columns of a JSON array of trace events, None outside the fast path."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_scan", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__scan(void) {
+    init_stop();
+    return PyModule_Create(&module);
+}

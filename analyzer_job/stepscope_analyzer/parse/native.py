@@ -1,0 +1,60 @@
+"""The parser's native fast path (`_scan.c`): one chunk of events -> columns without a Python object per event.
+
+`scan` returns None when the extension is not built (it is optional: a machine without a C compiler installs
+without it) or when the chunk holds anything outside the shape it accepts; the chunk then goes through the Python
+path (msgspec structs, or plain JSON objects), which owns every error message. For the chunks it accepts, its
+columns equal the Python path's (tests/analyzer_job/parse/test_native.py compares both on real traces, generated
+events and fuzzed text). `enabled(False)` turns it off (benchmarks and those tests compare the two).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+Scan = Callable[[memoryview | bytes], dict[str, Any] | None]
+
+
+def _native() -> Scan | None:
+    try:
+        from stepscope_analyzer.parse._scan import scan
+    except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
+        return None
+    return scan
+
+
+_scan = _native()
+
+AVAILABLE = _scan is not None
+_state = {"on": AVAILABLE}
+
+
+@dataclass(frozen=True)
+class ScannedChunk:
+    """One chunk's columns as `_scan.scan` returns them (see _scan.pyi)."""
+
+    columns: dict[str, Any]
+
+    @property
+    def events(self) -> int:
+        return int(self.columns["events"])
+
+
+def scan(chunk: memoryview | bytes) -> ScannedChunk | None:
+    if _scan is None or not _state["on"]:
+        return None
+    columns = _scan(chunk)
+    return None if columns is None else ScannedChunk(columns)
+
+
+@contextmanager
+def enabled(on: bool) -> Iterator[None]:
+    """Within the block, use the native path (when built) or not."""
+    before = _state["on"]
+    _state["on"] = on and AVAILABLE
+    try:
+        yield
+    finally:
+        _state["on"] = before

@@ -1,0 +1,235 @@
+"""The parser's native fast path (parse/_scan.c) builds exactly the Python path's columns for every chunk it
+accepts, and leaves every other chunk to the Python path: real traces (all of their chunks taken natively),
+generated events of every shape the schema allows, and mutated text (byte flips, cuts) that it must either refuse
+or read as the Python path does."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from stepscope_analyzer.parse import TraceError, native, parse_trace
+from stepscope_analyzer.parse.columns import ColumnBuilder
+from stepscope_analyzer.parse.splitter import _decode_array
+from stepscope_testing.same_columns import differences
+
+pytestmark = [pytest.mark.unit, pytest.mark.skipif(not native.AVAILABLE, reason="built without a C compiler")]
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+REAL = sorted(FIXTURES.glob("*.json.gz")) + sorted(FIXTURES.glob("cpu_jobs/cpu-compute-4r-hook-2x/ranks/*/*.gz"))
+
+
+def _outcome(text: bytes, use_native: bool) -> Any:
+    """What the builder makes of one chunk: its columns, the error it raises, or None when it is not JSON."""
+    with native.enabled(use_native):
+        events = _decode_array(memoryview(text))
+    if events is None:
+        return None
+    builder = ColumnBuilder()
+    try:
+        builder.add_chunk(events)
+        return builder.finish()
+    except TraceError as exc:
+        return f"TraceError: {exc}"
+
+
+def _same(text: bytes) -> bool:
+    """Both paths agree on `text`; True when the native path took it."""
+    took = native.scan(memoryview(text)) is not None
+    fast, slow = _outcome(text, True), _outcome(text, False)
+    if isinstance(fast, str) or fast is None:
+        assert fast == slow
+    else:
+        assert not isinstance(slow, str) and slow is not None, slow
+        assert differences(fast, slow) == []
+    return took
+
+
+@pytest.mark.parametrize("trace", REAL, ids=lambda p: p.name)
+def test_real_traces_parse_the_same_and_natively(trace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    with native.enabled(False):
+        slow = parse_trace(trace, chunk_bytes=4096)
+    taken: list[bool] = []
+    scan = native._scan
+    assert scan is not None
+
+    def counting(chunk: Any) -> Any:
+        out = scan(chunk)
+        taken.append(out is not None)
+        return out
+
+    monkeypatch.setattr(native, "_scan", counting)
+    fast = parse_trace(trace, chunk_bytes=4096)
+    assert differences(fast.events, slow.events) == []
+    assert fast.metadata == slow.metadata
+    assert taken and all(taken)  # every chunk of a real trace takes the fast path
+
+
+def test_the_shared_traces_parse_the_same(shared_traces: Path) -> None:
+    for trace in sorted(shared_traces.glob("*.json.gz"))[:4]:
+        with native.enabled(False):
+            slow = parse_trace(trace)
+        assert differences(parse_trace(trace).events, slow.events) == [], trace.name
+
+
+NUMBER = st.one_of(
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(2**63, 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.sampled_from([0, 1, -1, 1.0, -0.0, 2.5, 1e300, 123456789012.25]),
+)
+TEXT = st.one_of(
+    st.sampled_from(["aten::mm", "", "ProfilerStep#3", "Trace", "thread_name", "kernel", "cpu_op", "Traces"]),
+    st.text(max_size=12),
+)
+VALUE = st.one_of(st.none(), st.booleans(), NUMBER, TEXT, st.lists(st.integers(), max_size=3))
+ARG_KEYS = ["stream", "correlation", "External id", "name", "Collective name", "Process Group Name", "Group size",
+            "dtype", "Input Dims", "other"]  # fmt: skip
+ARGS = st.one_of(st.none(), st.integers(), st.dictionaries(st.sampled_from(ARG_KEYS), VALUE, max_size=6))
+EVENT = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.one_of(st.sampled_from(list("XMisftBE")), st.sampled_from(["Q", "XX", ""]), st.integers()),
+        "cat": st.one_of(TEXT, st.none(), st.integers()),
+        "name": st.one_of(TEXT, st.none(), st.integers()),
+        "pid": VALUE,
+        "tid": VALUE,
+        "ts": st.one_of(NUMBER, st.none(), st.booleans(), TEXT),
+        "dur": st.one_of(NUMBER, st.none(), TEXT),
+        "args": ARGS,
+        "id": VALUE,
+    },
+)
+
+
+INT64 = st.integers(-(2**63), 2**63 - 1)
+UNESCAPED = st.characters(exclude_categories=["Cs", "Cc"], exclude_characters='"\\')
+PLAIN = st.one_of(
+    st.sampled_from(["aten::mm", "", "ProfilerStep#3", "Trace", "thread_name", "cpu_op", "kernel"]),
+    st.text(UNESCAPED, max_size=8),
+)
+SMALL_NUMBER = st.one_of(INT64, st.floats(-1e15, 1e15), st.none())
+COMMON_ARGS = st.fixed_dictionaries(
+    {},
+    optional={
+        "stream": SMALL_NUMBER,
+        "correlation": SMALL_NUMBER,
+        "External id": SMALL_NUMBER,
+        "name": st.one_of(PLAIN, VALUE),
+        "Collective name": st.one_of(PLAIN, st.none()),
+        "Process Group Name": st.one_of(PLAIN, st.none()),
+        "Process Group Ranks": st.lists(st.integers(0, 7), max_size=4),
+        "Input Dims": st.lists(st.lists(st.integers(0, 9), max_size=3), max_size=3),
+        "Concrete Inputs": st.lists(st.one_of(PLAIN, st.floats(allow_nan=False, allow_infinity=False)), max_size=3),
+    },
+)
+COMMON_EVENT = st.fixed_dictionaries(
+    {
+        "ph": st.sampled_from(list("XXXXMisf")),
+        "ts": st.one_of(INT64, st.floats(-1e15, 1e15)),
+        "cat": st.one_of(PLAIN, PLAIN, st.none()),
+        "dur": st.one_of(INT64, st.floats(0, 1e9), st.none()),
+    },
+    optional={
+        "name": PLAIN,
+        "pid": st.one_of(INT64, st.none(), st.integers(-5, 5).map(float)),
+        "tid": st.one_of(INT64, st.none()),
+        "args": st.one_of(COMMON_ARGS, st.none()),
+        "bp": st.just("e"),
+    },
+)
+
+
+@given(st.lists(COMMON_EVENT, min_size=1, max_size=8), st.sampled_from([None, 1]))
+def test_generated_common_events_parse_the_same(events: list[dict[str, Any]], indent: int | None) -> None:
+    """Events of the shapes real traces have: the fast path takes most of these chunks (`taken` below)."""
+    _same(json.dumps(events, indent=indent, ensure_ascii=False).encode())
+
+
+def test_the_common_shapes_are_taken_natively() -> None:
+    rng = random.Random(3)
+    names = ["aten::mm", "ProfilerStep#3", "nccl:all_reduce", "é", "Trace", "void k<float>(int)"]
+
+    def event() -> dict[str, Any]:
+        ev: dict[str, Any] = {"ph": rng.choice("XXXMif"), "ts": rng.choice([rng.randint(0, 2**52), rng.random()])}
+        for key, value in (("cat", rng.choice(names)), ("name", rng.choice(names)), ("pid", rng.randint(0, 9)),
+                           ("tid", rng.randint(0, 9)), ("dur", rng.choice([rng.randint(0, 999), 2.5, None])),
+                           ("args", {"External id": rng.randint(0, 99), "stream": rng.choice([7, None]),
+                                     "Input Dims": [[1, 2]], "name": rng.choice(names)})):  # fmt: skip
+            if rng.random() < 0.8:
+                ev[key] = value
+        return ev
+
+    chunks = [json.dumps([event() for _ in range(8)], ensure_ascii=False).encode() for _ in range(100)]
+    assert all(_same(text) for text in chunks)  # every one taken natively, and read as the Python path reads it
+
+
+@given(st.lists(EVENT, max_size=8), st.sampled_from([(",", ":"), (", ", ": ")]), st.booleans())
+def test_generated_events_parse_the_same(
+    events: list[dict[str, Any]], separators: tuple[str, str], ascii: bool
+) -> None:
+    _same(json.dumps(events, separators=separators, ensure_ascii=ascii).encode())
+
+
+def test_common_events_take_the_fast_path() -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 2, "ts": 10, "dur": 5.5,
+         "args": {"External id": 3, "Input Dims": [[2, 3], []], "stream": 7.0, "correlation": 2.5}},
+        {"ph": "X", "cat": "kernel", "name": "nccl", "pid": 0, "tid": 7, "ts": 11.25, "dur": 3,
+         "args": {"Collective name": "allreduce", "Process Group Ranks": [0, 1], "dtype": "Float"}},
+        {"ph": "M", "name": "thread_name", "pid": 1, "tid": 2, "args": {"name": "main thread"}},
+        {"ph": "i", "name": "Iteration Start", "pid": "Traces", "tid": "PyTorch Profiler", "ts": 1, "s": "g"},
+        {"ph": "f", "id": 1, "cat": "ac2g", "name": "ac2g", "ts": 4, "bp": "e"},
+        {"ph": "X", "cat": "Trace", "name": "PyTorch Profiler (0)", "pid": "Traces", "ts": 0, "dur": 9},
+    ]  # fmt: skip
+    text = json.dumps(events, indent=2).encode()
+    assert _same(text)
+    columns = _outcome(text, True)
+    assert columns.collective_args == {1: {"Collective name": "allreduce", "Process Group Ranks": [0, 1],
+                                           "dtype": "Float"}}  # fmt: skip
+    assert columns.thread_names == {(1, 2): "main thread"}
+    assert columns.stream.tolist() == [7, -1] and columns.correlation.tolist() == [-1, -1]  # 7.0 read as 7
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        b'[{"ph": "X", "cat": "a", "name": "a\\u00e9", "ts": 1, "dur": 1}]',  # an escaped name
+        b'[{"ph": "X", "cat": "a", "name": "a", "pid": "p", "ts": 1, "dur": 1}]',  # a label pid on a row
+        b'[{"ph": "X", "cat": "a", "name": "a", "ts": 1, "ts": 2, "dur": 1}]',  # a key twice
+        b'[{"ph": "X", "cat": "a", "name": "\xff", "ts": 1, "dur": 1}]',  # a name that is not UTF-8
+        b'[{"ph": "X", "cat": "a", "name": "a", "ts": 99999999999999999999, "dur": 1}]',  # beyond int64
+        b'[{"ph": "X", "cat": "a", "name": "a", "ts": 1e999, "dur": 1}]',  # not finite
+        b'[{"ph": "X", "cat": "a", "name": "a", "dur": 1}]',  # a complete event without ts
+        b'[{"ph": "Q", "cat": "a", "name": "a", "ts": 1, "dur": 1}]',  # an unknown phase
+        b"[1]",
+        b'[{"ph": "X", "args": ' + b"[" * 80 + b"]" * 80 + b"}]",  # nested past the scanner's depth
+    ],
+)
+def test_what_the_fast_path_leaves_to_the_python_path(text: bytes) -> None:
+    assert native.scan(memoryview(text)) is None
+    _same(text)
+
+
+def test_mutated_text_is_refused_or_read_the_same() -> None:
+    base = (FIXTURES / "gloo_2rank_rank0.pt.trace.json.gz").read_bytes()
+    doc = json.loads(gzip.decompress(base))
+    text = json.dumps(doc["traceEvents"][:60], indent=1).encode()
+    rng = random.Random(7)
+    taken = 0
+    for _ in range(400):
+        mutated = bytearray(text)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(mutated))
+            mutated[at] = rng.choice(b'{}[],:"\\ 0123456789-.eEtfnul\x00\xff')
+        if rng.random() < 0.2:
+            del mutated[rng.randrange(len(mutated)) :]
+        taken += _same(bytes(mutated))
+    assert 0 < taken < 400  # some mutations keep it valid, others do not
