@@ -27,6 +27,8 @@
 
 #define MAX_DEPTH 64
 #define MAX_NUMBER_CHARS 64
+/* Floats at least this large convert to integers beyond int64 in the Python path (a TraceError there). */
+#define INT64_FLOAT_LIMIT 9.2e18
 
 typedef struct {
     char *data;
@@ -434,7 +436,7 @@ static int int_field(const Value *v, int64_t *out) {
         *out = v->i;
         return 1;
     case FLOAT:
-        if (v->f == floor(v->f) && fabs(v->f) < 9.2e18) {
+        if (v->f == floor(v->f) && fabs(v->f) < INT64_FLOAT_LIMIT) {
             *out = (int64_t)v->f;
             return 1;
         }
@@ -444,26 +446,33 @@ static int int_field(const Value *v, int64_t *out) {
     }
 }
 
-/* correlation / External id: int; integral float: its int; any other float, null or absent: -1. */
-static int64_t id_field(const Value *v) {
+/* correlation / External id: int; integral float: its int; any other float, null or absent: -1. 0: outside the
+ * fast path (an integral float beyond int64). */
+static int id_field(const Value *v, int64_t *out) {
+    *out = -1;
     if (v->kind == INT) {
-        return v->i;
+        *out = v->i;
+    } else if (v->kind == FLOAT && v->f == floor(v->f)) {
+        if (fabs(v->f) >= INT64_FLOAT_LIMIT) {
+            return 0;
+        }
+        *out = (int64_t)v->f;
     }
-    if (v->kind == FLOAT && v->f == floor(v->f) && fabs(v->f) < 9.2e18) {
-        return (int64_t)v->f;
-    }
-    return -1;
+    return 1;
 }
 
-/* stream: int; float: truncated toward zero (-1 where that overflows); null or absent: -1. */
-static int64_t stream_field(const Value *v) {
+/* stream: int; float: truncated toward zero; null or absent: -1. 0: outside the fast path (beyond int64). */
+static int stream_field(const Value *v, int64_t *out) {
+    *out = -1;
     if (v->kind == INT) {
-        return v->i;
+        *out = v->i;
+    } else if (v->kind == FLOAT) {
+        if (fabs(v->f) >= INT64_FLOAT_LIMIT) {
+            return 0;
+        }
+        *out = (int64_t)v->f;
     }
-    if (v->kind == FLOAT && fabs(v->f) < 9.2e18) {
-        return (int64_t)v->f;
-    }
-    return -1;
+    return 1;
 }
 
 typedef struct {
@@ -718,9 +727,11 @@ static int scan_event(Cur *c, Out *o) {
         o->oom = 1;
         return 0;
     }
-    int64_t stream_v = has_args ? stream_field(&args.stream) : -1;
-    int64_t corr_v = has_args ? id_field(&args.corr) : -1;
-    int64_t ext_v = has_args ? id_field(&args.ext) : -1;
+    int64_t stream_v = -1, corr_v = -1, ext_v = -1;
+    if (has_args && !(stream_field(&args.stream, &stream_v) && id_field(&args.corr, &corr_v) &&
+                      id_field(&args.ext, &ext_v))) {
+        return 0;
+    }
     int ok = put_i64(&o->ts_i, ts.kind == INT ? ts.i : 0) && put_f64(&o->ts_f, ts.kind == INT ? (double)ts.i : ts.f) &&
              put_i64(&o->dur_i, dur.kind == INT ? dur.i : 0) &&
              put_f64(&o->dur_f, dur.kind == INT ? (double)dur.i : dur.f) && buf_put(&o->name, &name_id, 4) &&

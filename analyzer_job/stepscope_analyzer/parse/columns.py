@@ -202,8 +202,8 @@ class ColumnBuilder:
                 corr_l.append(-1 if corr is None else _int_arg(corr))
                 ext = args.get("External id")
                 ext_l.append(-1 if ext is None else _int_arg(ext))
-                if "Collective name" in args or "Process Group Name" in args:
-                    coll[self._rows + len(ts_l) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if k in args}
+                if args.get("Collective name") is not None or args.get("Process Group Name") is not None:
+                    coll[self._rows + len(ts_l) - 1] = {k: args[k] for k in COLLECTIVE_ARGS if args.get(k) is not None}
             else:
                 stream_l.append(-1)
                 corr_l.append(-1)

@@ -209,6 +209,8 @@ def test_common_events_take_the_fast_path() -> None:
         b'[{"ph": "X", "cat": "a", "name": "a", "ts": 1e999, "dur": 1}]',  # not finite
         b'[{"ph": "X", "cat": "a", "name": "a", "dur": 1}]',  # a complete event without ts
         b'[{"ph": "Q", "cat": "a", "name": "a", "ts": 1, "dur": 1}]',  # an unknown phase
+        b'[{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1, "args": {"correlation": 1e19}}]',  # > int64
+        b'[{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1, "args": {"stream": -1e300}}]',
         b"[1]",
         b'[{"ph": "X", "args": ' + b"[" * 80 + b"]" * 80 + b"}]",  # nested past the scanner's depth
     ],

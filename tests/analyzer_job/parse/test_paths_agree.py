@@ -40,3 +40,17 @@ def test_gloo_fixture_paths_agree() -> None:
     np.testing.assert_array_equal(fast.events.ts, slow.ts)
     assert fast.events.thread_names == slow.thread_names and len(fast.events) == len(slow)
     assert fast.metadata["distributedInfo"]["backend"] == "gloo"
+
+
+def test_a_null_collective_name_is_no_collective_on_either_path() -> None:
+    events = [
+        {"ph": "X", "cat": "cpu_op", "name": "a", "pid": 1, "tid": 1, "ts": 1, "dur": 2,
+         "args": {"Collective name": None, "Process Group Name": None, "dtype": "Float"}},
+        {"ph": "X", "cat": "cpu_op", "name": "b", "pid": 1, "tid": 1, "ts": 3, "dur": 2,
+         "args": {"Collective name": "allreduce", "Group size": None, "dtype": "Float"}},
+    ]  # fmt: skip
+    typed = parse_bytes(orjson.dumps({"traceEvents": events})).events
+    builder = ColumnBuilder()
+    builder.add(events)
+    generic = builder.finish()
+    assert typed.collective_args == generic.collective_args == {1: {"Collective name": "allreduce", "dtype": "Float"}}
