@@ -217,6 +217,17 @@ static int scan_string(Cur *c, Span *out, int *escaped) {
 
 static int is_digit(char ch) { return ch >= '0' && ch <= '9'; }
 
+/* Past one or more digits at p; NULL when there is none. */
+static const char *past_digits(const char *p, const char *end) {
+    if (p >= end || !is_digit(*p)) {
+        return NULL;
+    }
+    while (p < end && is_digit(*p)) {
+        p++;
+    }
+    return p;
+}
+
 /* A JSON number at c->p: an int64 (INT) or a finite double (FLOAT). 0: invalid, out of range or not finite. */
 static int scan_number(Cur *c, Value *v) {
     const char *start = c->p;
@@ -243,12 +254,9 @@ static int scan_number(Cur *c, Value *v) {
     int is_float = 0;
     if (p < end && *p == '.') {
         is_float = 1;
-        p++;
-        if (p >= end || !is_digit(*p)) {
+        p = past_digits(p + 1, end);
+        if (p == NULL) {
             return 0;
-        }
-        while (p < end && is_digit(*p)) {
-            p++;
         }
     }
     if (p < end && (*p == 'e' || *p == 'E')) {
@@ -257,11 +265,9 @@ static int scan_number(Cur *c, Value *v) {
         if (p < end && (*p == '+' || *p == '-')) {
             p++;
         }
-        if (p >= end || !is_digit(*p)) {
+        p = past_digits(p, end);
+        if (p == NULL) {
             return 0;
-        }
-        while (p < end && is_digit(*p)) {
-            p++;
         }
     }
     if (p < end && is_digit(*p)) {
@@ -305,6 +311,56 @@ static int literal(Cur *c, const char *word, size_t n) {
     return 1;
 }
 
+/* After whitespace: 2 when `close` is at c->p (skipped), 1 when something else is, 0 at the end of the text. */
+static int closes(Cur *c, char close) {
+    ws(c);
+    if (c->p >= c->end) {
+        return 0;
+    }
+    if (*c->p == close) {
+        c->p++;
+        return 2;
+    }
+    return 1;
+}
+
+/* After a member or element: 1 when a ',' and more text follow (c->p past them and the whitespace after), 2 when
+ * `close` does (skipped), 0 otherwise. */
+static int next_or_close(Cur *c, char close) {
+    int at = closes(c, close);
+    if (at != 1) {
+        return at;
+    }
+    if (*c->p != ',') {
+        return 0;
+    }
+    c->p++;
+    ws(c);
+    return c->p < c->end;
+}
+
+/* An object member's key and the ':' after it (whitespace skipped up to its value); `escaped` says whether the
+ * key holds escapes. 0: not a key. */
+static int member_key(Cur *c, Span *k, int *escaped) {
+    if (c->p >= c->end || *c->p != '"' || !scan_string(c, k, escaped)) {
+        return 0;
+    }
+    ws(c);
+    if (c->p >= c->end || *c->p != ':') {
+        return 0;
+    }
+    c->p++;
+    ws(c);
+    return c->p < c->end;
+}
+
+/* Past an opening bracket: 1 when a member or element follows (c->p on it), 2 when `close` follows at once
+ * (skipped), 0 at the end of the text. */
+static int open_container(Cur *c, char close) {
+    c->p++;
+    return closes(c, close);
+}
+
 /* Any JSON value, validated and skipped. */
 static int skip_value(Cur *c, int depth) {
     if (c->p >= c->end || depth > MAX_DEPTH) {
@@ -322,65 +378,26 @@ static int skip_value(Cur *c, int depth) {
         return literal(c, "false", 5);
     case 'n':
         return literal(c, "null", 4);
-    case '{':
-        c->p++;
-        ws(c);
-        if (c->p < c->end && *c->p == '}') {
-            c->p++;
-            return 1;
+    case '{': {
+        int more = open_container(c, '}');
+        while (more == 1) {
+            if (!member_key(c, &s, &escaped) || !skip_value(c, depth + 1)) {
+                return 0;
+            }
+            more = next_or_close(c, '}');
         }
-        for (;;) {
-            if (c->p >= c->end || *c->p != '"' || !scan_string(c, &s, &escaped)) {
-                return 0;
-            }
-            ws(c);
-            if (c->p >= c->end || *c->p != ':') {
-                return 0;
-            }
-            c->p++;
-            ws(c);
+        return more == 2;
+    }
+    case '[': {
+        int more = open_container(c, ']');
+        while (more == 1) {
             if (!skip_value(c, depth + 1)) {
                 return 0;
             }
-            ws(c);
-            if (c->p >= c->end) {
-                return 0;
-            }
-            if (*c->p == '}') {
-                c->p++;
-                return 1;
-            }
-            if (*c->p != ',') {
-                return 0;
-            }
-            c->p++;
-            ws(c);
+            more = next_or_close(c, ']');
         }
-    case '[':
-        c->p++;
-        ws(c);
-        if (c->p < c->end && *c->p == ']') {
-            c->p++;
-            return 1;
-        }
-        for (;;) {
-            if (!skip_value(c, depth + 1)) {
-                return 0;
-            }
-            ws(c);
-            if (c->p >= c->end) {
-                return 0;
-            }
-            if (*c->p == ']') {
-                c->p++;
-                return 1;
-            }
-            if (*c->p != ',') {
-                return 0;
-            }
-            c->p++;
-            ws(c);
-        }
+        return more == 2;
+    }
     default:
         return scan_number(c, &v);
     }
@@ -484,26 +501,14 @@ typedef struct {
 static int scan_args(Cur *c, Args *a) {
     memset(a, 0, sizeof(*a));
     a->start = c->p;
-    c->p++; /* '{' */
-    ws(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        a->end = c->p;
-        return 1;
-    }
     unsigned seen = 0;
-    for (;;) {
+    int more = open_container(c, '}');
+    while (more == 1) {
         Span k;
         int escaped;
-        if (c->p >= c->end || *c->p != '"' || !scan_string(c, &k, &escaped) || escaped) {
+        if (!member_key(c, &k, &escaped) || escaped) {
             return 0;
         }
-        ws(c);
-        if (c->p >= c->end || *c->p != ':') {
-            return 0;
-        }
-        c->p++;
-        ws(c);
         unsigned bit = 0;
         if (key_is(k, "stream")) {
             bit = 1;
@@ -525,13 +530,12 @@ static int scan_args(Cur *c, Args *a) {
             if (seen & bit) {
                 return 0;
             }
-            if (c->p < c->end && *c->p == '"') {
+            if (*c->p == '"') {
                 int esc;
                 if (!scan_string(c, &a->name.s, &esc)) {
                     return 0;
                 }
-                a->name.kind = esc ? OTHER : STR; /* OTHER + escapes: bail only where the name is used */
-                a->name.i = esc;
+                a->name.kind = esc ? OTHER : STR; /* OTHER (escapes): outside the fast path only where it is used */
             } else {
                 a->name.kind = NUL; /* not a string: no thread name */
                 if (!skip_value(c, 2)) {
@@ -543,32 +547,19 @@ static int scan_args(Cur *c, Args *a) {
             if (seen & bit) {
                 return 0;
             }
-            int is_null = c->p < c->end && *c->p == 'n';
+            int is_null = *c->p == 'n';
             if (!skip_value(c, 2)) {
                 return 0;
             }
-            if (!is_null) {
-                a->coll = 1;
-            }
+            a->coll |= !is_null;
         } else if (!skip_value(c, 2)) {
             return 0;
         }
         seen |= bit;
-        ws(c);
-        if (c->p >= c->end) {
-            return 0;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            a->end = c->p;
-            return 1;
-        }
-        if (*c->p != ',') {
-            return 0;
-        }
-        c->p++;
-        ws(c);
+        more = next_or_close(c, '}');
     }
+    a->end = c->p;
+    return more == 2;
 }
 
 static const char FULL_PHASES[] = "XMiICBEbenPNODRVvc()";
@@ -583,24 +574,14 @@ static int scan_event(Cur *c, Out *o) {
     int has_args = 0; /* 0 absent/null, 1 an object */
     memset(&args, 0, sizeof args);
     unsigned seen = 0;
-    c->p++; /* '{' */
-    ws(c);
-    if (c->p < c->end && *c->p == '}') {
+    int more = open_container(c, '}');
+    if (more != 1) {
         return 0; /* no ph */
     }
-    for (;;) {
+    while (more == 1) {
         Span k;
         int escaped;
-        if (c->p >= c->end || *c->p != '"' || !scan_string(c, &k, &escaped) || escaped) {
-            return 0;
-        }
-        ws(c);
-        if (c->p >= c->end || *c->p != ':') {
-            return 0;
-        }
-        c->p++;
-        ws(c);
-        if (c->p >= c->end) {
+        if (!member_key(c, &k, &escaped) || escaped) {
             return 0;
         }
         char first = *c->p;
@@ -664,19 +645,10 @@ static int scan_event(Cur *c, Out *o) {
             return 0;
         }
         seen |= bit;
-        ws(c);
-        if (c->p >= c->end) {
-            return 0;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            break;
-        }
-        if (*c->p != ',') {
-            return 0;
-        }
-        c->p++;
-        ws(c);
+        more = next_or_close(c, '}');
+    }
+    if (more != 2) {
+        return 0;
     }
     o->events++;
     if (ph.kind != STR) {
@@ -756,32 +728,15 @@ static int scan_array(Cur *c, Out *o) {
     if (c->p >= c->end || *c->p != '[') {
         return 0;
     }
-    c->p++;
-    ws(c);
-    if (c->p < c->end && *c->p == ']') {
-        c->p++;
-    } else {
-        for (;;) {
-            if (c->p >= c->end || *c->p != '{' || !scan_event(c, o)) {
-                return 0;
-            }
-            ws(c);
-            if (c->p >= c->end) {
-                return 0;
-            }
-            if (*c->p == ']') {
-                c->p++;
-                break;
-            }
-            if (*c->p != ',') {
-                return 0;
-            }
-            c->p++;
-            ws(c);
+    int more = open_container(c, ']');
+    while (more == 1) {
+        if (*c->p != '{' || !scan_event(c, o)) {
+            return 0;
         }
+        more = next_or_close(c, ']');
     }
     ws(c);
-    return c->p == c->end;
+    return more == 2 && c->p == c->end;
 }
 
 static void out_free(Out *o) {
