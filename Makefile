@@ -95,5 +95,6 @@ images: ## build the three images (needs a Docker engine; not part of make test)
 	docker build -f images/sidecar.Dockerfile -t stepscope/sidecar:dev .
 	docker build -f images/analyzer.Dockerfile -t stepscope/analyzer:dev .
 
-clean: ## remove the virtualenv, tools and caches
-	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache .demo
+clean: ## remove the virtualenv, tools, caches and the compiled parser
+	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache .demo build
+	rm -f analyzer_job/stepscope_analyzer/parse/_scan*.so
