@@ -9,6 +9,7 @@ events and fuzzed text). `enabled(False)` turns it off (benchmarks and those tes
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,7 +29,9 @@ def _native() -> Scan | None:
 _scan = _native()
 
 AVAILABLE = _scan is not None
-_state = {"on": AVAILABLE}
+SWITCH = "STEPSCOPE_NATIVE_PARSER"
+"""environment variable: `0` turns the fast path off in this process and its workers (a kill switch)"""
+_state = {"on": AVAILABLE and os.environ.get(SWITCH, "1") != "0"}
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import random
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -235,3 +238,11 @@ def test_mutated_text_is_refused_or_read_the_same() -> None:
             del mutated[rng.randrange(len(mutated)) :]
         taken += _same(bytes(mutated))
     assert 0 < taken < 400  # some mutations keep it valid, others do not
+
+
+@pytest.mark.parametrize(("value", "taken"), [("0", "False"), ("1", "True")])
+def test_the_environment_switch_turns_the_fast_path_off(value: str, taken: str) -> None:
+    code = "from stepscope_analyzer.parse import native; print(native.scan(b'[]') is not None)"
+    env = {**os.environ, native.SWITCH: value}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == taken
