@@ -133,3 +133,25 @@ def inside(u: Set, x: F64) -> npt.NDArray[np.bool_]:
 def lengths_within(u: Set, lo: F64, hi: F64) -> F64:
     """For each window [lo_i, hi_i], how much of it the disjoint sorted set `u` covers."""
     return covered_within(u[0], u[1], lo, hi)
+
+
+def by_first_level(ts: F64, end: F64, level: npt.NDArray[np.int64], levels: int) -> list[Set]:
+    """Intervals each with a level (0 first): per level, the time its intervals cover and no interval of an
+    earlier level does, as disjoint sorted sets (touching pieces merged). One sweep over every boundary; the same
+    sets as subtracting, level by level, the union of the levels before (zero-length pieces aside)."""
+    keep = end > ts
+    ts, end, level = ts[keep], end[keep], level[keep]
+    if ts.size == 0:
+        return [empty() for _ in range(levels)]
+    points = np.concatenate((ts, end))
+    delta = np.concatenate((np.ones(ts.size, dtype=np.int64), np.full(ts.size, -1, dtype=np.int64)))
+    at = np.concatenate((level, level))
+    order = np.argsort(points, kind="stable")
+    points, delta, at = points[order], delta[order], at[order]
+    settled = np.flatnonzero(np.append(points[1:] != points[:-1], True))  # the last event at each point
+    owner = np.full(settled.size, -1, dtype=np.int64)
+    for lvl in range(levels):
+        open_here = np.cumsum(np.where(at == lvl, delta, 0))[settled] > 0
+        owner[(owner < 0) & open_here] = lvl
+    starts, stops, owner = points[settled][:-1], points[settled][1:], owner[:-1]
+    return [merge(starts[owner == lvl], stops[owner == lvl]) for lvl in range(levels)]

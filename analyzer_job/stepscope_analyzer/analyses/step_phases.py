@@ -291,17 +291,18 @@ def gpu_step_phases(
     ts = ev.ts[rows]
     end = ts + ev.dur[rows]
     first, stop = _gpu_windows(steps, step_of, ts, end)
-    sets: dict[str, Set] = {}
-    taken = intervals.empty()
-    for kind in (KernelType.COMPUTATION, KernelType.MEMORY):
-        for name in ("backward", "forward", "optimizer", "data_loading", "other"):
-            sel = (ktype == kind) & (phase == PHASES.index(name))
-            part = intervals.subtract(intervals.merge(ts[sel], end[sel]), taken)
-            sets[name] = intervals.union(sets.get(name, intervals.empty()), part)
-            taken = intervals.union(taken, part)
-    comm = ktype == KernelType.COMMUNICATION
-    sets["communication_wait"] = intervals.subtract(intervals.merge(ts[comm], end[comm]), taken)
-    taken = intervals.union(taken, sets["communication_wait"])
+    # each kernel's time goes to the first of: compute kernels by phase, memory kernels by phase, collectives
+    names = ("backward", "forward", "optimizer", "data_loading", "other")
+    level = np.full(rows.size, -1, dtype=np.int64)
+    for k, kind in enumerate((KernelType.COMPUTATION, KernelType.MEMORY)):
+        for j, name in enumerate(names):
+            level[(ktype == kind) & (phase == PHASES.index(name))] = k * len(names) + j
+    level[ktype == KernelType.COMMUNICATION] = 2 * len(names)
+    ranked = level >= 0
+    owned = intervals.by_first_level(ts[ranked], end[ranked], level[ranked], 2 * len(names) + 1)
+    sets: dict[str, Set] = {name: intervals.union(owned[j], owned[len(names) + j]) for j, name in enumerate(names)}
+    sets["communication_wait"] = owned[-1]
+    taken = intervals.union(*owned)
     windows = intervals.merge(first, stop)
     idle = intervals.subtract(windows, taken)
     host = ev.cat_mask(*HOST_CATS) & (ev.stream == -1)

@@ -55,3 +55,25 @@ def test_subtract_and_intersect_match_the_grid(seed: int) -> None:
     assert np.array_equal(_cells(both, 600), _cells(a, 600) & _cells(b, 600))
     for u in (minus, both):  # disjoint and sorted, touching pieces merged
         assert np.all(u[0] < u[1]) and np.all(u[0][1:] > u[1][:-1])
+
+
+def test_by_first_level_is_subtracting_the_earlier_levels_one_by_one() -> None:
+    rng = np.random.default_rng(5)
+    for _ in range(300):
+        n = int(rng.integers(1, 14))
+        ts = rng.integers(0, 30, n).astype(np.float64)
+        end = ts + rng.integers(0, 8, n)  # zero-length ones too
+        level = rng.integers(0, 4, n).astype(np.int64)
+        taken = intervals.empty()
+        owned = intervals.by_first_level(ts, end, level, 4)
+        for lvl in range(4):
+            part = intervals.subtract(intervals.merge(ts[level == lvl], end[level == lvl]), taken)
+            taken = intervals.union(taken, part)
+            assert intervals.length(*owned[lvl]) == intervals.length(*part)
+            assert np.all(owned[lvl][1] > owned[lvl][0]) and np.all(owned[lvl][0][1:] > owned[lvl][1][:-1])
+
+
+def test_by_first_level_gives_an_inverted_interval_no_time() -> None:
+    # a sub-microsecond kernel after HTA's rounding (ceil the start, floor the end) ends before it starts
+    owned = intervals.by_first_level(np.array([5.0, 0.0]), np.array([4.0, 10.0]), np.array([0, 1], dtype=np.int64), 2)
+    assert intervals.length(*owned[0]) == 0.0 and intervals.length(*owned[1]) == 10.0
