@@ -41,7 +41,7 @@ from stepscope_analyzer.diagnosis.job_view import Flag, JobView, job_view, wall_
 from stepscope_analyzer.diagnosis.rank_costs import COSTS
 from stepscope_analyzer.diagnosis.stall_flags import stall_flags
 from stepscope_analyzer.diagnosis.stats import median
-from stepscope_analyzer.diagnosis.straggler_test import effects
+from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
 TAKE_OVER_SHARE = 0.5
@@ -54,6 +54,7 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
     floor = cfg.floor_us(view.step_us)
     noise_floor = cfg.noise_floor_percent / 100.0 * view.step_us
     out: dict[int, list[Flag]] = {}
+    wall_compute: dict[int, Effect] = {}
     for cost in COSTS:
         if cost == "communication" and not view.measured_wait:
             continue  # estimated waits leave every rank the same own communication time
@@ -61,25 +62,22 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
         residual = {r: s.residual_us(cost) for r, s in view.samples.items()}
         waiting = {r for r in view.samples if view.lateness(r) <= 0} if view.has_collectives else None
         wall_samples = {r: s.costs[cost] for r, s in view.samples.items()}
-        wall_z = {e.rank: e.z for e in effects(wall_samples, noise_floor, waiting=waiting)}
+        wall_effects = {e.rank: e for e in effects(wall_samples, noise_floor, waiting=waiting)}
+        if cost == "compute":
+            wall_compute = wall_effects
         for e in effects(tested, noise_floor, residual, waiting):
             wall = wall_excess(view, e.rank, cost)
-            stands_out = e.z >= cfg.outlier_threshold and wall_z[e.rank] >= cfg.wall_corroboration_z
+            stands_out = e.z >= cfg.outlier_threshold and wall_effects[e.rank].z >= cfg.wall_corroboration_z
             if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
-    _flag_floors(view, cfg, out)
+    _flag_floors(view, cfg, wall_compute, out)
     return out
 
 
-def _flag_floors(view: JobView, cfg: DiagnosisConfig, out: dict[int, list[Flag]]) -> None:
+def _flag_floors(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
     """CPU ranks whose compute did not stand out once corrected for contention, but whose op calls at their least
-    take floor_ratio times the others' (floor_test): their wall-clock compute must stand out (wall_corroboration_z),
-    consistently over the steps and by the user's floor; the flag carries the wall-clock test."""
-    if not view.floors:
-        return
-    waiting = {r for r in view.samples if view.lateness(r) <= 0} if view.has_collectives else None
-    compute = {r: s.costs["compute"] for r, s in view.samples.items()}
-    wall = {e.rank: e for e in effects(compute, cfg.noise_floor_percent / 100.0 * view.step_us, waiting=waiting)}
+    take floor_ratio times the others' (floor_test): their wall-clock compute (`wall`: its test per rank) must stand
+    out (wall_corroboration_z), consistently over the steps and by the user's floor; the flag carries that test."""
     for rank, f in view.floors.items():
         flagged = any(x.cost == "compute" for x in out.get(rank, []))
         if flagged or not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple):

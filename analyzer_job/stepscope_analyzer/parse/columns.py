@@ -129,6 +129,14 @@ def _int_arg(value: Any) -> int:
     return -1
 
 
+def _collective_args(args: Any) -> dict[str, Any] | None:
+    """The collective's args kept (those not null) of an event's decoded EventArgs; None when it is no collective
+    (neither a collective nor a process group name)."""
+    if args.collective_name is None and args.pg_name is None:
+        return None
+    return {key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None}
+
+
 def _ids(values: list[Any], table: dict[str, int], new: Callable[[str], int]) -> list[Any]:
     """The id of each value (its text: str() of anything else), numbering unseen ones with `new` in order."""
     try:
@@ -245,10 +253,9 @@ class ColumnBuilder:
             corr_l.append(corr if type(corr) is int else _int_arg(corr))
             ext = args.external_id
             ext_l.append(ext if type(ext) is int else _int_arg(ext))
-            if args.collective_name is not None or args.pg_name is not None:
-                self._collective_args[self._rows + len(ts_l) - 1] = {
-                    key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
-                }
+            coll = _collective_args(args)
+            if coll is not None:
+                self._collective_args[self._rows + len(ts_l) - 1] = coll
         self._intern_rows(first)
 
     def _intern_rows(self, first: int) -> None:
@@ -292,11 +299,9 @@ class ColumnBuilder:
         for key in ("pid", "tid", "stream", "correlation", "external_id"):
             parts[key].append(np.frombuffer(c[key], np.int64).copy())
         for row, text in c["collectives"]:
-            args = ARGS_DECODER.decode(text)
-            if args.collective_name is not None or args.pg_name is not None:
-                self._collective_args[offset + row] = {
-                    key: getattr(args, attr) for attr, key in COLLECTIVE_FIELDS if getattr(args, attr) is not None
-                }
+            coll = _collective_args(ARGS_DECODER.decode(text))
+            if coll is not None:
+                self._collective_args[offset + row] = coll
         self._rows += rows
 
     def add_chunk(self, events: list[Any] | ScannedChunk) -> None:
