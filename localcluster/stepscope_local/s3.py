@@ -23,6 +23,7 @@ from typing import IO, Any
 ACCESS_KEY = "stepscope-local"
 SECRET_KEY = "stepscope-local-secret"  # noqa: S105 (moto accepts any credentials)
 REGION = "us-east-1"
+PORT_TRIES = 5
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -32,8 +33,19 @@ def free_port(host: str = "127.0.0.1") -> int:
         return port
 
 
+def _answers_as_s3(endpoint: str) -> bool:
+    """Whether what listens at `endpoint` is an S3 server (its root lists buckets), not whatever else took the port."""
+    try:
+        with urllib.request.urlopen(endpoint + "/", timeout=1) as response:  # noqa: S310 (loopback)
+            return b"ListAllMyBucketsResult" in response.read(4096)
+    except (urllib.error.URLError, OSError):  # HTTPError included: something answers, but not S3's bucket list
+        return False
+
+
 class S3Server:
     def __init__(self, log_path: Path | None = None, port: int = 0, env: Mapping[str, str] | None = None) -> None:
+        self._fixed_port = bool(port)
+        self._started = False
         self.port = port or free_port()
         self.log_path = log_path
         self.env = dict(env or {})  # added to this process's environment (e.g. moto's S3_UPLOAD_PART_MIN_SIZE)
@@ -50,12 +62,28 @@ class S3Server:
         return self._proc is not None and self._proc.poll() is None
 
     def start(self, timeout: float = 30.0) -> S3Server:
+        """Start moto_server and wait until it answers as S3. A port this server chose itself can be lost between
+        choosing and binding (another server in this process or the machine binds it first): then moto exits, and
+        a first start retries on fresh ports; a restart (an outage's end) keeps its port, so it fails instead."""
         if self.running:
             return self
+        tries = 1 if (self._fixed_port or self._started) else PORT_TRIES
+        for attempt in range(tries):
+            if attempt:
+                self.port = free_port()
+            if self._spawn_and_wait(timeout):
+                self._started = True
+                for bucket in self.buckets:
+                    self._make_bucket(bucket)
+                return self
+        raise RuntimeError(f"moto_server exited on {tries} port(s), the last {self.port} (taken?); see {self.log_path}")
+
+    def _spawn_and_wait(self, timeout: float) -> bool:
+        """True once the server on our port answers with S3's bucket list; False when moto exited (port taken)."""
         exe = Path(sys.executable).parent / "moto_server"
         self._log = self.log_path.open("ab") if self.log_path else None
         out = self._log if self._log else subprocess.DEVNULL
-        self._proc = subprocess.Popen(
+        self._proc = proc = subprocess.Popen(
             [str(exe), "-H", "127.0.0.1", "-p", str(self.port)],
             stdout=out,
             stderr=subprocess.STDOUT,
@@ -65,21 +93,14 @@ class S3Server:
         )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            if self._proc.poll() is not None:
-                raise RuntimeError(f"moto_server exited with {self._proc.returncode} (port {self.port} taken?)")
-            try:
-                with urllib.request.urlopen(self.endpoint + "/", timeout=1):  # noqa: S310 (loopback)
-                    break
-            except urllib.error.HTTPError:
-                break  # it answers
-            except (urllib.error.URLError, OSError):
-                time.sleep(0.1)
-        else:
-            self.stop()
-            raise RuntimeError("moto_server did not answer in time")
-        for bucket in self.buckets:
-            self._make_bucket(bucket)
-        return self
+            if proc.poll() is not None:
+                self.stop()
+                return False
+            if _answers_as_s3(self.endpoint):
+                return True
+            time.sleep(0.1)
+        self.stop()
+        raise RuntimeError(f"moto_server did not answer as S3 on port {self.port} in {timeout:g} s")
 
     def stop(self) -> None:
         proc, self._proc = self._proc, None
