@@ -42,8 +42,7 @@ from aiohttp import web
 from loopback_sidecars import arrival_port, serve_captures
 
 from stepscope_contract.manifest import ArtifactFile, RankManifest
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import REPORT_JSON, TRACE_FILE, parse_storage_uri, report_location
+from stepscope_contract.storage import REPORT_JSON, TRACE_FILE, AddressingStyle, parse_storage_uri, report_location
 from stepscope_contract.tokens import namespace_token
 from stepscope_contract.wire import CaptureRequest, CaptureState, RankMeta
 from stepscope_local.cluster import LocalCluster

@@ -1,22 +1,16 @@
-"""`stepscope analyze` (local runs) and the entry of `stepscope analyzer-job` (see job.py)."""
+"""`stepscope analyze` (local runs) and the entry of `stepscope analyzer-job` (see session_job.py).
+
+Kept light: the commands' modules are imported only once the arguments are parsed, after `stepscope analyze` has
+started the rank workers' fork server (fork_server), so that both import at once on two CPUs."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
-from pathlib import Path
 
-from stepscope_analyzer.diagnosis import DiagnosisConfig
-from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
-from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import StorageError, location_of, open_store
-from stepscope_contract.ranks import format_rank_set
-from stepscope_contract.report import RankStatus
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, StorageUriError
-from stepscope_storage.connection import Connection
-from stepscope_storage.credentials import Credentials
+from stepscope_analyzer import fork_server
+from stepscope_contract.storage import AddressingStyle
 
 EXIT_OK = 0
 EXIT_NO_TRACES = 1
@@ -25,7 +19,7 @@ EXIT_PARTIAL = 3
 """the report was written, but at least one rank could not be analysed (error or missing); see its errors"""
 
 
-def _progress(message: str) -> None:
+def progress(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
@@ -63,58 +57,10 @@ def analyze_parser() -> argparse.ArgumentParser:
 def analyze_main(argv: list[str]) -> int:
     args = analyze_parser().parse_args(argv)
     started = time.perf_counter()
-    try:
-        location = location_of(args.source)
-        connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
-        store = open_store(location, connection, Credentials.from_env())
-        _progress(f"stepscope analyze: reading {location.uri}")
-        layout = discover(store, location)
-    except (StorageUriError, StorageError) as exc:
-        print(f"stepscope analyze: {exc}", file=sys.stderr)
-        return EXIT_BAD_SOURCE
-    if not layout.inputs:
-        print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
-        return EXIT_NO_TRACES
-    if layout.session:
-        _progress(f"found {len(layout.inputs)} rank(s) (session folder)")
-    else:
-        _progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
-    for note in layout.notes:
-        _progress(note)
-    outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_progress)
-    if not any(o.skipped is None for o in outcomes):
-        print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
-        return EXIT_NO_TRACES
-    config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
-    dumps = flight_recorder_dumps(store, layout)
-    report = reduce_outcomes(
-        outcomes,
-        config=config,
-        started=started,
-        include_missing=layout.session,
-        notes=layout.notes,
-        flight_recorder=dumps,
-    )
-    out = Path(args.output)
-    report = with_trace_links(report, location_of(str(out.resolve())))
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / REPORT_JSON).write_bytes(model_json_bytes(report))
-        (out / REPORT_HTML).write_bytes(html_bytes(report))
-    except OSError as exc:
-        print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
-        return EXIT_BAD_SOURCE
-    _progress(f"analysed {len(report.ranks)} rank(s) in {time.perf_counter() - started:.2f} s")
-    print(report.diagnosis.verdict)
-    print(f"report: {(out / REPORT_HTML).resolve()}")
-    print(f"json:   {(out / REPORT_JSON).resolve()}")
-    failed = sorted(r.rank for r in report.ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))
-    if failed and not args.allow_partial:
-        listed = format_rank_set(failed)
-        print(f"stepscope analyze: rank(s) {listed} could not be analysed (exit {EXIT_PARTIAL}; --allow-partial "
-              "accepts a partial analysis)", file=sys.stderr)  # fmt: skip
-        return EXIT_PARTIAL
-    return EXIT_OK
+    fork_server.start_early()  # the workers' imports run beside this process's own, below
+    from stepscope_analyzer.analyze_command import run
+
+    return run(args, started)
 
 
 def job_main(argv: list[str]) -> int:

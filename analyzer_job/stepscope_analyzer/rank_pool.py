@@ -8,29 +8,28 @@ trace's columns, ~64 bytes per kept event, and the decoded events of one 256 KiB
 trace), bounded by the same limits table (limits.py), which the workers receive with every task. The workers import
 no storage or session models.
 
-Workers start from a fork server that has imported the parser and analyses once, and each analyses one rank and
-exits (max_tasks_per_child=1: a fork costs a few ms against ~0.25 s per rank, and no rank inherits the heap
-fragments of the ones before it: 69 MB peak on the 8-rank bench, 73 MB with long-lived workers). A worker that
+Workers start from a fork server (fork_server, started early by the commands) that has imported the parser and
+analyses once, and each analyses one rank and exits (max_tasks_per_child=1: a fork costs a few ms against ~0.25 s
+per rank, and no rank inherits the heap fragments of the ones before it: 69 MB peak on the 8-rank bench, 73 MB with
+long-lived workers). A worker that
 dies (killed for memory) breaks the pool: the ranks it was running are then analysed again one at a time, each in a
 fresh process, so only the rank that kills its process is marked failed and the others are still analysed.
 """
 
 from __future__ import annotations
 
-import multiprocessing
 from collections.abc import Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from stepscope_analyzer import limits
+from stepscope_analyzer import fork_server, limits
 from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.error_text import error_text
 from stepscope_analyzer.parse import parse_trace
 from stepscope_contract.report import RankReport
 
 IN_FLIGHT_PER_WORKER = 2
-PRELOAD = ["stepscope_analyzer.parse", "stepscope_analyzer.analyses", "stepscope_analyzer.rank_pool"]
 
 
 @dataclass(frozen=True)
@@ -69,9 +68,7 @@ def _in_worker(task: Task, top_n: int, table: limits.Limits) -> Computed:
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)
-    return ProcessPoolExecutor(max_workers=workers, mp_context=ctx, max_tasks_per_child=1)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=fork_server.context(), max_tasks_per_child=1)
 
 
 def _alone(task: Task, top_n: int) -> Computed:

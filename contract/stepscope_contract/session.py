@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic.alias_generators import to_camel
 
 from stepscope_contract.ranks import RANK_SET_PATTERN, parse_rank_set
+from stepscope_contract.storage import AddressingStyle
 
 MAX_TARGET_STATUSES = 256
 """At most this many per-target entries are kept in status; the counts always cover every target."""
@@ -42,12 +43,6 @@ class JobKind(StrEnum):
 class Activity(StrEnum):
     CPU = "cpu"
     CUDA = "cuda"
-
-
-class AddressingStyle(StrEnum):
-    AUTO = "auto"
-    PATH = "path"
-    VIRTUAL = "virtual"
 
 
 LABEL_VALUE = Annotated[str, Field(max_length=63)]

@@ -56,6 +56,14 @@ class Scheme(StrEnum):
     FILE = "file"
 
 
+class AddressingStyle(StrEnum):
+    """How an S3 client names a bucket: in the path (MinIO), in the host name (OSS), or as the client decides."""
+
+    AUTO = "auto"
+    PATH = "path"
+    VIRTUAL = "virtual"
+
+
 class StorageUriError(ValueError):
     """A storage URI stepscope cannot use; the message says why."""
 

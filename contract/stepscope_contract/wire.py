@@ -27,7 +27,8 @@ from typing import Annotated, Final
 
 from pydantic import Field
 
-from stepscope_contract.session import AddressingStyle, CamelModel, CaptureSpec
+from stepscope_contract.session import CamelModel, CaptureSpec
+from stepscope_contract.storage import AddressingStyle
 
 CAPTURE_ID_PATTERN: Final = r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$"
 HOOK_REQUEST_FILE: Final = "request.json"

@@ -17,11 +17,11 @@ import urllib.request
 from pathlib import Path
 from typing import IO, Any
 
-from stepscope_contract.session import AddressingStyle
 from stepscope_contract.storage import (
     REPORT_HTML,
     REPORT_JSON,
     TRACES_DIR,
+    AddressingStyle,
     FetchLayout,
     StorageLocation,
     parse_storage_uri,

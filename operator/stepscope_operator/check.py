@@ -31,8 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepscope_contract.constants import API_VERSION, CRD_NAME, GROUP, KIND, PLURAL, SIDECAR_CONTAINER_NAME, VERSION
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import Scheme, StorageLocation, StorageUriError, parse_storage_uri
+from stepscope_contract.storage import AddressingStyle, Scheme, StorageLocation, StorageUriError, parse_storage_uri
 from stepscope_operator.check_report import CheckResult, exit_code, fail, ok, render, skip
 from stepscope_operator.storage_defaults import StorageDefaults
 from stepscope_storage import Connection, Credentials, TransferSettings, open_store

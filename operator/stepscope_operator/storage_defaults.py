@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from stepscope_contract.constants import ENV_STORAGE_BASE, ENV_STORAGE_ENDPOINT
-from stepscope_contract.session import AddressingStyle, SecretRef, StorageSpec
+from stepscope_contract.session import SecretRef, StorageSpec
+from stepscope_contract.storage import AddressingStyle
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import AddressingStyle
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Final, Protocol
 
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import Scheme
+from stepscope_contract.storage import AddressingStyle, Scheme
 
 ENV_OSS_ENDPOINT_TEMPLATE: Final = "STEPSCOPE_OSS_ENDPOINT_TEMPLATE"
 OSS_ENDPOINT_TEMPLATE: Final = "https://oss-{region}.aliyuncs.com"

@@ -19,8 +19,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import FetchLayout, StorageLocation, StorageUriError, fetch_path, parse_storage_uri
+from stepscope_contract.storage import (
+    AddressingStyle,
+    FetchLayout,
+    StorageLocation,
+    StorageUriError,
+    fetch_path,
+    parse_storage_uri,
+)
 from stepscope_storage import open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials

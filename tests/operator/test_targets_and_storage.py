@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from stepscope_contract.session import AddressingStyle, StorageSpec, TargetSpec
+from stepscope_contract.session import StorageSpec, TargetSpec
+from stepscope_contract.storage import AddressingStyle
 from stepscope_operator.storage_defaults import StorageDefaults
 from stepscope_operator.targets import candidate_selectors, jobset_layout, pod_rank, resolve_targets
 

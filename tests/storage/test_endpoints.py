@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import Scheme
+from stepscope_contract.storage import AddressingStyle, Scheme
 from stepscope_storage.endpoints import (
     ENV_OSS_ENDPOINT_TEMPLATE,
     EndpointError,

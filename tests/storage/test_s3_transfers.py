@@ -21,8 +21,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from storage_harness import BUCKET, KEYS, free_port
 
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import parse_storage_uri
+from stepscope_contract.storage import AddressingStyle, parse_storage_uri
 from stepscope_storage import ChecksumMismatch, DeadlineExceeded, StorageError, Store, TransferSettings, open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials

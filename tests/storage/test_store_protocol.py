@@ -15,8 +15,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from storage_harness import BUCKET, KEYS
 
-from stepscope_contract.session import AddressingStyle
-from stepscope_contract.storage import Scheme, StorageLocation, parse_storage_uri
+from stepscope_contract.storage import AddressingStyle, Scheme, StorageLocation, parse_storage_uri
 from stepscope_storage import BACKENDS, StorageError, Store, TooLargeError, TransferSettings, open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials

@@ -12,7 +12,7 @@ from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
 from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult, DiffVerdict
-from stepscope_contract.session import AddressingStyle
+from stepscope_contract.storage import AddressingStyle
 from stepscope_storage import Connection
 
 EXIT_PASSED = 0

@@ -1,0 +1,40 @@
+"""The rank workers' fork server (rank_pool), started as early as a command knows it will use workers.
+
+The fork server is a fresh interpreter that imports the parser and the analyses once (PRELOAD, ~0.3 s of CPU) and
+then forks a worker per rank. Started first thing by `stepscope analyze` and the analyzer Job, it does those imports
+on another CPU while the command imports its own modules (pydantic models, storage clients: ~0.4 s), instead of
+after them: the first rank starts ~0.3 s sooner. This module imports nothing heavy itself.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from multiprocessing import forkserver
+from multiprocessing.context import ForkServerContext
+
+from stepscope_analyzer.cpu_quota import worker_count
+
+PRELOAD = ["stepscope_analyzer.parse", "stepscope_analyzer.analyses", "stepscope_analyzer.rank_pool"]
+
+
+def context() -> ForkServerContext:
+    """The multiprocessing context every rank pool uses: the fork server, preloading the analyses."""
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)
+    return ctx
+
+
+def start_early(ranks_hint: int = 2) -> bool:
+    """Start the fork server now when `ranks_hint` ranks would get more than one worker; whether it did. It
+    returns at once: the server imports PRELOAD in its own process, and the first fork request waits for that."""
+    try:
+        if worker_count(ranks_hint) <= 1:
+            return False
+    except ValueError:  # a malformed worker override: reported where the pool is sized
+        return False
+    context()
+    forkserver.ensure_running()
+    return True
+
+
+__all__ = ["PRELOAD", "context", "start_early"]

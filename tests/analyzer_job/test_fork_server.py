@@ -1,0 +1,68 @@
+"""The rank workers' fork server starts before `stepscope analyze` imports its heavy modules, and only when the
+command will use workers."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+
+def _run(code: str, workers: str) -> str:
+    env = {"STEPSCOPE_ANALYZER_WORKERS": workers, "PATH": "/usr/bin:/bin"}
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=60, env=env, check=False
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip()
+
+
+def test_the_analyze_entry_point_imports_nothing_heavy() -> None:
+    """What lets the fork server's imports overlap the command's: the entry module itself pulls in neither numpy
+    nor the pydantic models."""
+    out = _run(
+        """
+        import sys
+        import stepscope_analyzer.cli
+        print(sorted(m for m in ("numpy", "pydantic", "boto3", "stepscope_analyzer.analyses") if m in sys.modules))
+        """,
+        "2",
+    )
+    assert out == "[]"
+
+
+@pytest.mark.parametrize(("workers", "started"), [("2", True), ("1", False), ("many", False)])
+def test_start_early_starts_the_server_only_for_workers(workers: str, started: bool) -> None:
+    out = _run(
+        """
+        import os
+        from multiprocessing import forkserver
+        from stepscope_analyzer import fork_server
+        began = fork_server.start_early()
+        pid = forkserver._forkserver._forkserver_pid
+        print(began, pid is not None, os.environ["OPENBLAS_NUM_THREADS"])
+        """,
+        workers,
+    )
+    assert out == f"{started} {started} 1"
+
+
+def test_a_started_server_serves_the_pool() -> None:
+    """The early server is the one the rank pool forks its workers from (no second server), and they work."""
+    out = _run(
+        """
+        from multiprocessing import forkserver
+        from stepscope_analyzer import fork_server, rank_pool
+        if __name__ == "__main__":
+            fork_server.start_early()
+            first = forkserver._forkserver._forkserver_pid
+            with rank_pool._executor(2) as pool:
+                print(pool.submit(divmod, 7, 2).result(), forkserver._forkserver._forkserver_pid == first)
+        """,
+        "2",
+    )
+    assert out == "(3, 1) True"
