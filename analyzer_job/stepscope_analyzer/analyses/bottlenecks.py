@@ -29,20 +29,63 @@ class NameTime:
 
 
 def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) -> list[NameTime]:
-    """Group rows by name: count, summed duration, merged time, merged time not covered by ``compute``."""
+    """Group rows by name: count, summed duration, merged time, merged time not covered by ``compute``.
+
+    Every name at once: the rows, sorted by (name, start), are laid on one axis with each name's rows shifted past
+    the previous name's (by whole spans), so one pass merges every name's intervals apart from the others'. Only
+    the merge decisions use the shifted times, and only when the shift is exact for every row (checked; else a loop
+    per name); the merged pieces take their bounds from the original times, and their lengths and overlap with
+    ``compute`` are summed per name."""
     if name_id.size == 0:
         return []
-    order = np.argsort(name_id, kind="stable")
+    order = np.lexsort((ts, name_id))
     ids = name_id[order]
     s = ts[order]
     # HTA's ns rounding (ceil start, floor end) can leave sub-microsecond events with end < start: count them as 0
     e = np.maximum(end[order], s)
-    cuts = np.flatnonzero(np.diff(ids)) + 1
-    starts = np.concatenate(([0], cuts))
-    stops = np.concatenate((cuts, [ids.size]))
+    boundary = ids[1:] != ids[:-1]
+    first = np.concatenate(([0], np.flatnonzero(boundary) + 1))
+    group = np.concatenate(([0], np.cumsum(boundary)))
+    t0 = float(np.min(s))
+    shift = group * (float(np.max(e)) - t0 + 1.0) - t0
+    shifted_s, shifted_e = s + shift, e + shift
+    if not (np.array_equal(shifted_s - shift, s) and np.array_equal(shifted_e - shift, e)):
+        return _per_name_loop(ids, s, e, first, compute)
+    piece_first = _merge_starts(shifted_s, shifted_e)
+    starts, ends = s[piece_first], np.maximum.reduceat(e, piece_first)
+    piece_group = group[piece_first]
+    cover = intervals.Coverage(*compute)
+    covered = cover.within(starts, ends) if cover.starts.size else np.zeros(starts.size)
+    n = first.size
+    merged = np.bincount(piece_group, weights=ends - starts, minlength=n)
+    exposed = merged - np.bincount(piece_group, weights=covered, minlength=n)
+    total = np.bincount(group, weights=e - s, minlength=n)
+    counts = np.diff(np.append(first, ids.size))
+    return [
+        NameTime(i, c, t, m, x)
+        for i, c, t, m, x in zip(
+            ids[first].tolist(), counts.tolist(), total.tolist(), merged.tolist(), exposed.tolist(), strict=True
+        )
+    ]
+
+
+def _merge_starts(s: F64, e: F64) -> npt.NDArray[np.intp]:
+    """For intervals sorted by start, the index of the first interval of each merged piece (an interval starting
+    after every earlier one has ended begins a piece; touching ones merge, as in intervals.merge)."""
+    new = np.empty(s.size, dtype=bool)
+    new[0] = True
+    new[1:] = s[1:] > np.maximum.accumulate(e)[:-1]
+    return np.flatnonzero(new)
+
+
+def _per_name_loop(
+    ids: npt.NDArray[np.int32], s: F64, e: F64, first: npt.NDArray[np.intp], compute: Union
+) -> list[NameTime]:
+    """The same, one name at a time (times whose shift would not be exact)."""
+    stops = np.append(first[1:], ids.size)
     out: list[NameTime] = []
     cover = intervals.Coverage(*compute)
-    for lo, hi in zip(starts.tolist(), stops.tolist(), strict=True):
+    for lo, hi in zip(first.tolist(), stops.tolist(), strict=True):
         u = intervals.merge(s[lo:hi], e[lo:hi])
         merged = intervals.length(*u)
         covered = cover.intersection(u)

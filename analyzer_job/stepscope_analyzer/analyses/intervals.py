@@ -96,9 +96,15 @@ def subtract(a: Set, b: Set) -> Set:
     """A minus B for disjoint sorted interval sets."""
     if a[0].size == 0 or b[0].size == 0:
         return a
+    return _pieces(a, b, keep_in_b=False)
+
+
+def _pieces(a: Set, b: Set, *, keep_in_b: bool) -> Set:
+    """The pieces between the two sets' boundaries that lie in A and (keep_in_b) in B or (not) outside it, merged."""
     points = _boundaries(a, b)
     mids = (points[:-1] + points[1:]) / 2
-    keep = inside(a, mids) & ~inside(b, mids)
+    in_b = inside(b, mids)
+    keep = inside(a, mids) & (in_b if keep_in_b else ~in_b)
     return merge(points[:-1][keep], points[1:][keep])
 
 
@@ -117,7 +123,9 @@ def _boundaries(a: Set, b: Set) -> F64:
 
 def intersect(a: Set, b: Set) -> Set:
     """A ∩ B for disjoint sorted interval sets."""
-    return subtract(a, subtract(a, b))
+    if a[0].size == 0 or b[0].size == 0:
+        return empty()
+    return _pieces(a, b, keep_in_b=True)
 
 
 def inside(u: Set, x: F64) -> npt.NDArray[np.bool_]:
