@@ -56,9 +56,9 @@ class Scheme(StrEnum):
     FILE = "file"
 
 
+# How an S3 client names a bucket: in the path (MinIO), in the host name (OSS), or as the client decides. (No
+# docstring: it would replace the CRD field's description in the generated schema.)
 class AddressingStyle(StrEnum):
-    """How an S3 client names a bucket: in the path (MinIO), in the host name (OSS), or as the client decides."""
-
     AUTO = "auto"
     PATH = "path"
     VIRTUAL = "virtual"
