@@ -290,6 +290,37 @@ def hangs() -> list[Scenario]:
     ]
 
 
+def held_out() -> list[Scenario]:
+    """Jobs generated after the rule on the others' waiting (slow_ranks._flag_late) was set, with seeds no rule was
+    tuned on: healthy transformer, mlp and DataLoader jobs at 2-8 ranks, 2x-batch transformer ranks at 2-8 ranks, a
+    1.5x one, and a Python stall. They stay in the corpus as the first check of any later rule."""
+    c = {"fault": "compute", "amount": 2.0}
+    return [
+        _transformer("balanced", "cpu-balanced-2r-transformer-40", 2, seed=40),
+        _transformer("balanced", "cpu-balanced-2r-transformer-41", 2, seed=41),
+        _transformer("balanced", "cpu-balanced-4r-transformer-42", 4, seed=42),
+        _transformer("balanced", "cpu-balanced-4r-transformer-43", 4, seed=43),
+        _transformer("balanced", "cpu-balanced-4r-transformer-shapes-46", 4, seed=46, shapes=True),
+        _transformer("balanced", "cpu-balanced-8r-transformer-45", 8, seed=45, steps=6),
+        _transformer("balanced", "cpu-balanced-4r-hook-transformer-47", 4, seed=47, capture="hook"),
+        _gloo("balanced", "cpu-balanced-4r-mlp-60", 4, seed=60),
+        _gloo("balanced", "cpu-balanced-8r-mlp-61", 8, seed=61, steps=6),
+        _gloo("balanced", "cpu-balanced-4r-loader-62", 4, model="loader", seed=62),
+        _transformer("compute", "cpu-compute-2r-transformer-2x-50", 2, slow_ranks=(0,), seed=50, **c),
+        _transformer("compute", "cpu-compute-4r-transformer-2x-51", 4, slow_ranks=(1,), seed=51, **c),
+        _transformer(
+            "compute", "cpu-compute-4r-transformer-32-64-2x-52", 4, slow_ranks=(2,), tokens=(32, 64), seed=52, **c
+        ),
+        _transformer("compute", "cpu-compute-8r-transformer-2x-55", 8, slow_ranks=(6,), seed=55, steps=6, **c),
+        _transformer(
+            "compute", "cpu-compute-4r-transformer-1.5x-53", 4, slow_ranks=(3,), seed=53, fault="compute", amount=1.5
+        ),
+        _transformer(
+            "host", "cpu-host-4r-transformer-python-54", 4, fault="python", slow_ranks=(1,), amount=40, seed=54
+        ),
+    ]
+
+
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    return balanced() + uniform() + stragglers + hangs()
+    return balanced() + uniform() + stragglers + hangs() + held_out()

@@ -1,7 +1,7 @@
 """The analyzer on real CPU jobs recorded on an oversubscribed 2-core machine (fixtures/cpu_jobs, see its README).
 A 2x-batch rank among ranks that all wait for a CPU a third of their step is named through its op calls at their
-least (the contention correction alone hides it); healthy ranks whose op calls differ (two vCPUs apart, variable
-sequence lengths) are not."""
+least (the contention correction alone hides it), or among ranks whose sequence lengths vary per step through the
+others' waiting for it; healthy ranks whose op calls differ (two vCPUs apart, variable sequence lengths) are not."""
 
 from __future__ import annotations
 
@@ -62,3 +62,27 @@ def test_variable_length_inputs_make_the_floors_too_noisy_to_decide() -> None:
 def test_two_healthy_ranks_on_unequal_vcpus_stay_below_the_ratio() -> None:
     effects = floor_effects(_analyse("cpu-uniform-2r-mlp-1.5x").ranks)
     assert 1.15 < max(e.ratio for e in effects.values()) < 1.4
+
+
+def test_a_larger_batch_among_variable_lengths_is_named_by_the_others_waiting() -> None:
+    """The median test and the floors are inside the noise of per-step lengths; the others' waiting, averaged
+    over the steps, and the rank's mean compute decide (DiagnosisConfig.late_share)."""
+    report = _analyse("cpu-compute-4r-transformer-2x")
+    (slow,) = report.diagnosis.slow_ranks
+    assert (slow.rank, slow.cause.value) == (3, "compute")
+    assert slow.effect_z < 3.5  # the median test alone would not have named it
+    (late,) = [e for e in slow.evidence if e.metric == "compute per step on average"]
+    assert late.value > 1.4 * late.baseline
+    assert "they wait for it" in late.detail and "without waiting for a CPU" in late.detail
+    step = report.diagnosis.median_step_us
+    assert slow.excess_us > 0.2 * step
+
+
+def test_two_ranks_apart_by_the_lengths_they_drew_are_not_a_straggler() -> None:
+    """A healthy 2-rank job whose rank 1 drew longer sequences over the recorded steps: the same figures as a
+    larger batch (waited for 42% of a step, 1.7x the compute), but with one other rank there is no median to stand
+    out from, so the waiting is not taken for a straggler."""
+    report = _analyse("cpu-balanced-2r-transformer-40")
+    assert report.diagnosis.slow_ranks == []
+    waits = {r.rank: r.collective_wait_time / r.steps.count for r in report.ranks}
+    assert waits[0] - waits[1] > 0.3 * report.diagnosis.median_step_us

@@ -31,6 +31,14 @@ class DiagnosisConfig:
     healthy ranks on one shared machine were seen up to 1.25x apart"""
     floor_noise_multiple: float = 4.0
     """... and the log of that ratio at least this many times the job's split-half noise of it"""
+    late_share: float = 0.2
+    """in a job of four ranks or more, a rank the other ranks wait for at least this share of the median step (their
+    mean wait per step minus its own) counts as a compute straggler when its compute averages `late_compute_ratio`
+    times theirs, even where its median does not stand out (inputs whose size varies per step); over the corpus'
+    balanced jobs no healthy CPU rank was waited for more than 0.125 of a step (one healthy GPU rank 0.20, with less
+    compute than the others)"""
+    late_compute_ratio: float = 1.4
+    """... its mean compute per step over the other ranks' (without CPU-contention stretches on CPU ranks)"""
     noise_floor_percent: float = 0.5
     """the noise assumed is at least this share of the median step (timer and scheduling resolution)"""
     max_evidence: int = 6

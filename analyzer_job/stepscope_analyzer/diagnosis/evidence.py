@@ -15,6 +15,7 @@ import numpy as np
 from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.floor_test import FloorEffect
 from stepscope_analyzer.diagnosis.intermittent import Stall
+from stepscope_analyzer.diagnosis.job_view import MeanRatio
 from stepscope_analyzer.diagnosis.rank_costs import RankSamples
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.diagnosis.straggler_test import Effect
@@ -44,6 +45,17 @@ def floor_evidence(f: FloorEffect) -> Evidence:
         "within a rank): it does more work per call; waiting for a CPU does not raise a call's least time"
     )
     return Evidence(metric="op calls at their least", value=f.ratio, baseline=1.0, detail=detail)
+
+
+def late_evidence(m: MeanRatio, step_us: float) -> Evidence:
+    """The rank's compute averages more than the others', and they wait for it a large share of their step."""
+    how = " without waiting for a CPU" if m.corrected else ""
+    detail = (
+        f"its compute averages {m.mine_us / 1000:,.2f} ms per step{how}, {m.ratio:.2f}x the other ranks' "
+        f"({m.theirs_us / 1000:,.2f} ms), and they wait for it {100 * m.lateness_us / step_us:.0f}% of a step: its "
+        "steps vary too much for their median to show it, the waiting does not"
+    )
+    return Evidence(metric="compute per step on average", value=m.mine_us, baseline=m.theirs_us, detail=detail)
 
 
 def every_nth(steps: tuple[int, ...] | list[int]) -> int | None:

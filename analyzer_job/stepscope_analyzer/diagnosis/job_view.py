@@ -57,6 +57,24 @@ class Flag:
     """the effect is straggler_test's (the median stands out); False: it describes the stalls alone"""
     floors: FloorEffect | None = None
     """set when the rank's call floors decided (its cost stood out in wall-clock time only)"""
+    late: MeanRatio | None = None
+    """set when the other ranks' waiting decided (late_share) with the rank's mean cost against theirs"""
+
+
+@dataclass(frozen=True)
+class MeanRatio:
+    """A rank's mean cost per step against the median of the other ranks' means."""
+
+    mine_us: float
+    theirs_us: float
+    lateness_us: float
+    """how long the other ranks wait for it per step"""
+    corrected: bool
+    """the means are without CPU-contention stretches (CPU ranks)"""
+
+    @property
+    def ratio(self) -> float:
+        return self.mine_us / self.theirs_us if self.theirs_us > 0 else float("inf")
 
 
 def wall_excess(view: JobView, rank: int, cost: str) -> float:

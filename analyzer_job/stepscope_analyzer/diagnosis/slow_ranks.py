@@ -15,6 +15,10 @@ their collectives. A rank is slow when
 On CPU ranks a compute excess the contention correction hid still counts when the rank's op calls at their least
 over the steps take floor_ratio times the other ranks' (floor_test: contention does not raise a call's least time,
 more work per call does) and its wall-clock compute stands out consistently by the user's floor.
+Where inputs vary in size from step to step, every rank's compute spreads so widely that neither test sees a rank
+doing twice the work; in a job of four ranks or more, such a rank's compute still counts when the other ranks wait
+for it at least late_share of the step (averaged over the steps) and its compute averages late_compute_ratio times
+theirs (without contention stretches on CPU ranks) and exceeds theirs by the user's floor in wall-clock time.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
 that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it; a
 rank whose gain is below the user's floor is not reported (its own excess is offset elsewhere in its step).
@@ -32,16 +36,17 @@ from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.evidence import (
     cost_evidence,
     floor_evidence,
+    late_evidence,
     name_evidence,
     name_times,
     stall_evidence,
     wait_evidence,
 )
-from stepscope_analyzer.diagnosis.job_view import Flag, JobView, job_view, wall_excess
+from stepscope_analyzer.diagnosis.job_view import Flag, JobView, MeanRatio, job_view, wall_excess
 from stepscope_analyzer.diagnosis.rank_costs import COSTS
 from stepscope_analyzer.diagnosis.stall_flags import stall_flags
 from stepscope_analyzer.diagnosis.stats import median
-from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
+from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD, Effect, effects
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
 TAKE_OVER_SHARE = 0.5
@@ -71,7 +76,30 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
             if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
     _flag_floors(view, cfg, wall_compute, out)
+    _flag_late(view, cfg, wall_compute, out)
     return out
+
+
+def _flag_late(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
+    """In a job of four ranks or more (a median of the others to stand out from), ranks whose compute did not stand
+    out in its median but that the other ranks wait for at least late_share of the step, and whose compute averages
+    late_compute_ratio times theirs (without contention stretches on CPU ranks) and exceeds theirs in wall-clock
+    time by the user's floor: inputs whose size varies per step spread every rank's steps too widely for the median
+    test to see a rank doing twice the work, while the others' waiting, averaged over the steps, is what that rank
+    costs them. The flag carries the wall-clock test (`wall`)."""
+    if not view.has_collectives or len(view.samples) < MIN_RANKS_FOR_SPREAD:
+        return  # two or three ranks: the others' means are a draw or two of the same length noise
+    tested = {r: float(np.mean(s.tested["compute"])) for r, s in view.samples.items()}
+    clock = {r: float(np.mean(s.costs["compute"])) for r, s in view.samples.items()}
+    for rank in view.samples:
+        lateness = view.lateness(rank)
+        if any(x.cost == "compute" for x in out.get(rank, [])) or lateness < cfg.late_share * view.step_us:
+            continue
+        corrected = not np.array_equal(view.samples[rank].tested["compute"], view.samples[rank].costs["compute"])
+        means = MeanRatio(tested[rank], median([v for r, v in tested.items() if r != rank]), lateness, corrected)
+        excess = clock[rank] - median([v for r, v in clock.items() if r != rank])
+        if means.ratio >= cfg.late_compute_ratio and excess >= cfg.floor_us(view.step_us):
+            out.setdefault(rank, []).append(Flag("compute", wall[rank], excess, late=means))
 
 
 def _flag_floors(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
@@ -163,6 +191,8 @@ def _flag_evidence(flag: Flag, view: JobView, rank: int) -> list[Evidence]:
         out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us))
     if flag.floors is not None:
         out.append(floor_evidence(flag.floors))
+    if flag.late is not None:
+        out.append(late_evidence(flag.late, view.step_us))
     if flag.stall is not None:
         out.append(stall_evidence(flag.cost, flag.stall, flag.wall_excess_us, view.step_us))
     return out
