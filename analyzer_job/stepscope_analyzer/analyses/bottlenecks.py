@@ -7,6 +7,7 @@ the part that no compute overlaps (the exposed part).
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 
 import numpy as np
@@ -28,14 +29,18 @@ class NameTime:
     exposed: float  # union minus the part overlapped by compute
 
 
+BLOCK_ROWS = 1 << 15
+"""names are handled at once in blocks of about this many rows (whole names), which bounds the temporaries"""
+
+
 def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) -> list[NameTime]:
     """Group rows by name: count, summed duration, merged time, merged time not covered by ``compute``.
 
-    Every name at once: the rows, sorted by (name, start), are laid on one axis with each name's rows shifted past
+    Many names at once: the rows, sorted by (name, start), are laid on one axis with each name's rows shifted past
     the previous name's (by whole spans), so one pass merges every name's intervals apart from the others'. Only
     the merge decisions use the shifted times, and only when the shift is exact for every row (checked; else a loop
     per name); the merged pieces take their bounds from the original times, and their lengths and overlap with
-    ``compute`` are summed per name."""
+    ``compute`` are summed per name. Names go in blocks of about BLOCK_ROWS rows, so the temporaries stay small."""
     if name_id.size == 0:
         return []
     order = np.lexsort((ts, name_id))
@@ -43,18 +48,35 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
     s = ts[order]
     # HTA's ns rounding (ceil start, floor end) can leave sub-microsecond events with end < start: count them as 0
     e = np.maximum(end[order], s)
-    boundary = ids[1:] != ids[:-1]
-    first = np.concatenate(([0], np.flatnonzero(boundary) + 1))
-    group = np.concatenate(([0], np.cumsum(boundary)))
+    del order
+    first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
+    stops = np.append(first[1:], ids.size)
+    cover = intervals.Coverage(*compute)
+    out: list[NameTime] = []
+    cuts = np.concatenate(([0], np.flatnonzero(np.diff(first // BLOCK_ROWS)) + 1, [first.size]))
+    for a, b in itertools.pairwise(cuts.tolist()):
+        lo, hi = int(first[a]), int(stops[b - 1])
+        out += _names_at_once(ids[lo:hi], s[lo:hi], e[lo:hi], first[a:b] - lo, cover)
+    return out
+
+
+def _names_at_once(
+    ids: npt.NDArray[np.int32], s: F64, e: F64, first: npt.NDArray[np.intp], cover: intervals.Coverage
+) -> list[NameTime]:
+    """per_name for rows sorted by (name, start) whose names start at `first`."""
+    group = np.zeros(ids.size, dtype=np.int64)
+    group[first[1:]] = 1
+    np.cumsum(group, out=group)
     t0 = float(np.min(s))
     shift = group * (float(np.max(e)) - t0 + 1.0) - t0
     shifted_s, shifted_e = s + shift, e + shift
     if not (np.array_equal(shifted_s - shift, s) and np.array_equal(shifted_e - shift, e)):
-        return _per_name_loop(ids, s, e, first, compute)
+        return _per_name_loop(ids, s, e, first, cover)
+    del shift
     piece_first = _merge_starts(shifted_s, shifted_e)
+    del shifted_s, shifted_e
     starts, ends = s[piece_first], np.maximum.reduceat(e, piece_first)
     piece_group = group[piece_first]
-    cover = intervals.Coverage(*compute)
     covered = cover.within(starts, ends) if cover.starts.size else np.zeros(starts.size)
     n = first.size
     merged = np.bincount(piece_group, weights=ends - starts, minlength=n)
@@ -79,12 +101,11 @@ def _merge_starts(s: F64, e: F64) -> npt.NDArray[np.intp]:
 
 
 def _per_name_loop(
-    ids: npt.NDArray[np.int32], s: F64, e: F64, first: npt.NDArray[np.intp], compute: Union
+    ids: npt.NDArray[np.int32], s: F64, e: F64, first: npt.NDArray[np.intp], cover: intervals.Coverage
 ) -> list[NameTime]:
     """The same, one name at a time (times whose shift would not be exact)."""
     stops = np.append(first[1:], ids.size)
     out: list[NameTime] = []
-    cover = intervals.Coverage(*compute)
     for lo, hi in zip(first.tolist(), stops.tolist(), strict=True):
         u = intervals.merge(s[lo:hi], e[lo:hi])
         merged = intervals.length(*u)

@@ -99,3 +99,15 @@ def test_microsecond_clocks_take_the_one_pass(monkeypatch: pytest.MonkeyPatch) -
     end = ts + rng.integers(0, 10**6, 3000)
     compute = intervals.merge(ts[:50], ts[:50] + 5e6)
     _same(per_name(names, ts, end, compute), _by_loop(names, ts, end, compute))
+
+
+@pytest.mark.parametrize("block", [1, 7, 64])
+def test_names_in_small_blocks_give_the_same_times(monkeypatch: pytest.MonkeyPatch, block: int) -> None:
+    """Blocks end at names: one name longer than a block is a block of its own."""
+    monkeypatch.setattr(bottlenecks, "BLOCK_ROWS", block)
+    rng = np.random.default_rng(block)
+    names = np.concatenate((rng.integers(0, 40, 500), np.full(200, 41))).astype(np.int32)
+    ts = 1.669783687471392e15 + rng.integers(0, 10**7, names.size).astype(np.float64)
+    end = ts + rng.integers(-3, 10**5, names.size)
+    compute = intervals.merge(ts[:30], ts[:30] + 2e5)
+    _same(per_name(names, ts, end, compute), _by_loop(names, ts, end, compute))
