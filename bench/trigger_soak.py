@@ -103,8 +103,8 @@ def soak(minutes: float) -> int:
     from stepscope_local.demo import wait_operator_healthy, wait_ready_pods
     from stepscope_local.install import MASTER_TOKEN, install, start_operator
     from stepscope_local.manifests import training_job
+    from stepscope_local.ports import free_port
     from stepscope_local.runner.pods import kill_group
-    from stepscope_local.s3 import free_port
 
     workdir = REPO / ".demo" / "trigger-soak"
     shutil.rmtree(workdir, ignore_errors=True)

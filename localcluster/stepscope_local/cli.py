@@ -33,8 +33,8 @@ from stepscope_local.install import (
     shell_lines,
     start_operator,
 )
+from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
-from stepscope_local.s3 import free_port
 
 DEFAULT_WORKDIR = Path(".demo/local-cluster")
 

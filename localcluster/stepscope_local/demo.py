@@ -29,8 +29,8 @@ from stepscope_contract.storage import (
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, TRAINING_NAMESPACE, install, start_operator
 from stepscope_local.manifests import session_yaml, training_job
+from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
-from stepscope_local.s3 import free_port
 from stepscope_storage import Store, open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials

@@ -20,7 +20,7 @@ from stepscope_local.demo import (
     wait_ready_pods,
 )
 from stepscope_local.manifests import training_job
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 TRIGGER_PATH = REPO_ROOT / "examples" / "triggers" / "profiletrigger.yaml"
 TRIGGER = "ddp-train-watch"

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator"  # as the Helm chart installs it
 INSTALL_NAMESPACE = OPERATOR_NAMESPACE

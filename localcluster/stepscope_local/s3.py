@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -20,17 +19,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO, Any
 
+from stepscope_local.ports import free_port
+
 ACCESS_KEY = "stepscope-local"
 SECRET_KEY = "stepscope-local-secret"  # noqa: S105 (moto accepts any credentials)
 REGION = "us-east-1"
 PORT_TRIES = 5
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def _answers_as_s3(endpoint: str) -> bool:

@@ -333,9 +333,16 @@ def _worker(rank: int, job_wire: dict[str, Any], port: int, out: str, hook_dir: 
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """The rendezvous port: below the ephemeral range where the local cluster is installed (stepscope_local.ports:
+    a port-0 port can go to any connection opened before torch binds it), else any free port (recording jobs on
+    another machine with only testing/ and sidecar/ on the path, tools/record_gpu_jobs.py)."""
+    try:
+        from stepscope_local.ports import free_port
+    except ImportError:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            return int(sock.getsockname()[1])
+    return free_port()
 
 
 def _write_requests(job: GlooJob, hook_dir: Path) -> str:

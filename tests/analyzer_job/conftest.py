@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import gzip
 import os
-import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,12 +14,6 @@ from stepscope_local.s3 import S3Server
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VENV_BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 @pytest.fixture

@@ -14,7 +14,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -22,14 +21,10 @@ import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
+from stepscope_local.ports import free_port as _free_port
+
 HOST_STALL_S = 0.06
 EXTRA_MATMULS = 12
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _worker(rank: int, world: int, port: int, out: str, slow_rank: int, cause: str, steps: int) -> None:

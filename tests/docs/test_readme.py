@@ -24,7 +24,7 @@ import yaml
 from stepscope_contract.crd import build_crd
 from stepscope_local.kube.validation import validation_errors
 from stepscope_local.manifests import DEMO_DIR, load_all
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 README = (REPO / "README.md").read_text()

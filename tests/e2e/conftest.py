@@ -18,8 +18,8 @@ from stepscope_local.cluster import LocalCluster
 from stepscope_local.demo import wait_operator_healthy, wait_ready_pods
 from stepscope_local.install import install, start_operator
 from stepscope_local.manifests import s3_location, training_job
+from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
-from stepscope_local.s3 import free_port
 
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")

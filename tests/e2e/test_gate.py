@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from stepscope_local.manifests import training_job
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(900)]
 API = "stepscope.dev/v1alpha1"

@@ -20,7 +20,7 @@ from stepscope_contract.wire import CaptureOptions, CaptureRequest, CaptureState
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import install
 from stepscope_local.manifests import training_job
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]
 TOKEN = namespace_token("demo-master-token", "default")  # what examples/demo/secrets.yaml holds

@@ -14,7 +14,7 @@ from typing import Any
 
 from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 API = "stepscope.dev/v1alpha1"

@@ -15,8 +15,8 @@ import pytest
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.demo import wait_operator_healthy
 from stepscope_local.install import install, start_operator
+from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
-from stepscope_local.s3 import free_port
 from stepscope_operator.check_report import CheckResult, Outcome, exit_code, render
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(400)]

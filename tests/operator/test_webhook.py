@@ -8,7 +8,6 @@ import datetime
 import ipaddress
 import json
 import logging
-import socket
 import ssl
 import uuid
 from collections.abc import AsyncIterator
@@ -25,6 +24,7 @@ from cryptography.x509.oid import NameOID
 from test_injection import apply_json_patch, make_pod, validate_pod
 
 from stepscope_contract.constants import INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_CONTAINER_NAME
+from stepscope_local.ports import free_port
 from stepscope_operator import webhook
 from stepscope_operator.injection import InjectionConfig
 
@@ -233,9 +233,7 @@ async def test_kopf_startup_handler_serves_from_the_cert_dir_and_stops(
     await webhook.start_webhook(memo=memo, logger=log)
     assert "webhook_runner" not in memo  # no port: no webhook
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     monkeypatch.setenv("STEPSCOPE_WEBHOOK_PORT", str(port))
     monkeypatch.setenv("STEPSCOPE_WEBHOOK_HOST", "127.0.0.1")
     monkeypatch.setenv("STEPSCOPE_WEBHOOK_CERT_DIR", str(tmp_path / "tls"))

@@ -17,7 +17,7 @@ from test_webhook import review, write_certificates
 
 from stepscope_contract.constants import INJECT_LABEL, SIDECAR_CONTAINER_NAME
 from stepscope_local.kube import EmulatorServer
-from stepscope_local.s3 import free_port
+from stepscope_local.ports import free_port
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

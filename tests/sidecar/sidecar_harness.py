@@ -17,18 +17,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_local.ports import free_port
+
 HERE = Path(__file__).resolve().parent
 VENV_BIN = Path(sys.executable).parent
 TOKEN = "test-token-0123456789"
 BUCKET = "stepscope-test"
 NAMESPACE = "team-a"  # the namespace of the sidecars and of capture_body's session
 SESSION_DIR = "resnet-01234567"  # capture_body's session folder: <base>/team-a/resnet-01234567
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def wait_for(predicate: Callable[[], Any], timeout: float, what: str, interval: float = 0.1) -> Any:

@@ -19,9 +19,10 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from storage_harness import BUCKET, KEYS, free_port
+from storage_harness import BUCKET, KEYS
 
 from stepscope_contract.storage import AddressingStyle, parse_storage_uri
+from stepscope_local.ports import free_port
 from stepscope_storage import ChecksumMismatch, DeadlineExceeded, StorageError, Store, TransferSettings, open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials

@@ -21,7 +21,6 @@ import hashlib
 import json
 import os
 import shutil
-import socket
 import time
 from pathlib import Path
 
@@ -31,18 +30,14 @@ import torch.multiprocessing as mp
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from stepscope_local.ports import free_port as _free_port
+
 WARMUP_STEPS = 2
 SETTLE_S = float(os.environ.get("GATE_SETTLE_S", "3"))
 """unrecorded training (and one profiled step) before the first recording: CPU clocks, caches, allocator warm"""
 BATCH = 512
 
 Recording = tuple[str, int]  # (folder, added work)
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def cpu_busy(seconds: float = 2.0) -> float:
