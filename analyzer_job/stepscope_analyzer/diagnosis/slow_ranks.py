@@ -93,7 +93,8 @@ def _flag_late(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out
     clock = {r: float(np.mean(s.costs["compute"])) for r, s in view.samples.items()}
     for rank in view.samples:
         lateness = view.lateness(rank)
-        if any(x.cost == "compute" for x in out.get(rank, [])) or lateness < cfg.late_share * view.step_us:
+        flagged = any(x.cost == "compute" for x in out.get(rank, []))
+        if flagged or rank not in wall or lateness < cfg.late_share * view.step_us:
             continue
         corrected = not np.array_equal(view.samples[rank].tested["compute"], view.samples[rank].costs["compute"])
         means = MeanRatio(tested[rank], median([v for r, v in tested.items() if r != rank]), lateness, corrected)
