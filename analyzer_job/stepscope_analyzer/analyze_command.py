@@ -9,6 +9,7 @@ from pathlib import Path
 
 from stepscope_analyzer.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, EXIT_OK, EXIT_PARTIAL, progress
 from stepscope_analyzer.diagnosis import DiagnosisConfig
+from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.storage_io import StorageError, location_of, open_store
@@ -56,9 +57,7 @@ def run(args: argparse.Namespace, started: float) -> int:
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / REPORT_JSON).write_bytes(model_json_bytes(report))
-        (out / REPORT_HTML).write_bytes(html_bytes(report))
+        write_files(out, {REPORT_JSON: model_json_bytes(report), REPORT_HTML: html_bytes(report)})
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE

@@ -10,6 +10,7 @@ from pathlib import Path
 from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
 from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
 from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
+from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult, DiffVerdict
 from stepscope_contract.storage import AddressingStyle
@@ -95,9 +96,7 @@ def diff_main(argv: list[str]) -> int:
     diff = diff_reports(baseline, candidate, config, baseline_source=args.baseline, candidate_source=args.candidate)
     out = Path(args.output)
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / DIFF_JSON).write_bytes(model_json_bytes(diff))
-        (out / DIFF_HTML).write_bytes(diff_html_bytes(diff))
+        write_files(out, {DIFF_JSON: model_json_bytes(diff), DIFF_HTML: diff_html_bytes(diff)})
     except OSError as exc:
         print(f"stepscope diff: cannot write to {out}: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -1,0 +1,12 @@
+"""Writing a command's output files (report, diff) into a local folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def write_files(folder: Path, files: dict[str, bytes]) -> None:
+    """Create `folder` (and its parents) and write each named file in it; OSError when the folder is not writable."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, data in files.items():
+        (folder / name).write_bytes(data)
