@@ -8,6 +8,7 @@ from typing import Any
 
 import jinja2
 
+from stepscope_analyzer.report.bytecode_cache import bytecode_cache
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
 from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
 from stepscope_analyzer.report.gain import gain_sentence
@@ -47,6 +48,7 @@ def _environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
+        bytecode_cache=bytecode_cache(),
     )
     env.filters["short"] = _short
     env.filters["us"] = _us
