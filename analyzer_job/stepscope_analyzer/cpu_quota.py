@@ -87,10 +87,24 @@ def worker_count(ranks: int, env: Mapping[str, str] | None = None) -> int:
     return max(1, min(usable_cpus(cgroup_quota(), _affinity()), ranks))
 
 
+def cpus_per_trace(workers: int = 1) -> int:
+    """The usable CPUs (the quota, not the override of the worker count) each of `workers` traces parsed at once may
+    count on, at least 1."""
+    return max(1, usable_cpus(cgroup_quota(), _affinity()) // max(1, workers))
+
+
 def workers_forced(env: Mapping[str, str] | None = None) -> bool:
     """Whether the worker count was set explicitly (then even small traces go to the pool)."""
     e = os.environ if env is None else env
     return bool(e.get(WORKERS_ENV, "").strip())
 
 
-__all__ = ["WORKERS_ENV", "cgroup_quota", "quota_from_v1", "quota_from_v2", "usable_cpus", "worker_count"]
+__all__ = [
+    "WORKERS_ENV",
+    "cgroup_quota",
+    "cpus_per_trace",
+    "quota_from_v1",
+    "quota_from_v2",
+    "usable_cpus",
+    "worker_count",
+]

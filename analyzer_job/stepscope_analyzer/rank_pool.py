@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 from stepscope_analyzer import fork_server, limits
 from stepscope_analyzer.analyses import summarize_parsed
+from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.error_text import error_text
 from stepscope_analyzer.parse import parse_trace
 from stepscope_contract.report import RankReport
@@ -51,11 +52,14 @@ class Task:
     name_rank: int | None
 
 
-def compute(trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int) -> Computed:
-    """Parse and summarise one trace; any failure is the rank's error text, never an exception."""
+def compute(
+    trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int, inflate_thread: bool | None = None
+) -> Computed:
+    """Parse and summarise one trace (`inflate_thread`: as parse_trace); any failure is the rank's error text, never
+    an exception."""
     rank = fixed_rank if fixed_rank is not None else name_rank
     try:
-        parsed = parse_trace(trace)
+        parsed = parse_trace(trace, inflate_thread=inflate_thread)
         if fixed_rank is None and parsed.rank is not None:
             rank = parsed.rank
         summary = summarize_parsed(parsed, rank=rank if rank is not None else 0, top_n=top_n)
@@ -64,9 +68,9 @@ def compute(trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: 
     return Computed(summary, None, rank)
 
 
-def _in_worker(task: Task, top_n: int, table: limits.Limits) -> Computed:
+def _in_worker(task: Task, top_n: int, table: limits.Limits, inflate_thread: bool) -> Computed:
     limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
-    return compute(task.trace, task.fixed_rank, task.name_rank, top_n)
+    return compute(task.trace, task.fixed_rank, task.name_rank, top_n, inflate_thread)
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -78,7 +82,7 @@ def _alone(task: Task, top_n: int) -> Computed:
     """One task in a fresh process of its own: a death there is this rank's."""
     with _executor(1) as pool:
         try:
-            return pool.submit(_in_worker, task, top_n, limits.current()).result()
+            return pool.submit(_in_worker, task, top_n, limits.current(), cpus_per_trace() > 1).result()
         except BrokenProcessPool:
             rank = task.fixed_rank if task.fixed_rank is not None else task.name_rank
             return Computed(None, "the process analysing this trace died (out of memory?)", rank)
@@ -89,6 +93,7 @@ def _pool_run(source: Iterator[Task], top_n: int, workers: int) -> Generator[tup
     that were in the pool then: the suspects)."""
     pending: dict[Future[Computed], Task] = {}
     suspects: list[Task] = []
+    inflate_thread = cpus_per_trace(workers) > 1  # a CPU to spare for each worker's inflation
     with _executor(workers) as pool:
         while not suspects:
             while len(pending) < workers * IN_FLIGHT_PER_WORKER:
@@ -96,7 +101,7 @@ def _pool_run(source: Iterator[Task], top_n: int, workers: int) -> Generator[tup
                 if task is None:
                     break
                 try:
-                    pending[pool.submit(_in_worker, task, top_n, limits.current())] = task
+                    pending[pool.submit(_in_worker, task, top_n, limits.current(), inflate_thread)] = task
                 except BrokenProcessPool:
                     suspects.append(task)
                     break

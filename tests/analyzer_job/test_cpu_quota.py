@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from stepscope_analyzer import cpu_quota
 from stepscope_analyzer.cpu_quota import WORKERS_ENV, quota_from_v1, quota_from_v2, usable_cpus, worker_count
 
 pytestmark = pytest.mark.unit
@@ -50,3 +51,15 @@ def test_the_override_wins_but_never_exceeds_the_ranks() -> None:
     assert 1 <= worker_count(3, {WORKERS_ENV: "0"}) <= 3  # 0: the automatic count
     with pytest.raises(ValueError, match=WORKERS_ENV):
         worker_count(4, {WORKERS_ENV: "many"})
+
+
+@pytest.mark.parametrize(
+    ("quota", "pinned", "workers", "each"), [(None, 8, 2, 4), (2.0, 8, 2, 1), (3.5, 16, 1, 3), (None, 2, 8, 1)]
+)
+def test_each_trace_parsed_at_once_gets_its_share_of_the_quota(
+    monkeypatch: pytest.MonkeyPatch, quota: float | None, pinned: int, workers: int, each: int
+) -> None:
+    monkeypatch.setattr(cpu_quota, "cgroup_quota", lambda: quota)
+    monkeypatch.setattr(cpu_quota, "_affinity", lambda: pinned)
+    monkeypatch.setenv(WORKERS_ENV, "1")  # the override of the worker count does not change the CPUs there are
+    assert cpu_quota.cpus_per_trace(workers) == each

@@ -164,6 +164,30 @@ def test_gzip_truncated_mid_stream_after_chunks_were_parsed() -> None:
     assert threading.active_count() == before  # the inflating thread is gone
 
 
+@pytest.mark.parametrize("inflate_thread", [True, False])
+def test_gzip_inflated_on_its_own_thread_or_between_chunks_reads_the_same(
+    inflate_thread: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import threading
+
+    started: list[str] = []
+    start = threading.Thread.start
+
+    def recorded(thread: threading.Thread) -> None:
+        started.append(thread.name)
+        start(thread)
+
+    monkeypatch.setattr(threading.Thread, "start", recorded)
+    doc = _big_doc()
+    plain = parse_bytes(doc, chunk_bytes=50_000).events
+    streamed = parse_trace(gzip.compress(doc), chunk_bytes=50_000, inflate_thread=inflate_thread).events
+    np.testing.assert_array_equal(plain.ts, streamed.ts)
+    np.testing.assert_array_equal(plain.correlation, streamed.correlation)
+    assert started == (["stepscope-inflate"] if inflate_thread else [])
+    with pytest.raises(TraceError, match="truncated gzip"):
+        parse_trace(gzip.compress(doc)[:-9], chunk_bytes=50_000, inflate_thread=inflate_thread)
+
+
 def test_streamed_gzip_equals_plain_and_multi_member_gzip_is_read(tmp_path: Path) -> None:
     doc = _big_doc()
     plain = parse_bytes(doc, chunk_bytes=50_000).events
