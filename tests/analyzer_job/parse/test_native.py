@@ -9,6 +9,7 @@ import gzip
 import json
 import os
 import random
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -199,6 +200,56 @@ def test_common_events_take_the_fast_path() -> None:
                                            "dtype": "Float"}}  # fmt: skip
     assert columns.thread_names == {(1, 2): "main thread"}
     assert columns.stream.tolist() == [7, -1] and columns.correlation.tolist() == [-1, -1]  # 7.0 read as 7
+
+
+DECIMAL = st.builds(
+    lambda sign, whole, frac, exp: f"{sign}{whole}{frac}{exp}",
+    st.sampled_from(["", "-"]),
+    st.one_of(st.just("0"), st.integers(1, 10**22).map(str)),
+    st.one_of(st.just(""), st.text("0123456789", min_size=1, max_size=22).map(lambda d: "." + d)),
+    st.one_of(st.just(""), st.integers(-40, 40).map(lambda e: f"e{e:+d}"), st.integers(0, 25).map(lambda e: f"E{e}")),
+)
+
+
+def _float_text_event(ts: str, dur: str) -> bytes:
+    return f'[{{"ph": "X", "cat": "c", "name": "n", "pid": 1, "tid": 1, "ts": {ts}, "dur": {dur}}}]'.encode()
+
+
+def _scanned(text: bytes) -> list[float | int]:
+    """The scanner's own ts and dur of a one-event chunk (before the columns round them to ns): ints as ints,
+    doubles as doubles."""
+    scanned = native.scan(memoryview(text))
+    assert scanned is not None
+    c = scanned.columns
+    return [struct.unpack("<d" if c[f"{key}_float"] else "<q", c[key])[0] for key in ("ts", "dur")]
+
+
+def _as_python_reads(number: str) -> float | int:
+    return int(number) if number.lstrip("-").isdigit() else float(number)
+
+
+def _bits(values: list[float | int]) -> list[bytes | int]:
+    return [struct.pack("<d", v) if isinstance(v, float) else v for v in values]
+
+
+@given(DECIMAL, DECIMAL)
+def test_decimal_numbers_read_as_python_reads_them(ts: str, dur: str) -> None:
+    """Numbers with a fraction or an exponent, of every length around the exact shortcut's bounds (19 significant
+    digits, 2^53, 10^+-22): the same double as float(), to the bit, or left to the Python path."""
+    text = _float_text_event(ts, dur)
+    if _same(text):
+        assert _bits(_scanned(text)) == _bits([_as_python_reads(ts), _as_python_reads(dur)])
+
+
+@pytest.mark.parametrize(
+    "number",
+    ["4481693927634.424", "9007199254740.993", "9007199254740993.0", "0.000000000000000000000001", "-0.0", "1e22",
+     "1e23", "123456789012345678.9", "0.1", "5e-324", "1.7976931348623157e308", "17.25e-3", "3.0E+2"],
+)  # fmt: skip
+def test_decimals_at_the_edges_of_the_exact_shortcut(number: str) -> None:
+    text = _float_text_event(number, "1.5")
+    assert _same(text)
+    assert _bits(_scanned(text)) == _bits([float(number), 1.5])
 
 
 @pytest.mark.parametrize(
