@@ -20,9 +20,11 @@ def merge(ts: F64, end: F64) -> tuple[F64, F64]:
     new_group[0] = True
     new_group[1:] = s[1:] > running[:-1]
     starts = s[new_group]
-    group_idx = np.cumsum(new_group) - 1
-    ends = np.full(starts.size, -np.inf)
-    np.maximum.at(ends, group_idx, e)
+    # a group's end is the running maximum at its last interval: every earlier group ended before this one began
+    last = np.empty(s.size, dtype=bool)
+    last[:-1] = new_group[1:]
+    last[-1] = True
+    ends = running[last]
     return starts, ends
 
 

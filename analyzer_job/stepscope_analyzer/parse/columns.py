@@ -76,8 +76,10 @@ class TraceColumns:
             return -1
 
     def cat_mask(self, *cats: str) -> npt.NDArray[np.bool_]:
-        codes = [c for c in (self.cat_code(x) for x in cats) if c >= 0]
-        return np.isin(self.cat_id, np.asarray(codes, dtype=np.int32))
+        wanted = np.zeros(len(self.cats) + 1, dtype=bool)  # by category id (one lookup per row, not one pass per id)
+        wanted[[c for c in (self.cat_code(x) for x in cats) if c >= 0]] = True
+        mask: npt.NDArray[np.bool_] = wanted[self.cat_id]
+        return mask
 
 
 def _as_int(value: Any, default: int, labels: dict[str, int]) -> int:
