@@ -19,7 +19,7 @@ from stepscope_contract.report import Report
 pytestmark = pytest.mark.integration
 
 GATE_JOB = Path(__file__).resolve().parent / "gate_job.py"
-ADDED_ROUNDS = 48  # about +150% of a step on an idle machine
+ADDED_ROUNDS = 96  # about +300% of a step on an idle machine: beyond the gate if a neighbour slows one run 2x
 STEPS = 10
 GATE = "40"
 """The gate's accuracy at 15% is bench/gate_accuracy.py's measure; here the commands' behaviour is checked with a
@@ -87,21 +87,15 @@ def test_added_work_on_every_rank_fails_and_is_named(
     assert top["added_work"].count_delta == pytest.approx(1.0)
     assert "added_work" in result.stdout
     assert d.at_equal_op_speed and d.unchanged_ops >= 5 and d.step_regression_pct is not None
-    # --wall-clock decides on the measured steps alone: regressed exactly when their interval clears the gate. The
-    # added work is far beyond it on a quiet machine, but a neighbour's burst during the baseline's recording can
-    # pull the measured slowdown under it (once +23%, interval +14% to +41%, where the default above still failed
-    # the run at equal op speed: what that default is for)
+    # --wall-clock decides on the measured steps
     wall = tmp_path / "wall"
     measured = _run(
         [*diff_cmd, str(runs["base"]), str(runs["slow"]), "-o", str(wall), "--max-regression", GATE, "--wall-clock"]
     )
+    assert measured.returncode == 1, measured.stdout + measured.stderr
     w = _diff(wall)
     assert not w.at_equal_op_speed and w.regression_pct == w.step_regression_pct == d.step_regression_pct
     assert "at equal op speed" not in w.reason and "at equal op speed" in d.reason
-    assert w.step_regression_ci_low_pct is not None
-    clears = w.step_regression_ci_low_pct > float(GATE)
-    expected = (1, DiffVerdict.REGRESSED) if clears else (0, DiffVerdict.PASSED)
-    assert (measured.returncode, w.verdict) == expected, measured.stdout + measured.stderr
     # reversed, the same pair is an improvement: not a regression
     back = tmp_path / "back"
     swapped = _run([*diff_cmd, str(runs["slow"]), str(runs["base"]), "-o", str(back), "--max-regression", GATE])
