@@ -68,7 +68,7 @@ def compute(
     return Computed(summary, None, rank)
 
 
-def _in_worker(task: Task, top_n: int, table: limits.Limits, inflate_thread: bool) -> Computed:
+def _in_worker(task: Task, top_n: int, table: limits.Limits, inflate_thread: bool | None) -> Computed:
     limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
     return compute(task.trace, task.fixed_rank, task.name_rank, top_n, inflate_thread)
 
@@ -82,7 +82,7 @@ def _alone(task: Task, top_n: int) -> Computed:
     """One task in a fresh process of its own: a death there is this rank's."""
     with _executor(1) as pool:
         try:
-            return pool.submit(_in_worker, task, top_n, limits.current(), cpus_per_trace() > 1).result()
+            return pool.submit(_in_worker, task, top_n, limits.current(), None).result()  # parse_trace decides
         except BrokenProcessPool:
             rank = task.fixed_rank if task.fixed_rank is not None else task.name_rank
             return Computed(None, "the process analysing this trace died (out of memory?)", rank)
