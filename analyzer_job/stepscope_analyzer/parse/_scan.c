@@ -167,11 +167,30 @@ typedef struct {
     Span s;
 } Value;
 
+/* The text between one member's value and the next member's value within an object (whitespace, ',', the key, ':')
+ * as last seen at that member's position, with the key's code: Kineto writes every event with the same layout, so
+ * comparing the text ahead with the remembered gap (a few word compares) replaces scanning the separator and the key
+ * byte by byte, whose data-dependent loop exits cost most of the scan. Two ways per position: events of two layouts
+ * (complete events, flow events) interleave. */
+typedef struct {
+    const char *ptr; /* into the chunk's text, alive for the whole scan */
+    size_t len;
+    int key;
+} Gap;
+
+typedef struct {
+    Gap way[2];
+} GapSlot;
+
+#define GAP_SLOTS 16
+#define MAX_GAP 64
+
 typedef struct {
     Buf ts_i, ts_f, dur_i, dur_f, name, cat, pid, tid, stream, corr, ext;
     Buf coll;    /* (int64 row, int64 start, int64 end) of collective rows' args objects */
     Buf threads; /* (int64 pid, int64 tid, int64 start, int64 len) of thread_name metadata */
     Table names, cats;
+    GapSlot event_gaps[GAP_SLOTS], args_gaps[GAP_SLOTS];
     int ts_float, dur_float;
     int64_t events, rows;
     int oom;
@@ -450,6 +469,59 @@ static int open_container(Cur *c, char close) {
     return closes(c, close);
 }
 
+/* Whether n bytes at a equal those at b (n <= MAX_GAP), by 8-byte words (the last one overlapping). */
+static HOT int same_bytes(const char *a, const char *b, size_t n) {
+    uint64_t x, y;
+    if (n < 8) {
+        uint64_t diff = 0;
+        for (size_t i = 0; i < n; i++) {
+            diff |= (uint64_t)(a[i] ^ b[i]);
+        }
+        return diff == 0;
+    }
+    size_t i = 0;
+    for (; i + 8 < n; i += 8) {
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        if (x != y) {
+            return 0;
+        }
+    }
+    memcpy(&x, a + n - 8, 8);
+    memcpy(&y, b + n - 8, 8);
+    return x == y;
+}
+
+/* When the text at c->p starts with a gap remembered at this position and a value follows: c->p past the gap and
+ * the whitespace after it, and the key's code; else -1 (nothing consumed). A match is the same bytes that were a
+ * valid separator and key. */
+static HOT int predicted_key(Cur *c, const GapSlot *slot) {
+    const char *at = c->p;
+    size_t left = (size_t)(c->end - at);
+    for (int w = 0; w < 2; w++) {
+        const Gap *g = &slot->way[w];
+        if (g->len && g->len <= left && same_bytes(at, g->ptr, g->len)) {
+            c->p = at + g->len;
+            ws(c);
+            if (c->p < c->end) {
+                return g->key;
+            }
+            c->p = at; /* the text ends after the key: the general path says so */
+            return -1;
+        }
+    }
+    return -1;
+}
+
+static void remember_gap(GapSlot *slot, const char *start, const char *end, int key) {
+    size_t len = (size_t)(end - start);
+    if (len == 0 || len > MAX_GAP) {
+        return;
+    }
+    slot->way[1] = slot->way[0];
+    slot->way[0] = (Gap){start, len, key};
+}
+
 /* Any JSON value, validated and skipped. */
 static int skip_value(Cur *c, int depth) {
     if (c->p >= c->end || depth > MAX_DEPTH) {
@@ -587,34 +659,73 @@ typedef struct {
     const char *start, *end;
 } Args;
 
-static int scan_args(Cur *c, Args *a) {
+enum { A_OTHER, A_STREAM, A_CORR, A_EXT, A_NAME, A_COLL, A_PG };
+
+static int args_key(Span k) {
+    return key_is(k, "stream")               ? A_STREAM
+           : key_is(k, "correlation")        ? A_CORR
+           : key_is(k, "External id")        ? A_EXT
+           : key_is(k, "name")               ? A_NAME
+           : key_is(k, "Collective name")    ? A_COLL
+           : key_is(k, "Process Group Name") ? A_PG
+                                             : A_OTHER;
+}
+
+/* The next member's key code (c->p on its value), -2 when the object closes (skipped), -1 when not valid here. */
+static HOT int next_key(Cur *c, GapSlot *gaps, int i, int (*code)(Span)) {
+    if (i < GAP_SLOTS) {
+        int key = predicted_key(c, &gaps[i]);
+        if (key >= 0) {
+            return key;
+        }
+    }
+    const char *start = c->p;
+    int more = i == 0 ? closes(c, '}') : next_or_close(c, '}');
+    if (more != 1) {
+        return more == 2 ? -2 : -1;
+    }
+    Span k;
+    int escaped;
+    if (!member_key(c, &k, &escaped) || escaped) {
+        return -1;
+    }
+    int key = code(k);
+    if (i < GAP_SLOTS) {
+        remember_gap(&gaps[i], start, c->p, key);
+    }
+    return key;
+}
+
+static int scan_args(Cur *c, Args *a, GapSlot *gaps) {
     memset(a, 0, sizeof(*a));
     a->start = c->p;
     unsigned seen = 0;
-    int more = open_container(c, '}');
-    while (more == 1) {
-        Span k;
-        int escaped;
-        if (!member_key(c, &k, &escaped) || escaped) {
-            return 0;
+    c->p++; /* the '{' */
+    for (int i = 0;; i++) {
+        int key = next_key(c, gaps, i, args_key);
+        if (key < 0) {
+            if (key == -1) {
+                return 0;
+            }
+            break;
         }
         unsigned bit = 0;
-        if (key_is(k, "stream")) {
+        if (key == A_STREAM) {
             bit = 1;
             if ((seen & bit) || !number_or_null(c, &a->stream)) {
                 return 0;
             }
-        } else if (key_is(k, "correlation")) {
+        } else if (key == A_CORR) {
             bit = 2;
             if ((seen & bit) || !number_or_null(c, &a->corr)) {
                 return 0;
             }
-        } else if (key_is(k, "External id")) {
+        } else if (key == A_EXT) {
             bit = 4;
             if ((seen & bit) || !number_or_null(c, &a->ext)) {
                 return 0;
             }
-        } else if (key_is(k, "name")) {
+        } else if (key == A_NAME) {
             bit = 8;
             if (seen & bit) {
                 return 0;
@@ -631,8 +742,8 @@ static int scan_args(Cur *c, Args *a) {
                     return 0;
                 }
             }
-        } else if (key_is(k, "Collective name") || key_is(k, "Process Group Name")) {
-            bit = key_is(k, "Collective name") ? 16 : 32;
+        } else if (key == A_COLL || key == A_PG) {
+            bit = key == A_COLL ? 16 : 32;
             if (seen & bit) {
                 return 0;
             }
@@ -645,10 +756,9 @@ static int scan_args(Cur *c, Args *a) {
             return 0;
         }
         seen |= bit;
-        more = next_or_close(c, '}');
     }
     a->end = c->p;
-    return more == 2;
+    return 1;
 }
 
 static const char FULL_PHASES[] = "XMiICBEbenPNODRVvc()";
@@ -674,18 +784,16 @@ static int scan_event(Cur *c, Out *o) {
     int has_args = 0; /* 0 absent/null, 1 an object */
     memset(&args, 0, sizeof args);
     unsigned seen = 0;
-    int more = open_container(c, '}');
-    if (more != 1) {
-        return 0; /* no ph */
-    }
-    while (more == 1) {
-        Span k;
-        int escaped;
-        if (!member_key(c, &k, &escaped) || escaped) {
-            return 0;
+    c->p++; /* the '{' */
+    for (int i = 0;; i++) {
+        int key = next_key(c, o->event_gaps, i, event_key);
+        if (key < 0) {
+            if (key == -1 || i == 0) {
+                return 0; /* not valid, or no ph */
+            }
+            break;
         }
         char first = *c->p;
-        int key = event_key(k);
         unsigned bit = key == K_OTHER ? 0 : 1u << key;
         if (seen & bit) {
             return 0; /* a known key twice */
@@ -730,7 +838,7 @@ static int scan_event(Cur *c, Out *o) {
             }
         } else if (key == K_ARGS) {
             if (first == '{') {
-                if (!scan_args(c, &args)) {
+                if (!scan_args(c, &args, o->args_gaps)) {
                     return 0;
                 }
                 has_args = 1;
@@ -745,10 +853,6 @@ static int scan_event(Cur *c, Out *o) {
             return 0;
         }
         seen |= bit;
-        more = next_or_close(c, '}');
-    }
-    if (more != 2) {
-        return 0;
     }
     o->events++;
     if (ph.kind != STR) {

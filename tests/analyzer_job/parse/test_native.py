@@ -202,6 +202,67 @@ def test_common_events_take_the_fast_path() -> None:
     assert columns.stream.tolist() == [7, -1] and columns.correlation.tolist() == [-1, -1]  # 7.0 read as 7
 
 
+LAYOUTS = [(", ", ": "), (",", ":"), (",\n    ", ": "), (", ", ":  "), (" ,", " : "), (",\t", ":")]
+"""separators an event's members may be written with: the scanner remembers the text between members as last seen
+at each position and must notice every way the next event differs from it"""
+
+
+def _event_text(members: list[tuple[str, Any]], layout: tuple[str, str]) -> str:
+    comma, colon = layout
+    return "{" + comma.join(f"{json.dumps(k)}{colon}{json.dumps(v)}" for k, v in members) + "}"
+
+
+ROW = [("ph", "X"), ("cat", "cpu_op"), ("name", "aten::mm"), ("pid", 1), ("tid", 2), ("ts", 10), ("dur", 5),
+       ("args", {"External id": 3, "Ev Idx": 4})]  # fmt: skip
+FLOW = [("ph", "f"), ("id", 1), ("pid", 1), ("tid", 2), ("ts", 4), ("cat", "ac2g"), ("name", "ac2g"), ("bp", "e")]
+OTHER = [("ph", "X"), ("cat", "kernel"), ("name", "k"), ("pid", 0), ("tid", 7), ("ts", 11), ("dur", 3),
+         ("args", {"stream": 7, "correlation": 9, "device": 0})]  # fmt: skip
+
+
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([ROW, FLOW, OTHER]), st.sampled_from(LAYOUTS), st.integers(0, 9), st.integers(0, 3)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.sampled_from([",", ",\n  ", " , "]),
+)
+def test_events_that_change_layout_between_them_parse_the_same(
+    plan: list[tuple[list[tuple[str, Any]], tuple[str, str], int, int]], between: str
+) -> None:
+    """Events of three key orders and six ways of writing their separators, interleaved, some with a member dropped,
+    a known key written twice or a key with an escape in it: each event read as the Python path reads it."""
+    texts = []
+    for members, layout, drop, change in plan:
+        text = _event_text([m for i, m in enumerate(members) if i != drop], layout)
+        if change == 1:  # a known key twice, where the previous event had another key
+            text = text[:-1] + layout[0] + '"ts"' + layout[1] + "1}"
+        elif change == 2:  # the same key written with an escape
+            text = text.replace('"pid"', '"p\\u0069d"', 1)
+        texts.append(text)
+    _same(("[" + between.join(texts) + "]").encode())
+
+
+def test_a_remembered_layout_is_not_taken_where_the_text_differs() -> None:
+    """The second event of each chunk starts like the first but differs inside a remembered gap, or ends within
+    one; each chunk is read as the Python path reads it (taken where valid)."""
+    first = _event_text(ROW, (", ", ": "))
+    variants = {
+        "same": (first, True),
+        "more space after a colon": (first.replace('"cat": ', '"cat":   '), True),
+        "space before a comma": (first.replace(', "name"', ' , "name"'), True),
+        "another key at a position": (first.replace('"tid"', '"tjd"'), True),
+        "a key twice": (first.replace('"tid"', '"pid"'), False),
+        "a missing colon": (first.replace('"dur": ', '"dur" '), False),
+        "a missing comma": (first.replace(', "ts"', ' "ts"'), False),
+    }
+    for label, (second, valid) in variants.items():
+        text = f"[{first}, {second}]".encode()
+        assert _same(text) == valid, label
+    for cut in range(len(first) + 3, len(first) * 2 + 2, 7):
+        _same(f"[{first}, {first}]".encode()[:cut] + b"]")  # ends inside the second event
+
+
 DECIMAL = st.builds(
     lambda sign, whole, frac, exp: f"{sign}{whole}{frac}{exp}",
     st.sampled_from(["", "-"]),
