@@ -1,7 +1,9 @@
-"""The one compiled part: the trace parser's native fast path (analyzer_job/stepscope_analyzer/parse/_scan.c).
+"""The compiled parts: the trace parser's native fast path (analyzer_job/stepscope_analyzer/parse/_scan.c) and the
+interval analyses' sorted search (analyzer_job/stepscope_analyzer/analyses/_search.c).
 
-Optional: where no C compiler is found the install goes on without it and the parser uses its Python path (same
-results, about 2.4x slower to parse); everything else is declared in pyproject.toml."""
+Optional: where no C compiler is found the install goes on without them and the analyzer uses its Python paths
+(same results; about 2.4x slower to parse, numpy's searchsorted for the search); everything else is declared in
+pyproject.toml."""
 
 from setuptools import Extension, setup
 
@@ -12,6 +14,12 @@ setup(
             ["analyzer_job/stepscope_analyzer/parse/_scan.c"],
             extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
             optional=True,
-        )
+        ),
+        Extension(
+            "stepscope_analyzer.analyses._search",
+            ["analyzer_job/stepscope_analyzer/analyses/_search.c"],
+            extra_compile_args=["-O2", "-std=c11", "-Wall", "-Wextra"],
+            optional=True,
+        ),
     ]
 )

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses.search import search_right
+
 F64 = npt.NDArray[np.float64]
 
 
@@ -59,7 +61,7 @@ def coverage_before(starts: F64, ends: F64, x: F64, cum: F64 | None = None) -> F
         return np.zeros(x.shape)
     if cum is None:
         cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    idx = np.searchsorted(starts, x, side="right") - 1
+    idx = search_right(starts, x) - 1
     safe = np.maximum(idx, 0)
     partial = np.clip(np.minimum(x, ends[safe]) - starts[safe], 0.0, None)
     covered = cum[safe] + partial
@@ -134,7 +136,7 @@ def inside(u: Set, x: F64) -> npt.NDArray[np.bool_]:
     """For each point, whether a disjoint sorted interval set holds it (half-open [start, end))."""
     if u[0].size == 0:
         return np.zeros(x.shape, dtype=bool)
-    idx = np.searchsorted(u[0], x, side="right") - 1
+    idx = search_right(u[0], x) - 1
     safe = np.maximum(idx, 0)
     held: npt.NDArray[np.bool_] = (idx >= 0) & (x < u[1][safe])
     return held

@@ -1,0 +1,86 @@
+/* searchsorted(side="right") of many keys into one sorted float64 array, for the interval analyses.
+ *
+ * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
+ * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
+ * searches each key from the previous key's answer: galloping forward (1, 2, 4, ... elements) while the keys
+ * increase, a bisection below the previous answer when they drop. Same answers as numpy's, NaN included (numpy
+ * sorts NaN after every number: the LT below is its ordering). The search runs without the GIL.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <stdint.h>
+
+/* numpy's float ordering: NaN after every number, NaNs equal among themselves. */
+#define LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
+
+/* The first index in [lo, hi) whose value `key` is LT, else hi. */
+static size_t first_above(const double *a, size_t lo, size_t hi, double key) {
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (LT(key, a[mid])) {
+            hi = mid;
+        } else {
+            lo = mid + 1;
+        }
+    }
+    return lo;
+}
+
+static void search(const double *a, size_t n, const double *x, size_t m, int64_t *out) {
+    size_t prev = 0;
+    for (size_t i = 0; i < m; i++) {
+        double key = x[i];
+        size_t lo, hi;
+        if (i == 0 || LT(key, x[i - 1])) {
+            lo = 0; /* a smaller key (or the first): its answer is at most the previous one */
+            hi = i == 0 ? n : prev;
+        } else {
+            lo = prev; /* every value before the previous answer is <= the previous key <= this key */
+            hi = lo;
+            size_t step = 1;
+            while (hi < n && !LT(key, a[hi])) {
+                lo = hi + 1;
+                hi = n - lo > step ? lo + step : n;
+                step *= 2;
+            }
+        }
+        prev = first_above(a, lo, hi, key);
+        out[i] = (int64_t)prev;
+    }
+}
+
+static PyObject *search_right(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer a, x, out;
+    if (!PyArg_ParseTuple(args, "y*y*w*", &a, &x, &out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (a.len % sizeof(double) || x.len % sizeof(double) || out.len != x.len) { /* int64 out: as long as keys */
+        PyErr_SetString(PyExc_ValueError, "search_right(values, keys, out): float64, float64 and int64 buffers, "
+                                          "out as long as keys");
+    } else {
+        size_t n = (size_t)a.len / sizeof(double);
+        size_t m = (size_t)x.len / sizeof(double);
+        Py_BEGIN_ALLOW_THREADS
+        search((const double *)a.buf, n, (const double *)x.buf, m, (int64_t *)out.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&a);
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    return result;
+}
+
+static PyMethodDef methods[] = {
+    {"search_right", search_right, METH_VARARGS,
+     "search_right(values, keys, out): out[i] = the number of values <= keys[i] (values sorted; float64, float64, "
+     "int64 buffers), as numpy.searchsorted(values, keys, side='right')."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_search", NULL, -1, methods, NULL, NULL, NULL, NULL};
+
+PyMODINIT_FUNC PyInit__search(void) { return PyModule_Create(&module); }
