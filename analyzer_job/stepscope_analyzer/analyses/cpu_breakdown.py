@@ -82,7 +82,7 @@ def training_threads(ev: TraceColumns, steps: npt.NDArray[np.int64]) -> Mask:
 
 def comm_mask(ev: TraceColumns) -> Mask:
     ids = [i for i, n in enumerate(ev.names) if COMM_NAME.match(n)]
-    mask: Mask = np.isin(ev.name_id, np.asarray(ids, dtype=np.int32)) & (ev.stream == -1)
+    mask: Mask = ev.name_mask(ids) & (ev.stream == -1)
     return mask
 
 

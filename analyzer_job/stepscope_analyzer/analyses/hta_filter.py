@@ -19,7 +19,7 @@ def gpu_event_mask(ev: TraceColumns) -> Mask:
     sync_ids = [i for i, n in enumerate(ev.names) if n in ("Event Sync", "Context Sync")]
     mask = (ev.stream >= 0) & (ev.correlation >= 0)
     if sync_ids:
-        mask |= np.isin(ev.name_id, np.asarray(sync_ids, dtype=np.int32))
+        mask |= ev.name_mask(sync_ids)
     return mask
 
 
@@ -31,7 +31,7 @@ def hta_keep_mask(ev: TraceColumns, is_gpu: Mask | None = None) -> Mask:
         return np.ones(n, dtype=bool)
     gpu = gpu_event_mask(ev) if is_gpu is None else is_gpu
     cpu = ~gpu
-    steps = cpu & np.isin(ev.name_id, np.asarray(step_ids, dtype=np.int32))
+    steps = cpu & ev.name_mask(step_ids)
     if not steps.any():
         return np.ones(n, dtype=bool)
     last_start = float(ev.ts[steps].max())

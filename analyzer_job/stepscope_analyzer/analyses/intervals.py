@@ -162,7 +162,8 @@ def by_first_level(ts: F64, end: F64, level: npt.NDArray[np.int64], levels: int)
     points, delta, at = points[order], delta[order], at[order]
     settled = np.flatnonzero(np.append(points[1:] != points[:-1], True))  # the last event at each point
     owner = np.full(settled.size, -1, dtype=np.int64)
-    for lvl in range(levels):
+    present = np.bincount(level, minlength=levels) > 0
+    for lvl in np.flatnonzero(present).tolist():  # a level without intervals owns nothing
         open_here = np.cumsum(np.where(at == lvl, delta, 0))[settled] > 0
         owner[(owner < 0) & open_here] = lvl
     starts, stops, owner = points[settled][:-1], points[settled][1:], owner[:-1]

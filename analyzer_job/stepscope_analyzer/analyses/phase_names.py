@@ -33,8 +33,4 @@ STEP = re.compile(r"^ProfilerStep#\d+")
 
 def name_mask(ev: TraceColumns, pattern: re.Pattern[str]) -> Mask:
     """Rows whose name matches `pattern` (each distinct name is tested once)."""
-    ids = [i for i, n in enumerate(ev.names) if pattern.search(n)]
-    if not ids:
-        return np.zeros(len(ev), dtype=bool)
-    mask: Mask = np.isin(ev.name_id, np.asarray(ids, dtype=np.int32))
-    return mask
+    return ev.name_mask([i for i, n in enumerate(ev.names) if pattern.search(n)])

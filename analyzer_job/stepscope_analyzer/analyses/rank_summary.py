@@ -167,11 +167,11 @@ def _host_bottlenecks(
 ) -> list[Bottleneck]:
     out: list[Bottleneck] = []
     end = ev.ts + ev.dur
-    step_ids = np.asarray([i for i, n in enumerate(ev.names) if n.startswith("ProfilerStep#")], dtype=np.int32)
+    step_ids = [i for i, n in enumerate(ev.names) if n.startswith("ProfilerStep#")]
     for cat, category in HOST_CATEGORIES:
         sel = rows_mask & ev.cat_mask(cat)
         if cat == "user_annotation":  # the step markers span everything; they are not a function
-            sel &= ~np.isin(ev.name_id, step_ids)
+            sel &= ~ev.name_mask(step_ids)
         if not sel.any():
             continue
         times = per_name(ev.name_id[sel], ev.ts[sel], end[sel], compute)

@@ -20,7 +20,7 @@ def step_rows(ev: TraceColumns) -> npt.NDArray[np.int64]:
     if not ids:
         return np.empty(0, dtype=np.int64)
     gpu_ann = ev.cat_code("gpu_user_annotation")
-    mask = np.isin(ev.name_id, np.asarray(ids, dtype=np.int32)) & (ev.stream == -1) & (ev.cat_id != gpu_ann)
+    mask = ev.name_mask(ids) & (ev.stream == -1) & (ev.cat_id != gpu_ann)
     rows = np.flatnonzero(mask)
     return rows[np.argsort(ev.ts[rows], kind="stable")]
 

@@ -7,7 +7,7 @@ cut (with a hash, so distinct names stay distinct)."""
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,10 +76,32 @@ class TraceColumns:
             return -1
 
     def cat_mask(self, *cats: str) -> npt.NDArray[np.bool_]:
-        wanted = np.zeros(len(self.cats) + 1, dtype=bool)  # by category id (one lookup per row, not one pass per id)
-        wanted[[c for c in (self.cat_code(x) for x in cats) if c >= 0]] = True
-        mask: npt.NDArray[np.bool_] = wanted[self.cat_id]
+        return id_mask(self.cat_id, [self.cat_code(c) for c in cats], len(self.cats))
+
+    def name_mask(self, ids: Sequence[int]) -> npt.NDArray[np.bool_]:
+        """Rows whose name id is one of `ids`."""
+        return id_mask(self.name_id, ids, len(self.names))
+
+
+FEW_IDS = 6
+"""up to this many ids, a mask is one comparison per id (~10 us per 100k rows each); more, one lookup per row
+(np.take of a table by id: ~130 us; fancy indexing ~350 us, np.isin ~1.4 ms)"""
+
+
+def id_mask(column: I32, ids: Sequence[int], count: int) -> npt.NDArray[np.bool_]:
+    """Rows of an id column (ids in [0, count)) holding one of `ids` (those outside the range match nothing)."""
+    wanted = sorted({i for i in ids if 0 <= i < count})
+    if not wanted:
+        return np.zeros(column.shape, dtype=bool)
+    if len(wanted) <= FEW_IDS:
+        mask: npt.NDArray[np.bool_] = column == wanted[0]
+        for i in wanted[1:]:
+            mask |= column == i
         return mask
+    table = np.zeros(count, dtype=bool)
+    table[wanted] = True
+    found: npt.NDArray[np.bool_] = np.take(table, column)
+    return found
 
 
 def _as_int(value: Any, default: int, labels: dict[str, int]) -> int:
@@ -408,7 +430,7 @@ class ColumnBuilder:
             culprit = names[int(name_id[int(np.argmax(dur))])] if len(name_id) == len(dur) else "?"
             raise table.exceeded("max_event_duration_us", f"event {clip_name(culprit, 200)!r} lasts {longest:g} us")
         step_ids = [i for i, n in enumerate(self._names) if n.startswith("ProfilerStep#")]
-        steps = int(np.count_nonzero(np.isin(name_id, np.asarray(step_ids, dtype=np.int32)))) if step_ids else 0
+        steps = int(np.count_nonzero(id_mask(name_id, step_ids, len(self._names))))
         if steps > table.max_steps:
             raise table.exceeded("max_steps", f"the trace has {steps} ProfilerStep# events")
 
