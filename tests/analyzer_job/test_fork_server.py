@@ -3,9 +3,11 @@ command will use workers."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
@@ -66,3 +68,41 @@ def test_a_started_server_serves_the_pool() -> None:
         "2",
     )
     assert out == "(3, 1) True"
+
+
+def test_the_workers_inherit_the_preload_frozen() -> None:
+    """What the preload created is frozen in the server before it forks (fewer pages written in each worker, a
+    quicker exit of the server), and nothing of the kind happens in the command's own process."""
+    out = _run(
+        """
+        import gc
+        from stepscope_analyzer import fork_server, rank_pool
+        if __name__ == "__main__":
+            fork_server.start_early()
+            with rank_pool._executor(2) as pool:
+                print(pool.submit(gc.get_freeze_count).result() > 10_000, gc.get_freeze_count())
+        """,
+        "2",
+    )
+    assert out == "True 0"
+
+
+def test_the_command_freezes_its_objects_before_the_interpreter_exits(tmp_path: Path) -> None:
+    """The exit's collections skip what the analysis left alive (the report is written by then)."""
+    source = tmp_path / "in"
+    source.mkdir()
+    fixture = Path(__file__).resolve().parent / "fixtures" / "gloo_2rank_rank0.pt.trace.json.gz"
+    shutil.copy(fixture, source / "rank0.pt.trace.json.gz")
+    out = _run(
+        f"""
+        import contextlib, gc, io
+        from stepscope_analyzer.cli import analyze_main
+        if __name__ == "__main__":
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = analyze_main([{str(source)!r}, "-o", {str(tmp_path / "out")!r}])
+            print(code, gc.get_freeze_count() > 0)
+        """,
+        "1",
+    )
+    assert out == "0 True"
+    assert (tmp_path / "out" / "report.html").is_file()
