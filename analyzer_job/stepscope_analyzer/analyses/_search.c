@@ -1,4 +1,5 @@
-/* searchsorted(side="right") of many keys into one sorted float64 array, for the interval analyses.
+/* searchsorted(side="right") of many keys into one sorted float64 array, and the coverage of sorted intervals that
+ * follows from it, for the interval analyses.
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -50,6 +51,67 @@ static void search(const double *a, size_t n, const double *x, size_t m, int64_t
     }
 }
 
+/* out[i] = the length of [starts, ends) pieces (disjoint, sorted) in (-inf, x[i]]: cum[j] (the lengths of the
+ * pieces before j) plus the covered part of the piece j holding or preceding x[i]; as intervals.coverage_before
+ * computes it with numpy (NaN in, NaN out). */
+static void coverage(const double *starts, const double *ends, const double *cum, size_t n, const double *x,
+                     size_t m, double *out) {
+    size_t prev = 0;
+    for (size_t i = 0; i < m; i++) {
+        double key = x[i];
+        size_t lo = 0, hi = n;
+        if (i > 0 && !LT(key, x[i - 1])) {
+            lo = prev;
+            hi = lo;
+            size_t step = 1;
+            while (hi < n && !LT(key, starts[hi])) {
+                lo = hi + 1;
+                hi = n - lo > step ? lo + step : n;
+                step *= 2;
+            }
+        } else if (i > 0) {
+            hi = prev;
+        }
+        prev = first_above(starts, lo, hi, key);
+        if (prev == 0) {
+            out[i] = 0.0;
+            continue;
+        }
+        size_t j = prev - 1;
+        double e = ends[j];
+        double end = key != key || e != e ? key + e : (key < e ? key : e); /* numpy's minimum: NaN propagates */
+        double part = end - starts[j];
+        out[i] = cum[j] + (part != part || part >= 0.0 ? part : 0.0); /* clip below at 0, NaN kept */
+    }
+}
+
+static PyObject *coverage_before(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer s, e, c, x, out;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*w*", &s, &e, &c, &x, &out)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (s.len % sizeof(double) || e.len != s.len || c.len < s.len || x.len % sizeof(double) || out.len != x.len) {
+        PyErr_SetString(PyExc_ValueError, "coverage_before(starts, ends, cum, x, out): float64 buffers; ends as "
+                                          "long as starts, cum at least as long, out as long as x");
+    } else {
+        size_t n = (size_t)s.len / sizeof(double);
+        size_t m = (size_t)x.len / sizeof(double);
+        Py_BEGIN_ALLOW_THREADS
+        coverage((const double *)s.buf, (const double *)e.buf, (const double *)c.buf, n, (const double *)x.buf, m,
+                 (double *)out.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&c);
+    PyBuffer_Release(&x);
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyObject *search_right(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer a, x, out;
@@ -78,6 +140,9 @@ static PyMethodDef methods[] = {
     {"search_right", search_right, METH_VARARGS,
      "search_right(values, keys, out): out[i] = the number of values <= keys[i] (values sorted; float64, float64, "
      "int64 buffers), as numpy.searchsorted(values, keys, side='right')."},
+    {"coverage_before", coverage_before, METH_VARARGS,
+     "coverage_before(starts, ends, cum, x, out): out[i] = the length of the disjoint sorted [starts, ends) pieces "
+     "in (-inf, x[i]] (cum[j]: the lengths before piece j; float64 buffers)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses import search
 from stepscope_analyzer.analyses.search import search_right
 
 F64 = npt.NDArray[np.float64]
@@ -61,6 +62,9 @@ def coverage_before(starts: F64, ends: F64, x: F64, cum: F64 | None = None) -> F
         return np.zeros(x.shape)
     if cum is None:
         cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
+    native = search.coverage_before(starts, ends, cum, x)
+    if native is not None:
+        return native
     idx = search_right(starts, x) - 1
     safe = np.maximum(idx, 0)
     partial = np.clip(np.minimum(x, ends[safe]) - starts[safe], 0.0, None)

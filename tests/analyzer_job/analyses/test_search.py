@@ -69,3 +69,52 @@ def test_the_kernel_refuses_buffers_of_the_wrong_size() -> None:
     out = np.empty(3, dtype=np.int64)
     search_right(a, keys, out)
     assert out.tolist() == [1, 2, 3]
+
+
+def _pieces(bounds: list[float]) -> tuple[np.ndarray, np.ndarray]:
+    """Disjoint sorted pieces [b0, b1), [b2, b3), ... of sorted bounds (touching and empty pieces included)."""
+    b = np.sort(np.asarray(bounds[: len(bounds) // 2 * 2], dtype=np.float64))
+    return b[0::2], b[1::2]
+
+
+@given(
+    st.lists(st.integers(-50, 50).map(float), max_size=80),
+    st.lists(st.one_of(st.integers(-60, 60).map(float), st.floats(-60, 60), SPECIAL), max_size=120),
+    st.integers(1, 6),
+)
+def test_coverage_the_same_as_numpy(bounds: list[float], keys: list[float], runs: int) -> None:
+    """intervals.coverage_before by the kernel and by numpy (the kernel turned off): equal, NaN where numpy has it."""
+    from stepscope_analyzer.analyses import intervals
+
+    starts, ends = _pieces(bounds)
+    x = np.resize(np.asarray(keys, dtype=np.float64), max(2 * len(keys), search.SMALL) if keys else 0)
+    grouped = np.concatenate([np.sort(part) for part in np.array_split(x, runs)]) if x.size else x
+    for k in (x, grouped):
+        native = intervals.coverage_before(starts, ends, k)
+        kernel, search._coverage = search._coverage, None
+        try:
+            expected = intervals.coverage_before(starts, ends, k)
+        finally:
+            search._coverage = kernel
+        assert np.array_equal(native, expected, equal_nan=True)
+
+
+@pytest.mark.skipif(not search.AVAILABLE, reason="built without a C compiler")
+def test_the_coverage_kernel_is_taken_and_checks_its_buffers() -> None:
+    from stepscope_analyzer.analyses._search import coverage_before
+
+    starts, ends = np.array([0.0, 10.0]), np.array([5.0, 20.0])
+    cum = np.array([0.0, 5.0, 15.0])
+    x = np.array([-1.0, 0.0, 3.0, 7.0, 12.0, 25.0] * 8)
+    assert search.coverage_before(starts, ends, cum, x) is not None
+    out = np.empty(x.size)
+    coverage_before(starts, ends, cum, x, out)
+    assert out[:6].tolist() == [0.0, 0.0, 3.0, 5.0, 7.0, 15.0]
+    # NaN in, NaN out; a piece ending before it starts covers nothing (numpy clips it at 0)
+    out = np.empty(x.size)
+    coverage_before(starts, np.array([5.0, 8.0]), cum, np.array([np.nan, 9.0, 12.0] * 16), out)
+    assert np.isnan(out[0]) and out[1:3].tolist() == [5.0, 5.0]
+    with pytest.raises(ValueError, match="as long as x"):
+        coverage_before(starts, ends, cum, x, np.empty(3))
+    with pytest.raises(ValueError, match="as long as starts"):
+        coverage_before(starts, ends[:1], cum, x, out)
