@@ -28,25 +28,30 @@ static size_t first_above(const double *a, size_t lo, size_t hi, double key) {
     return lo;
 }
 
+/* The number of values in a <= x[i], given the previous key's (`prev`; ignored when i == 0). */
+static size_t next_answer(const double *a, size_t n, const double *x, size_t i, size_t prev) {
+    double key = x[i];
+    if (i == 0) {
+        return first_above(a, 0, n, key);
+    }
+    if (LT(key, x[i - 1])) {
+        return first_above(a, 0, prev, key); /* a smaller key: its answer is at most the previous one */
+    }
+    size_t lo = prev; /* every value before the previous answer is <= the previous key <= this key */
+    size_t hi = lo;
+    size_t step = 1;
+    while (hi < n && !LT(key, a[hi])) {
+        lo = hi + 1;
+        hi = n - lo > step ? lo + step : n;
+        step *= 2;
+    }
+    return first_above(a, lo, hi, key);
+}
+
 static void search(const double *a, size_t n, const double *x, size_t m, int64_t *out) {
     size_t prev = 0;
     for (size_t i = 0; i < m; i++) {
-        double key = x[i];
-        size_t lo, hi;
-        if (i == 0 || LT(key, x[i - 1])) {
-            lo = 0; /* a smaller key (or the first): its answer is at most the previous one */
-            hi = i == 0 ? n : prev;
-        } else {
-            lo = prev; /* every value before the previous answer is <= the previous key <= this key */
-            hi = lo;
-            size_t step = 1;
-            while (hi < n && !LT(key, a[hi])) {
-                lo = hi + 1;
-                hi = n - lo > step ? lo + step : n;
-                step *= 2;
-            }
-        }
-        prev = first_above(a, lo, hi, key);
+        prev = next_answer(a, n, x, i, prev);
         out[i] = (int64_t)prev;
     }
 }
@@ -59,20 +64,7 @@ static void coverage(const double *starts, const double *ends, const double *cum
     size_t prev = 0;
     for (size_t i = 0; i < m; i++) {
         double key = x[i];
-        size_t lo = 0, hi = n;
-        if (i > 0 && !LT(key, x[i - 1])) {
-            lo = prev;
-            hi = lo;
-            size_t step = 1;
-            while (hi < n && !LT(key, starts[hi])) {
-                lo = hi + 1;
-                hi = n - lo > step ? lo + step : n;
-                step *= 2;
-            }
-        } else if (i > 0) {
-            hi = prev;
-        }
-        prev = first_above(starts, lo, hi, key);
+        prev = next_answer(starts, n, x, i, prev);
         if (prev == 0) {
             out[i] = 0.0;
             continue;
