@@ -33,4 +33,4 @@ STEP = re.compile(r"^ProfilerStep#\d+")
 
 def name_mask(ev: TraceColumns, pattern: re.Pattern[str]) -> Mask:
     """Rows whose name matches `pattern` (each distinct name is tested once)."""
-    return ev.name_mask([i for i, n in enumerate(ev.names) if pattern.search(n)])
+    return ev.name_mask(ev.names_matching(pattern))

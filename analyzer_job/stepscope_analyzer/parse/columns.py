@@ -7,6 +7,7 @@ cut (with a hash, so distinct names stay distinct)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -61,6 +62,7 @@ class TraceColumns:
     collective_args: dict[int, dict[str, Any]] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)  # negative pid/tid codes for non-integer pids/tids
+    _matching: dict[re.Pattern[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def end(self) -> F64:
@@ -77,6 +79,13 @@ class TraceColumns:
 
     def cat_mask(self, *cats: str) -> npt.NDArray[np.bool_]:
         return id_mask(self.cat_id, [self.cat_code(c) for c in cats], len(self.cats))
+
+    def names_matching(self, pattern: re.Pattern[str]) -> list[int]:
+        """Ids of the names `pattern` finds something in (searched once per pattern: the analyses ask again)."""
+        ids = self._matching.get(pattern)
+        if ids is None:
+            ids = self._matching[pattern] = [i for i, n in enumerate(self.names) if pattern.search(n)]
+        return ids
 
     def name_mask(self, ids: Sequence[int]) -> npt.NDArray[np.bool_]:
         """Rows whose name id is one of `ids`."""

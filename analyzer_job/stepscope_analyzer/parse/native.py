@@ -45,6 +45,11 @@ class ScannedChunk:
         return int(self.columns["events"])
 
 
+def active() -> bool:
+    """Whether `scan` may take chunks here (built and switched on)."""
+    return _scan is not None and _state["on"]
+
+
 def scan(chunk: memoryview | bytes) -> ScannedChunk | None:
     if _scan is None or not _state["on"]:
         return None

@@ -26,8 +26,13 @@ from stepscope_analyzer.parse.native import ScannedChunk
 from stepscope_analyzer.parse.schema import EVENTS_DECODER
 
 DEFAULT_CHUNK_BYTES = 256 << 10
-"""text decoded per chunk: its event objects are the parse's transient peak (256 KiB: ~70 MB for the 54 MB trace,
-whole analysis; 2 MiB: ~80 MB), and smaller chunks cost no time measurably (262 vs 272 ms at 2 MiB)"""
+"""text decoded per chunk by the Python path: its event objects are the parse's transient peak (256 KiB: ~70 MB for
+the 54 MB trace, whole analysis; 2 MiB: ~80 MB)"""
+NATIVE_SCALE = 4
+"""while the native scanner takes the chunks, they are this many times larger: the scanner keeps no object per event,
+so its chunk costs only its text, and each chunk has a fixed cost (its names decoded and mapped, its columns moved:
+~50 us); on the 54 MB trace 1 MiB chunks parse ~5% faster, at the same peak. A chunk the scanner refuses is cut again
+at the Python path's size, so that path never holds more than DEFAULT_CHUNK_BYTES of events."""
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
@@ -68,11 +73,11 @@ def parse_whole(data: bytes) -> tuple[dict[str, Any], list[Any]]:
     return doc, events
 
 
-def _decode_array(view: memoryview) -> list[Any] | ScannedChunk | None:
-    """Decode a JSON array: the native scanner's columns when built and the chunk fits it, else typed structs when
-    every event fits the schema, else plain dicts; None if not JSON."""
+def _decode_array(view: memoryview, native_only: bool = False) -> list[Any] | ScannedChunk | None:
+    """Decode a JSON array: the native scanner's columns when built and the chunk fits it, else (unless
+    `native_only`) typed structs when every event fits the schema, else plain dicts; None if not JSON."""
     scanned = native.scan(view)
-    if scanned is not None:
+    if scanned is not None or native_only:
         return scanned
     try:
         events: list[Any] = EVENTS_DECODER.decode(view)
@@ -86,10 +91,10 @@ def _decode_array(view: memoryview) -> list[Any] | ScannedChunk | None:
     return value if isinstance(value, list) else None
 
 
-def _decode_prefix(buf: bytearray, end: int) -> list[Any] | ScannedChunk | None:
+def _decode_prefix(buf: bytearray, end: int, native_only: bool = False) -> list[Any] | ScannedChunk | None:
     """Decode ``buf[:end]`` without copying it (the views are released before the buffer is resized)."""
     with memoryview(buf) as whole, whole[:end] as view:
-        return _decode_array(view)
+        return _decode_array(view, native_only)
 
 
 class ChunkedEvents:
@@ -148,14 +153,19 @@ class ChunkedEvents:
         """Yield event chunks; return the text from the array's closing ``]`` to the end of the document."""
         buf = self._buf
         failed = 0
-        want = self._chunk_bytes
+        small = self._chunk_bytes
+        big = small * NATIVE_SCALE if native.active() else small
+        size = want = big  # the chunk size now: big while the native scanner takes the chunks
         table = limits.current()
-        most = self._chunk_bytes + table.max_event_bytes
+        most = big + table.max_event_bytes
         while True:
             self._fill(want + (1 << 16))
             if len(buf) > most:
                 raise table.exceeded("max_event_bytes", f"no event boundary within {len(buf)} bytes of text")
             if len(buf) < want:
+                if size > small and len(buf) > small:
+                    size = want = small  # the last piece is for every path: cut the rest at the Python path's size
+                    continue
                 break  # the end of input is near: the last piece holds the array's end
             cut = _BOUNDARY.search(buf, want)
             if cut is None:
@@ -165,7 +175,11 @@ class ChunkedEvents:
                 continue
             comma = buf.index(b",", cut.start())
             buf[comma] = 0x5D  # "]"
-            events = _decode_prefix(buf, comma + 1)
+            events = _decode_prefix(buf, comma + 1, native_only=size > small)
+            if events is None and size > small:
+                buf[comma] = 0x2C  # "," (not the scanner's shape, or no top-level cut): cut again, smaller
+                size = want = small
+                continue
             if events is None:
                 buf[comma] = 0x2C  # ","
                 failed += 1
@@ -176,7 +190,7 @@ class ChunkedEvents:
             yield events
             buf[comma] = 0x5B  # "[" of the next chunk
             del buf[:comma]
-            want = self._chunk_bytes
+            size = want = big if isinstance(events, ScannedChunk) else small
         self._fill(1 << 62)
         if buf[1:].lstrip()[:1] == b"]":
             return bytes(buf[buf.index(b"]") :])

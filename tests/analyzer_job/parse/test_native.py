@@ -358,3 +358,39 @@ def test_the_environment_switch_turns_the_fast_path_off(value: str, taken: str) 
     env = {**os.environ, native.SWITCH: value}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == taken
+
+
+def test_chunks_grow_while_the_scanner_takes_them_and_the_python_path_gets_small_ones(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Native chunks are NATIVE_SCALE times the chunk size; where events the scanner refuses (names with \\u
+    escapes) come, the text is cut again at the chunk size for the Python path, and the columns are the all-Python
+    parse's."""
+    from stepscope_analyzer.parse import parse_bytes, splitter
+
+    def event(i: int, name: str) -> dict[str, Any]:
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": i * 10, "dur": 5,
+                "args": {"External id": i}}  # fmt: skip
+
+    events = [event(i, f"op{i % 7}") for i in range(3000)]
+    events[1500:1510] = [event(i, "caf\u00e9") for i in range(1500, 1510)]  # written as "caf\u00e9": refused
+    text = json.dumps({"traceEvents": events, "displayTimeUnit": "ms"}, indent=1).encode()
+    calls: list[tuple[int, bool, bool]] = []
+    decode = splitter._decode_array
+
+    def recording(view: memoryview, native_only: bool = False) -> Any:
+        out = decode(view, native_only)
+        calls.append((len(view), isinstance(out, native.ScannedChunk), native_only))
+        return out
+
+    monkeypatch.setattr(splitter, "_decode_array", recording)
+    chunk = 8192
+    parsed = parse_bytes(text, chunk_bytes=chunk)
+    longest_event = max(len(json.dumps(e, indent=1)) for e in events) + 16
+    assert max(size for size, took, _ in calls if took) > 2 * chunk  # the native chunks grew
+    python_sizes = [size for size, took, only in calls if not took and not only]
+    assert python_sizes and max(python_sizes) <= chunk + longest_event  # the refused part went small
+    with native.enabled(False):
+        expected = parse_bytes(text, chunk_bytes=chunk)
+    assert differences(parsed.events, expected.events) == []
+    assert parsed.metadata == {"displayTimeUnit": "ms"} and len(parsed.events) == 3000
