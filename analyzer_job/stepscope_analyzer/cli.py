@@ -1,7 +1,8 @@
 """`stepscope analyze` (local runs) and the entry of `stepscope analyzer-job` (see session_job.py).
 
-Kept light: the commands' modules are imported only once the arguments are parsed, after `stepscope analyze` has
-started the rank workers' fork server (fork_server), so that both import at once on two CPUs."""
+Kept light: `stepscope analyze` starts the rank workers' fork server (fork_server) first thing (unless asked for its
+help), then parses its arguments and imports the command's modules, so that both import at once on two CPUs; a
+command that then fails on its arguments only leaves the server to exit with it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,6 @@ import sys
 import time
 
 from stepscope_analyzer import fork_server
-from stepscope_contract.storage import AddressingStyle
 
 EXIT_OK = 0
 EXIT_NO_TRACES = 1
@@ -25,6 +25,8 @@ def progress(message: str) -> None:
 
 
 def analyze_parser() -> argparse.ArgumentParser:
+    from stepscope_contract.storage import AddressingStyle
+
     p = argparse.ArgumentParser(
         prog="stepscope analyze",
         description="Analyse Kineto traces of a distributed PyTorch job: a stepscope session folder "
@@ -56,9 +58,10 @@ def analyze_parser() -> argparse.ArgumentParser:
 
 
 def analyze_main(argv: list[str]) -> int:
-    args = analyze_parser().parse_args(argv)
     started = time.perf_counter()
-    fork_server.start_early()  # the workers' imports run beside this process's own, below
+    if not {"-h", "--help"} & set(argv):
+        fork_server.start_early()  # the workers' imports run beside this process's own, from here on
+    args = analyze_parser().parse_args(argv)
     from stepscope_analyzer.analyze_command import run
 
     try:
