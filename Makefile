@@ -10,7 +10,7 @@ CONSTRAINTS := requirements/constraints.txt
 # The CPU wheel of torch lies on this kind of machine's disk; pip finds it there without a download.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 # setup.py and the C source: the parser's native fast path is compiled at install (editable: in place)
-NATIVE := setup.py analyzer_job/stepscope_analyzer/parse/_scan.c analyzer_job/stepscope_analyzer/analyses/_search.c
+NATIVE := setup.py analyzer_job/stepscope_analyzer/parse/_scan.c analyzer_job/stepscope_analyzer/analyses/_interval_kernels.c
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) $(NATIVE) | sha256sum | cut -c1-12)
 BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml $(CONSTRAINTS) | sha256sum | cut -c1-12)
 
@@ -97,4 +97,4 @@ images: ## build the three images (needs a Docker engine; not part of make test)
 
 clean: ## remove the virtualenv, tools, caches and the compiled parser
 	rm -rf $(VENV) .tools .mypy_cache .ruff_cache .pytest_cache .demo build
-	rm -f analyzer_job/stepscope_analyzer/parse/_scan*.so analyzer_job/stepscope_analyzer/analyses/_search*.so
+	rm -f analyzer_job/stepscope_analyzer/parse/_scan*.so analyzer_job/stepscope_analyzer/analyses/_interval_kernels*.so

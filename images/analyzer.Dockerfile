@@ -6,8 +6,8 @@ ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 FROM ${PYTHON_IMAGE} AS build
 ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 WORKDIR /src
-# A C compiler for the native parts (the parser's fast path stepscope_analyzer.parse._scan, the analyses' sorted
-# search stepscope_analyzer.analyses._search); the final stage has none.
+# A C compiler for the native parts (the parser's fast path stepscope_analyzer.parse._scan, the interval analyses'
+# kernels stepscope_analyzer.analyses._interval_kernels); the final stage has none.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends gcc libc6-dev \
  && rm -rf /var/lib/apt/lists/*
@@ -23,7 +23,7 @@ COPY localcluster localcluster
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/stepscope \
  && /opt/stepscope/bin/pip install -c requirements/constraints.txt "$(ls /wheels/stepscope-*.whl)[analyzer]" \
- && /opt/stepscope/bin/python -c "import stepscope_analyzer.parse._scan, stepscope_analyzer.analyses._search" \
+ && /opt/stepscope/bin/python -c "import stepscope_analyzer.parse._scan, stepscope_analyzer.analyses._interval_kernels" \
  && find /opt/stepscope -name '__pycache__' -prune -exec rm -rf {} + \
  && rm -rf /opt/stepscope/lib/python3.11/site-packages/pip /opt/stepscope/bin/pip*
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from stepscope_analyzer.analyses import search
-from stepscope_analyzer.analyses.search import search_right
+from stepscope_analyzer.analyses import interval_kernels
+from stepscope_analyzer.analyses.interval_kernels import search_right
 
 F64 = npt.NDArray[np.float64]
 
@@ -62,7 +62,7 @@ def coverage_before(starts: F64, ends: F64, x: F64, cum: F64 | None = None) -> F
         return np.zeros(x.shape)
     if cum is None:
         cum = np.concatenate(([0.0], np.cumsum(ends - starts)))
-    native = search.coverage_before(starts, ends, cum, x)
+    native = interval_kernels.coverage_before(starts, ends, cum, x)
     if native is not None:
         return native
     idx = search_right(starts, x) - 1
@@ -109,6 +109,9 @@ def subtract(a: Set, b: Set) -> Set:
 
 def _pieces(a: Set, b: Set, *, keep_in_b: bool) -> Set:
     """The pieces between the two sets' boundaries that lie in A and (keep_in_b) in B or (not) outside it, merged."""
+    native = interval_kernels.pieces(a, b, keep_in_b)
+    if native is not None:
+        return native
     points = _boundaries(a, b)
     mids = (points[:-1] + points[1:]) / 2
     in_b = inside(b, mids)

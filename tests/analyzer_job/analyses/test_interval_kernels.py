@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepscope_analyzer.analyses import search
+from stepscope_analyzer.analyses import interval_kernels as kernels
 
 pytestmark = pytest.mark.unit
 
@@ -27,7 +27,7 @@ def test_the_same_answers_as_numpy(values: list[float], keys: list[float], runs:
     # keys as the analyses make them: a few increasing runs, one after the other
     grouped = np.concatenate([np.sort(part) for part in np.array_split(x, runs)]) if x.size else x
     for k in (x, grouped, np.sort(x), np.sort(x)[::-1]):
-        assert search.search_right(a, k).tolist() == _numpy(a, k).tolist()
+        assert kernels.search_right(a, k).tolist() == _numpy(a, k).tolist()
 
 
 def test_many_keys_in_runs_against_a_large_array() -> None:
@@ -35,33 +35,33 @@ def test_many_keys_in_runs_against_a_large_array() -> None:
     a = np.sort(np.round(rng.random(20_000) * 1e5))  # rounded: many equal values
     runs = [np.sort(np.round(rng.random(int(rng.integers(1, 4000))) * 1e5)) for _ in range(30)]
     for k in (np.concatenate(runs), rng.permutation(np.concatenate(runs)), np.concatenate((a, a)), a[::-1]):
-        assert np.array_equal(search.search_right(a, k), _numpy(a, k))
+        assert np.array_equal(kernels.search_right(a, k), _numpy(a, k))
 
 
 def test_nan_sorts_after_every_number_as_in_numpy() -> None:
     a = np.array([-np.inf, -1.0, 0.0, 0.0, 2.0, np.inf, np.nan, np.nan])
     keys = np.array([np.nan, -np.inf, 0.0, -0.0, 1.0, np.inf, np.nan, 3.0] * 8)
-    assert search.search_right(a, keys).tolist() == _numpy(a, keys).tolist()
-    assert search.search_right(a, keys)[:8].tolist() == [8, 1, 4, 4, 4, 6, 8, 5]
+    assert kernels.search_right(a, keys).tolist() == _numpy(a, keys).tolist()
+    assert kernels.search_right(a, keys)[:8].tolist() == [8, 1, 4, 4, 4, 6, 8, 5]
 
 
 def test_layouts_shapes_and_types() -> None:
     rng = np.random.default_rng(1)
     a = np.sort(rng.random(400))
     keys = rng.random((50, 4))
-    assert np.array_equal(search.search_right(a, keys), _numpy(a, keys))  # 2-D keys keep their shape
-    assert np.array_equal(search.search_right(a, keys[:, 1]), _numpy(a, keys[:, 1]))  # a strided view
-    assert np.array_equal(search.search_right(a[::2], keys[:, 0]), _numpy(a[::2], keys[:, 0]))
+    assert np.array_equal(kernels.search_right(a, keys), _numpy(a, keys))  # 2-D keys keep their shape
+    assert np.array_equal(kernels.search_right(a, keys[:, 1]), _numpy(a, keys[:, 1]))  # a strided view
+    assert np.array_equal(kernels.search_right(a[::2], keys[:, 0]), _numpy(a[::2], keys[:, 0]))
     ints = np.arange(100, dtype=np.int64)
-    assert np.array_equal(search.search_right(ints, keys.ravel() * 100), _numpy(ints, keys.ravel() * 100))
-    assert search.search_right(np.empty(0), keys.ravel()).tolist() == [0] * keys.size
-    assert search.search_right(a, np.empty(0)).size == 0
-    assert search.search_right(a, keys.ravel()).dtype == np.int64
+    assert np.array_equal(kernels.search_right(ints, keys.ravel() * 100), _numpy(ints, keys.ravel() * 100))
+    assert kernels.search_right(np.empty(0), keys.ravel()).tolist() == [0] * keys.size
+    assert kernels.search_right(a, np.empty(0)).size == 0
+    assert kernels.search_right(a, keys.ravel()).dtype == np.int64
 
 
-@pytest.mark.skipif(not search.AVAILABLE, reason="built without a C compiler")
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="built without a C compiler")
 def test_the_kernel_refuses_buffers_of_the_wrong_size() -> None:
-    from stepscope_analyzer.analyses._search import search_right
+    from stepscope_analyzer.analyses._interval_kernels import search_right
 
     a, keys = np.arange(4, dtype=np.float64), np.arange(3, dtype=np.float64)
     with pytest.raises(ValueError, match="as long as keys"):
@@ -87,26 +87,26 @@ def test_coverage_the_same_as_numpy(bounds: list[float], keys: list[float], runs
     from stepscope_analyzer.analyses import intervals
 
     starts, ends = _pieces(bounds)
-    x = np.resize(np.asarray(keys, dtype=np.float64), max(2 * len(keys), search.SMALL) if keys else 0)
+    x = np.resize(np.asarray(keys, dtype=np.float64), max(2 * len(keys), kernels.SMALL) if keys else 0)
     grouped = np.concatenate([np.sort(part) for part in np.array_split(x, runs)]) if x.size else x
     for k in (x, grouped):
         native = intervals.coverage_before(starts, ends, k)
-        kernel, search._coverage = search._coverage, None
+        kernel, kernels._coverage = kernels._coverage, None
         try:
             expected = intervals.coverage_before(starts, ends, k)
         finally:
-            search._coverage = kernel
+            kernels._coverage = kernel
         assert np.array_equal(native, expected, equal_nan=True)
 
 
-@pytest.mark.skipif(not search.AVAILABLE, reason="built without a C compiler")
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="built without a C compiler")
 def test_the_coverage_kernel_is_taken_and_checks_its_buffers() -> None:
-    from stepscope_analyzer.analyses._search import coverage_before
+    from stepscope_analyzer.analyses._interval_kernels import coverage_before
 
     starts, ends = np.array([0.0, 10.0]), np.array([5.0, 20.0])
     cum = np.array([0.0, 5.0, 15.0])
     x = np.array([-1.0, 0.0, 3.0, 7.0, 12.0, 25.0] * 8)
-    assert search.coverage_before(starts, ends, cum, x) is not None
+    assert kernels.coverage_before(starts, ends, cum, x) is not None
     out = np.empty(x.size)
     coverage_before(starts, ends, cum, x, out)
     assert out[:6].tolist() == [0.0, 0.0, 3.0, 5.0, 7.0, 15.0]
@@ -118,3 +118,40 @@ def test_the_coverage_kernel_is_taken_and_checks_its_buffers() -> None:
         coverage_before(starts, ends, cum, x, np.empty(3))
     with pytest.raises(ValueError, match="as long as starts"):
         coverage_before(starts, ends[:1], cum, x, out)
+
+
+@given(
+    st.lists(st.integers(-30, 30).map(float), max_size=40),
+    st.lists(st.integers(-30, 30).map(float), max_size=40),
+    st.booleans(),
+)
+def test_pieces_the_same_as_numpy(a_bounds: list[float], b_bounds: list[float], keep_in_b: bool) -> None:
+    """A ∩ B and A - B by the sweep and by numpy's midpoints (the kernel turned off), touching and empty pieces
+    included in the inputs."""
+    from stepscope_analyzer.analyses import intervals
+
+    a, b = _pieces(a_bounds), _pieces(b_bounds)
+    native = kernels.pieces(a, b, keep_in_b)
+    if kernels.AVAILABLE:
+        assert native is not None
+    kernel, kernels._pieces = kernels._pieces, None
+    try:
+        expected = intervals._pieces(a, b, keep_in_b=keep_in_b) if a[0].size and b[0].size else None
+    finally:
+        kernels._pieces = kernel
+    if native is not None and expected is not None:
+        assert native[0].tolist() == expected[0].tolist() and native[1].tolist() == expected[1].tolist()
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="built without a C compiler")
+def test_the_pieces_kernel_leaves_nan_to_numpy_and_checks_its_buffers() -> None:
+    from stepscope_analyzer.analyses._interval_kernels import pieces
+
+    a = (np.array([0.0, 10.0]), np.array([5.0, np.nan]))
+    b = (np.array([3.0]), np.array([12.0]))
+    assert kernels.pieces(a, b, True) is None  # a NaN end: no hang, numpy decides
+    assert kernels.pieces((a[0], np.array([5.0, 20.0])), b, True) is not None
+    got = kernels.pieces((a[0], np.array([5.0, 20.0])), b, False)
+    assert got is not None and got[0].tolist() == [0.0, 12.0] and got[1].tolist() == [3.0, 20.0]
+    with pytest.raises(ValueError, match="room for"):
+        pieces(a[0], a[1], b[0], b[1], True, np.empty(2), np.empty(2))

@@ -1,7 +1,8 @@
-"""Sorted search for the interval analyses: numpy.searchsorted(values, keys, side="right"), by the native kernel
-(`_search.c`: each key searched from the previous key's answer, which the analyses' mostly increasing keys make
-short) where it is built and both arrays are float64, else by numpy. The same answers either way
-(tests/analyzer_job/analyses/test_search.py)."""
+"""The interval analyses' native kernels (`_interval_kernels.c`), each with numpy's answer where it is not built or
+does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), each key searched from the previous
+key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, and the
+pieces of one interval set in or outside another (one sweep over both sets' boundaries). The same answers either
+way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
 
@@ -15,17 +16,18 @@ F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
 Kernel = Callable[[Any, Any, Any], None]
 CoverageKernel = Callable[[Any, Any, Any, Any, Any], None]
+PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
 
 
-def _native() -> tuple[Kernel, CoverageKernel] | tuple[None, None]:
+def _native() -> tuple[Kernel, CoverageKernel, PiecesKernel] | tuple[None, None, None]:
     try:
-        from stepscope_analyzer.analyses._search import coverage_before, search_right
+        from stepscope_analyzer.analyses._interval_kernels import coverage_before, pieces, search_right
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None
-    return search_right, coverage_before
+        return None, None, None
+    return search_right, coverage_before, pieces
 
 
-_kernel, _coverage = _native()
+_kernel, _coverage, _pieces = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -59,3 +61,18 @@ def coverage_before(starts: F64, ends: F64, cum: F64, x: npt.NDArray[Any]) -> F6
     out = np.empty(flat.size, dtype=np.float64)
     _coverage(np.ascontiguousarray(starts), np.ascontiguousarray(ends), np.ascontiguousarray(cum), flat, out)
     return out.reshape(x.shape)
+
+
+def pieces(a: tuple[F64, F64], b: tuple[F64, F64], keep_in_b: bool) -> tuple[F64, F64] | None:
+    """intervals._pieces by the native kernel (disjoint sorted sets A and B: A's pieces in B, or outside it, touching
+    ones joined); None where it does not apply (not built, not float64, a NaN), for numpy to compute."""
+    arrays = (*a, *b)
+    if _pieces is None or any(x.dtype != np.float64 or x.ndim != 1 for x in arrays):
+        return None
+    room = a[0].size + b[0].size + 1
+    starts, ends = np.empty(room), np.empty(room)
+    a0, a1, b0, b1 = (np.ascontiguousarray(x) for x in arrays)
+    count = _pieces(a0, a1, b0, b1, keep_in_b, starts, ends)
+    if count < 0:
+        return None
+    return starts[:count], ends[:count]

@@ -1,5 +1,5 @@
-/* searchsorted(side="right") of many keys into one sorted float64 array, and the coverage of sorted intervals that
- * follows from it, for the interval analyses.
+/* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
+ * coverage of sorted intervals that follows from it, and the pieces of one interval set in or outside another.
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <math.h>
 #include <stdint.h>
 
 /* numpy's float ordering: NaN after every number, NaNs equal among themselves. */
@@ -104,6 +105,81 @@ static PyObject *coverage_before(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* The next boundary of a set at or after index i of its starts and ends (INFINITY when none is left). */
+static double head(const double *v, size_t i, size_t n) { return i < n ? v[i] : INFINITY; }
+
+/* The pieces of A (starts as, ends ae; disjoint, sorted) that lie in B (keep_in_b) or outside it, touching pieces
+ * joined: one sweep over both sets' boundaries in order, counting at each distinct point the intervals of each set
+ * that cover what follows it. The same sets as intervals._pieces computes with numpy (a point between two boundaries
+ * belongs to an interval when start <= point < end). Returns the number of pieces written to out_s / out_e (room
+ * for na + nb + 1), or -1 at a NaN (numpy decides then). */
+static Py_ssize_t pieces(const double *as, const double *ae, size_t na, const double *bs, const double *be, size_t nb,
+                         int keep_in_b, double *out_s, double *out_e) {
+    size_t i = 0, j = 0, k = 0, l = 0; /* next start and end of A, of B */
+    long ca = 0, cb = 0;               /* intervals of A, of B covering what follows the current point */
+    Py_ssize_t count = 0;
+    int open = 0;
+    while (i < na || j < na || k < nb || l < nb) {
+        double p = fmin(fmin(head(as, i, na), head(ae, j, na)), fmin(head(bs, k, nb), head(be, l, nb)));
+        size_t before = i + j + k + l;
+        for (; i < na && as[i] == p; i++) {
+            ca++;
+        }
+        for (; j < na && ae[j] == p; j++) {
+            ca--;
+        }
+        for (; k < nb && bs[k] == p; k++) {
+            cb++;
+        }
+        for (; l < nb && be[l] == p; l++) {
+            cb--;
+        }
+        if (i + j + k + l == before) {
+            return -1; /* a NaN (equal to nothing, below nothing) holds a head back */
+        }
+        int keep = ca > 0 && (keep_in_b ? cb > 0 : cb <= 0);
+        if (keep && !open) {
+            out_s[count] = p;
+            open = 1;
+        } else if (!keep && open) {
+            out_e[count++] = p;
+            open = 0;
+        }
+    }
+    return count; /* every count is back to 0 after the last boundary: nothing is open */
+}
+
+static PyObject *set_pieces(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer as, ae, bs, be, os, oe;
+    int keep_in_b;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*pw*w*", &as, &ae, &bs, &be, &keep_in_b, &os, &oe)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    size_t na = (size_t)as.len / sizeof(double), nb = (size_t)bs.len / sizeof(double);
+    if (as.len % sizeof(double) || ae.len != as.len || bs.len % sizeof(double) || be.len != bs.len ||
+        os.len != oe.len || (size_t)os.len < (na + nb + 1) * sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "pieces(a_starts, a_ends, b_starts, b_ends, keep_in_b, out_starts, "
+                                          "out_ends): float64 buffers, ends as long as starts, room for "
+                                          "len(a) + len(b) + 1 pieces");
+    } else {
+        Py_ssize_t count;
+        Py_BEGIN_ALLOW_THREADS
+        count = pieces((const double *)as.buf, (const double *)ae.buf, na, (const double *)bs.buf,
+                       (const double *)be.buf, nb, keep_in_b, (double *)os.buf, (double *)oe.buf);
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(count);
+    }
+    PyBuffer_Release(&as);
+    PyBuffer_Release(&ae);
+    PyBuffer_Release(&bs);
+    PyBuffer_Release(&be);
+    PyBuffer_Release(&os);
+    PyBuffer_Release(&oe);
+    return result;
+}
+
 static PyObject *search_right(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer a, x, out;
@@ -135,9 +211,12 @@ static PyMethodDef methods[] = {
     {"coverage_before", coverage_before, METH_VARARGS,
      "coverage_before(starts, ends, cum, x, out): out[i] = the length of the disjoint sorted [starts, ends) pieces "
      "in (-inf, x[i]] (cum[j]: the lengths before piece j; float64 buffers)."},
+    {"pieces", set_pieces, METH_VARARGS,
+     "pieces(a_starts, a_ends, b_starts, b_ends, keep_in_b, out_starts, out_ends) -> count: A's pieces in B "
+     "(keep_in_b) or outside it, touching ones joined, for disjoint sorted sets; -1 at a NaN."},
     {NULL, NULL, 0, NULL},
 };
 
-static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_search", NULL, -1, methods, NULL, NULL, NULL, NULL};
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_interval_kernels", NULL, -1, methods, NULL, NULL, NULL, NULL};
 
-PyMODINIT_FUNC PyInit__search(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__interval_kernels(void) { return PyModule_Create(&module); }

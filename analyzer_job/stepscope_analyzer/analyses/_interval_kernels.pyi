@@ -7,3 +7,16 @@ def search_right(values: Buffer, keys: Buffer, out: Buffer, /) -> None:
 def coverage_before(starts: Buffer, ends: Buffer, cum: Buffer, x: Buffer, out: Buffer, /) -> None:
     """out[i] = the length of the disjoint sorted [starts, ends) pieces in (-inf, x[i]] (cum[j]: the lengths before
     piece j; float64 buffers), as intervals.coverage_before computes it with numpy."""
+
+def pieces(
+    a_starts: Buffer,
+    a_ends: Buffer,
+    b_starts: Buffer,
+    b_ends: Buffer,
+    keep_in_b: bool,
+    out_starts: Buffer,
+    out_ends: Buffer,
+    /,
+) -> int:
+    """The pieces of A in B (keep_in_b) or outside it, touching ones joined, for disjoint sorted sets (float64
+    buffers; room for len(a) + len(b) + 1 pieces); their count, or -1 at a NaN."""
