@@ -1,5 +1,6 @@
 /* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
- * coverage of sorted intervals that follows from it, and the pieces of one interval set in or outside another.
+ * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, and the
+ * time each level of a ranked set of intervals owns first.
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -12,6 +13,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* numpy's float ordering: NaN after every number, NaNs equal among themselves. */
 #define LT(a, b) ((a) < (b) || ((b) != (b) && (a) == (a)))
@@ -180,6 +182,82 @@ static PyObject *set_pieces(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* Intervals each with a level, as their boundaries in time order (points; delta +1 at a start, -1 at an end; at: the
+ * level): the runs of time each level owns (the first level with an interval open there), written as (out_s, out_e,
+ * out_level) in time order, a level's touching runs joined. The same runs as intervals.by_first_level computes with
+ * numpy. Returns their count, or -1 (a NaN point, a level out of range, no memory) for numpy to decide. */
+static Py_ssize_t first_level(const double *points, const int64_t *delta, const int64_t *at, size_t n, int64_t levels,
+                              double *out_s, double *out_e, int64_t *out_level) {
+    int64_t *open = calloc((size_t)levels + 1, sizeof(int64_t)); /* intervals open per level */
+    if (open == NULL) {
+        return -1;
+    }
+    Py_ssize_t count = 0;
+    int64_t owner = -1;
+    double since = 0.0;
+    size_t i = 0;
+    while (i < n) {
+        double p = points[i];
+        if (p != p) {
+            count = -1;
+            break;
+        }
+        for (; i < n && points[i] == p; i++) {
+            if (at[i] < 0 || at[i] >= levels) {
+                free(open);
+                return -1;
+            }
+            open[at[i]] += delta[i];
+        }
+        int64_t now = 0;
+        while (now < levels && open[now] <= 0) {
+            now++;
+        }
+        now = now < levels ? now : -1;
+        if (now != owner) {
+            if (owner >= 0) {
+                out_s[count] = since;
+                out_e[count] = p;
+                out_level[count++] = owner;
+            }
+            since = p;
+            owner = now;
+        }
+    }
+    free(open);
+    return count;
+}
+
+static PyObject *levels_first(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer pts, dlt, at, os, oe, ol;
+    long long levels;
+    if (!PyArg_ParseTuple(args, "y*y*y*Lw*w*w*", &pts, &dlt, &at, &levels, &os, &oe, &ol)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (pts.len % sizeof(double) || dlt.len != pts.len || at.len != pts.len || levels < 0 || os.len < pts.len ||
+        oe.len != os.len || ol.len != os.len) {
+        PyErr_SetString(PyExc_ValueError, "first_level(points, delta, at, levels, out_starts, out_ends, out_levels): "
+                                          "float64 points, int64 delta and at as long, outputs as long at least");
+    } else {
+        Py_ssize_t count;
+        size_t n = (size_t)pts.len / sizeof(double);
+        Py_BEGIN_ALLOW_THREADS
+        count = first_level((const double *)pts.buf, (const int64_t *)dlt.buf, (const int64_t *)at.buf, n,
+                            (int64_t)levels, (double *)os.buf, (double *)oe.buf, (int64_t *)ol.buf);
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSsize_t(count);
+    }
+    PyBuffer_Release(&pts);
+    PyBuffer_Release(&dlt);
+    PyBuffer_Release(&at);
+    PyBuffer_Release(&os);
+    PyBuffer_Release(&oe);
+    PyBuffer_Release(&ol);
+    return result;
+}
+
 static PyObject *search_right(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer a, x, out;
@@ -214,6 +292,9 @@ static PyMethodDef methods[] = {
     {"pieces", set_pieces, METH_VARARGS,
      "pieces(a_starts, a_ends, b_starts, b_ends, keep_in_b, out_starts, out_ends) -> count: A's pieces in B "
      "(keep_in_b) or outside it, touching ones joined, for disjoint sorted sets; -1 at a NaN."},
+    {"first_level", levels_first, METH_VARARGS,
+     "first_level(points, delta, at, levels, out_starts, out_ends, out_levels) -> count: the runs of time each "
+     "level owns (the first level with an interval open), in time order; -1 for numpy to decide."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -20,3 +20,10 @@ def pieces(
 ) -> int:
     """The pieces of A in B (keep_in_b) or outside it, touching ones joined, for disjoint sorted sets (float64
     buffers; room for len(a) + len(b) + 1 pieces); their count, or -1 at a NaN."""
+
+def first_level(
+    points: Buffer, delta: Buffer, at: Buffer, levels: int, out_starts: Buffer, out_ends: Buffer, out_levels: Buffer, /
+) -> int:
+    """The runs of time each level owns first (the first level with an interval open there), in time order, from
+    the intervals' boundaries in time order (float64 points; int64 delta +1/-1 and level); their count, or -1 (a NaN,
+    a level out of range) for numpy to decide."""

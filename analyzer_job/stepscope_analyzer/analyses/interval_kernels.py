@@ -1,7 +1,8 @@
 """The interval analyses' native kernels (`_interval_kernels.c`), each with numpy's answer where it is not built or
 does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), each key searched from the previous
 key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, and the
-pieces of one interval set in or outside another (one sweep over both sets' boundaries). The same answers either
+pieces of one interval set in or outside another (one sweep over both sets' boundaries), and the time each level of
+ranked intervals owns first (one sweep with a count per level). The same answers either
 way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
@@ -17,17 +18,18 @@ I64 = npt.NDArray[np.int64]
 Kernel = Callable[[Any, Any, Any], None]
 CoverageKernel = Callable[[Any, Any, Any, Any, Any], None]
 PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
+LevelsKernel = Callable[[Any, Any, Any, int, Any, Any, Any], int]
 
 
-def _native() -> tuple[Kernel, CoverageKernel, PiecesKernel] | tuple[None, None, None]:
+def _native() -> tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel] | tuple[None, None, None, None]:
     try:
-        from stepscope_analyzer.analyses._interval_kernels import coverage_before, pieces, search_right
+        from stepscope_analyzer.analyses._interval_kernels import coverage_before, first_level, pieces, search_right
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None, None
-    return search_right, coverage_before, pieces
+        return None, None, None, None
+    return search_right, coverage_before, pieces, first_level
 
 
-_kernel, _coverage, _pieces = _native()
+_kernel, _coverage, _pieces, _first_level = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -76,3 +78,18 @@ def pieces(a: tuple[F64, F64], b: tuple[F64, F64], keep_in_b: bool) -> tuple[F64
     if count < 0:
         return None
     return starts[:count], ends[:count]
+
+
+def first_level_runs(points: F64, delta: I64, at: I64, levels: int) -> tuple[F64, F64, I64] | None:
+    """intervals.by_first_level's sweep by the native kernel: boundaries in time order (delta +1 at a start, -1 at an
+    end; at: the level) -> each run of time a level owns first (starts, ends, level), in time order; None where it
+    does not apply (not built, other dtypes, a NaN or a level out of range), for numpy to compute."""
+    if _first_level is None or points.dtype != np.float64 or delta.dtype != np.int64 or at.dtype != np.int64:
+        return None
+    room = max(points.size, 1)
+    starts, ends, owner = np.empty(room), np.empty(room), np.empty(room, dtype=np.int64)
+    args = (np.ascontiguousarray(points), np.ascontiguousarray(delta), np.ascontiguousarray(at))
+    count = _first_level(*args, levels, starts, ends, owner)
+    if count < 0:
+        return None
+    return starts[:count], ends[:count], owner[:count]

@@ -167,6 +167,10 @@ def by_first_level(ts: F64, end: F64, level: npt.NDArray[np.int64], levels: int)
     at = np.concatenate((level, level))
     order = np.argsort(points, kind="stable")
     points, delta, at = points[order], delta[order], at[order]
+    runs = interval_kernels.first_level_runs(points, delta, at, levels)
+    if runs is not None:
+        starts, stops, owner = runs
+        return [(starts[owner == lvl], stops[owner == lvl]) for lvl in range(levels)]
     settled = np.flatnonzero(np.append(points[1:] != points[:-1], True))  # the last event at each point
     owner = np.full(settled.size, -1, dtype=np.int64)
     present = np.bincount(level, minlength=levels) > 0

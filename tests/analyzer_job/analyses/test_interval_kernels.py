@@ -155,3 +155,44 @@ def test_the_pieces_kernel_leaves_nan_to_numpy_and_checks_its_buffers() -> None:
     assert got is not None and got[0].tolist() == [0.0, 12.0] and got[1].tolist() == [3.0, 20.0]
     with pytest.raises(ValueError, match="room for"):
         pieces(a[0], a[1], b[0], b[1], True, np.empty(2), np.empty(2))
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(0, 40), st.integers(0, 12), st.integers(0, 4)).map(
+            lambda t: (float(t[0]), float(t[0] + t[1]), t[2])
+        ),
+        max_size=40,
+    )
+)
+def test_first_levels_the_same_as_numpy(rows: list[tuple[float, float, int]]) -> None:
+    """intervals.by_first_level by the sweep and by numpy's per-level counts (the kernel turned off): the same sets
+    for every level, overlapping, nested, touching and empty intervals of 5 levels included."""
+    from stepscope_analyzer.analyses import intervals
+
+    ts = np.asarray([r[0] for r in rows], dtype=np.float64)
+    end = np.asarray([r[1] for r in rows], dtype=np.float64)
+    level = np.asarray([r[2] for r in rows], dtype=np.int64)
+    native = intervals.by_first_level(ts, end, level, 5)
+    kernel, kernels._first_level = kernels._first_level, None
+    try:
+        expected = intervals.by_first_level(ts, end, level, 5)
+    finally:
+        kernels._first_level = kernel
+    assert [(s.tolist(), e.tolist()) for s, e in native] == [(s.tolist(), e.tolist()) for s, e in expected]
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="built without a C compiler")
+def test_the_first_level_kernel_leaves_nan_and_bad_levels_to_numpy() -> None:
+    from stepscope_analyzer.analyses._interval_kernels import first_level
+
+    points = np.array([0.0, 2.0, 5.0, 9.0])
+    delta = np.array([1, 1, -1, -1], dtype=np.int64)
+    at = np.array([1, 0, 0, 1], dtype=np.int64)
+    runs = kernels.first_level_runs(points, delta, at, 2)
+    assert runs is not None
+    assert [r.tolist() for r in runs] == [[0.0, 2.0, 5.0], [2.0, 5.0, 9.0], [1, 0, 1]]
+    assert kernels.first_level_runs(np.array([0.0, np.nan]), delta[:2], at[:2], 2) is None
+    assert kernels.first_level_runs(points, delta, at, 1) is None  # level 1 of 1: out of range
+    with pytest.raises(ValueError, match="outputs as long"):
+        first_level(points, delta, at, 2, np.empty(1), np.empty(1), np.empty(1, dtype=np.int64))
