@@ -31,13 +31,12 @@ static size_t first_above(const double *a, size_t lo, size_t hi, double key) {
     return lo;
 }
 
-/* The number of values in a <= x[i], given the previous key's (`prev`; ignored when i == 0). */
-static size_t next_answer(const double *a, size_t n, const double *x, size_t i, size_t prev) {
-    double key = x[i];
-    if (i == 0) {
+/* The number of values in a <= key, given the answer `prev` for an earlier key `before` (none when `first`). */
+static size_t search_from(const double *a, size_t n, double key, double before, size_t prev, int first) {
+    if (first) {
         return first_above(a, 0, n, key);
     }
-    if (LT(key, x[i - 1])) {
+    if (LT(key, before)) {
         return first_above(a, 0, prev, key); /* a smaller key: its answer is at most the previous one */
     }
     size_t lo = prev; /* every value before the previous answer is <= the previous key <= this key */
@@ -49,6 +48,35 @@ static size_t next_answer(const double *a, size_t n, const double *x, size_t i, 
         step *= 2;
     }
     return first_above(a, lo, hi, key);
+}
+
+/* The number of values in a <= x[i], given the previous key's (`prev`; ignored when i == 0). */
+static size_t next_answer(const double *a, size_t n, const double *x, size_t i, size_t prev) {
+    return search_from(a, n, x[i], i ? x[i - 1] : 0.0, prev, i == 0);
+}
+
+/* Sorted [starts, ends) pieces with cum (the lengths before each piece), and where the last query stood. */
+typedef struct {
+    const double *starts, *ends, *cum;
+    size_t n;
+    size_t prev;
+    double before;
+    int first;
+} Cover;
+
+/* The covered length in (-inf, x], searched from the last query's answer; as intervals.coverage_before. */
+static double cover_before(Cover *c, double x) {
+    c->prev = search_from(c->starts, c->n, x, c->before, c->prev, c->first);
+    c->before = x;
+    c->first = 0;
+    if (c->prev == 0) {
+        return 0.0;
+    }
+    size_t j = c->prev - 1;
+    double e = c->ends[j];
+    double end = x != x || e != e ? x + e : (x < e ? x : e); /* numpy's minimum: NaN propagates */
+    double part = end - c->starts[j];
+    return c->cum[j] + (part != part || part >= 0.0 ? part : 0.0); /* clip below at 0, NaN kept */
 }
 
 static void search(const double *a, size_t n, const double *x, size_t m, int64_t *out) {
@@ -64,20 +92,88 @@ static void search(const double *a, size_t n, const double *x, size_t m, int64_t
  * computes it with numpy (NaN in, NaN out). */
 static void coverage(const double *starts, const double *ends, const double *cum, size_t n, const double *x,
                      size_t m, double *out) {
-    size_t prev = 0;
+    Cover c = {starts, ends, cum, n, 0, 0.0, 1};
     for (size_t i = 0; i < m; i++) {
-        double key = x[i];
-        prev = next_answer(starts, n, x, i, prev);
-        if (prev == 0) {
-            out[i] = 0.0;
-            continue;
-        }
-        size_t j = prev - 1;
-        double e = ends[j];
-        double end = key != key || e != e ? key + e : (key < e ? key : e); /* numpy's minimum: NaN propagates */
-        double part = end - starts[j];
-        out[i] = cum[j] + (part != part || part >= 0.0 ? part : 0.0); /* clip below at 0, NaN kept */
+        out[i] = cover_before(&c, x[i]);
     }
+}
+
+/* How much of [a, b] the cover covers (the start searched first: the queries then only grow within a name). */
+static double covered_part(Cover *c, double a, double b) {
+    if (c->n == 0) {
+        return 0.0;
+    }
+    double before = cover_before(c, a);
+    return cover_before(c, b) - before;
+}
+
+/* Rows sorted by (name, start), the names starting at `first` (groups g: rows first[g] .. first[g + 1] - 1, the
+ * last to n): per name the summed durations (total), the union of its intervals (merged: an interval that starts
+ * after every earlier one of the name has ended begins a piece, touching ones join) and the part of that union the
+ * compute pieces cover (covered); as bottlenecks._names_at_once computes them with numpy, in the same order. */
+static void name_times(const double *s, const double *e, size_t n, const int64_t *first, size_t groups, Cover *c,
+                       double *total, double *merged, double *covered) {
+    for (size_t g = 0; g < groups; g++) {
+        size_t lo = (size_t)first[g], hi = g + 1 < groups ? (size_t)first[g + 1] : n;
+        double sum = 0.0, length = 0.0, over = 0.0;
+        double ps = s[lo], pe = e[lo];
+        for (size_t r = lo; r < hi; r++) {
+            sum += e[r] - s[r];
+            if (r > lo && s[r] > pe) {
+                length += pe - ps;
+                over += covered_part(c, ps, pe);
+                ps = s[r];
+                pe = e[r];
+            } else if (e[r] > pe) {
+                pe = e[r];
+            }
+        }
+        length += pe - ps;
+        over += covered_part(c, ps, pe);
+        total[g] = sum;
+        merged[g] = length;
+        covered[g] = over;
+    }
+}
+
+static PyObject *per_name_times(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer s, e, f, cs, ce, cc, tot, mer, cov;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*w*w*w*", &s, &e, &f, &cs, &ce, &cc, &tot, &mer, &cov)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    size_t n = (size_t)s.len / sizeof(double), groups = (size_t)f.len / sizeof(int64_t);
+    int ok = !(s.len % sizeof(double)) && e.len == s.len && !(f.len % sizeof(int64_t)) && !(cs.len % sizeof(double)) &&
+             ce.len == cs.len && cc.len >= cs.len && tot.len == (Py_ssize_t)(groups * sizeof(double)) &&
+             mer.len == tot.len && cov.len == tot.len && (groups == 0 || n > 0);
+    for (size_t g = 0; ok && g < groups; g++) { /* group starts increasing, in range, the first at 0 */
+        int64_t at = ((const int64_t *)f.buf)[g];
+        ok = at >= 0 && (size_t)at < n && (g == 0 ? at == 0 : at > ((const int64_t *)f.buf)[g - 1]);
+    }
+    if (!ok) {
+        PyErr_SetString(PyExc_ValueError, "name_times(s, e, first, cover_starts, cover_ends, cover_cum, total, merged, "
+                                          "covered): float64 rows, int64 group starts (0 first, increasing, in range), "
+                                          "float64 outputs one per group");
+    } else {
+        Cover c = {(const double *)cs.buf, (const double *)ce.buf, (const double *)cc.buf,
+                   (size_t)cs.len / sizeof(double), 0, 0.0, 1};
+        Py_BEGIN_ALLOW_THREADS
+        name_times((const double *)s.buf, (const double *)e.buf, n, (const int64_t *)f.buf, groups, &c,
+                   (double *)tot.buf, (double *)mer.buf, (double *)cov.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&f);
+    PyBuffer_Release(&cs);
+    PyBuffer_Release(&ce);
+    PyBuffer_Release(&cc);
+    PyBuffer_Release(&tot);
+    PyBuffer_Release(&mer);
+    PyBuffer_Release(&cov);
+    return result;
 }
 
 static PyObject *coverage_before(PyObject *self, PyObject *args) {
@@ -295,6 +391,9 @@ static PyMethodDef methods[] = {
     {"first_level", levels_first, METH_VARARGS,
      "first_level(points, delta, at, levels, out_starts, out_ends, out_levels) -> count: the runs of time each "
      "level owns (the first level with an interval open), in time order; -1 for numpy to decide."},
+    {"name_times", per_name_times, METH_VARARGS,
+     "name_times(s, e, first, cover_starts, cover_ends, cover_cum, total, merged, covered): per name of rows sorted "
+     "by (name, start), the summed durations, the union of its intervals and the part of it the cover covers."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -27,3 +27,18 @@ def first_level(
     """The runs of time each level owns first (the first level with an interval open there), in time order, from
     the intervals' boundaries in time order (float64 points; int64 delta +1/-1 and level); their count, or -1 (a NaN,
     a level out of range) for numpy to decide."""
+
+def name_times(
+    s: Buffer,
+    e: Buffer,
+    first: Buffer,
+    cover_starts: Buffer,
+    cover_ends: Buffer,
+    cover_cum: Buffer,
+    total: Buffer,
+    merged: Buffer,
+    covered: Buffer,
+    /,
+) -> None:
+    """Per name of rows sorted by (name, start), the names starting at `first` (int64): the summed durations, the
+    union of its intervals and the part of it the cover pieces cover (float64 buffers, one output per name)."""

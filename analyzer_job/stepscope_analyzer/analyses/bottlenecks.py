@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from stepscope_analyzer.analyses import intervals
+from stepscope_analyzer.analyses import interval_kernels, intervals
 from stepscope_contract.report import Bottleneck
 
 F64 = npt.NDArray[np.float64]
@@ -52,6 +52,16 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
     first = np.flatnonzero(np.concatenate(([True], ids[1:] != ids[:-1])))
     stops = np.append(first[1:], ids.size)
     cover = intervals.Coverage(*compute)
+    native = interval_kernels.name_times(s, e, first, (cover.starts, cover.ends, cover.cum))
+    if native is not None:
+        total, merged, covered = native
+        counts = np.diff(np.append(first, ids.size))
+        return [
+            NameTime(i, c, t, m, m - x)
+            for i, c, t, m, x in zip(
+                ids[first].tolist(), counts.tolist(), total.tolist(), merged.tolist(), covered.tolist(), strict=True
+            )
+        ]
     out: list[NameTime] = []
     cuts = np.concatenate(([0], np.flatnonzero(np.diff(first // BLOCK_ROWS)) + 1, [first.size]))
     for a, b in itertools.pairwise(cuts.tolist()):

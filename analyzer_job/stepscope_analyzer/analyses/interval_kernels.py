@@ -1,8 +1,9 @@
 """The interval analyses' native kernels (`_interval_kernels.c`), each with numpy's answer where it is not built or
 does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), each key searched from the previous
 key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, and the
-pieces of one interval set in or outside another (one sweep over both sets' boundaries), and the time each level of
-ranked intervals owns first (one sweep with a count per level). The same answers either
+pieces of one interval set in or outside another (one sweep over both sets' boundaries), the time each level of
+ranked intervals owns first (one sweep with a count per level), and per name of rows sorted by (name, start) the
+summed durations, the union of its intervals and the part of it compute covers (one pass). The same answers either
 way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
@@ -19,17 +20,25 @@ Kernel = Callable[[Any, Any, Any], None]
 CoverageKernel = Callable[[Any, Any, Any, Any, Any], None]
 PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
 LevelsKernel = Callable[[Any, Any, Any, int, Any, Any, Any], int]
+NamesKernel = Callable[[Any, Any, Any, Any, Any, Any, Any, Any, Any], None]
+Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel]
 
 
-def _native() -> tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel] | tuple[None, None, None, None]:
+def _native() -> Kernels | tuple[None, None, None, None, None]:
     try:
-        from stepscope_analyzer.analyses._interval_kernels import coverage_before, first_level, pieces, search_right
+        from stepscope_analyzer.analyses._interval_kernels import (
+            coverage_before,
+            first_level,
+            name_times,
+            pieces,
+            search_right,
+        )
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None, None, None
-    return search_right, coverage_before, pieces, first_level
+        return None, None, None, None, None
+    return search_right, coverage_before, pieces, first_level, name_times
 
 
-_kernel, _coverage, _pieces, _first_level = _native()
+_kernel, _coverage, _pieces, _first_level, _name_times = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -93,3 +102,19 @@ def first_level_runs(points: F64, delta: I64, at: I64, levels: int) -> tuple[F64
     if count < 0:
         return None
     return starts[:count], ends[:count], owner[:count]
+
+
+def name_times(s: F64, e: F64, first: npt.NDArray[np.intp], cover: tuple[F64, F64, F64]) -> tuple[F64, F64, F64] | None:
+    """bottlenecks' per-name sums by the native kernel, for rows sorted by (name, start) whose names start at
+    `first` (e >= s): per name the summed durations, the union of its intervals, and the part of that union the
+    `cover` pieces (starts, ends, cum) cover; None where it does not apply (not built, other dtypes)."""
+    if _name_times is None or s.dtype != np.float64 or e.dtype != np.float64 or first.size == 0:
+        return None
+    if any(x.dtype != np.float64 for x in cover):
+        return None
+    groups = first.size
+    total, merged, covered = np.empty(groups), np.empty(groups), np.empty(groups)
+    starts, ends, cum = (np.ascontiguousarray(x) for x in cover)
+    rows = (np.ascontiguousarray(s), np.ascontiguousarray(e), np.ascontiguousarray(first, dtype=np.int64))
+    _name_times(*rows, starts, ends, cum, total, merged, covered)
+    return total, merged, covered

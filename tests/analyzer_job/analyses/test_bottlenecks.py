@@ -1,7 +1,10 @@
-"""Per-name times computed for every name at once equal a loop over the names (the merge, the exposed part)."""
+"""Per-name times computed for every name at once equal a loop over the names (the merge, the exposed part), by the
+native kernel and by numpy."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -9,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepscope_analyzer.analyses import bottlenecks, intervals
+from stepscope_analyzer.analyses import bottlenecks, interval_kernels, intervals
 from stepscope_analyzer.analyses.bottlenecks import NameTime, per_name
 
 loop = bottlenecks._per_name_loop
@@ -27,6 +30,17 @@ def _by_loop(name_id: np.ndarray, ts: np.ndarray, end: np.ndarray, compute: inte
         length = intervals.length(*merged)
         out.append(NameTime(name, int(sel.sum()), float(np.sum(e - s)), length, length - cover.intersection(merged)))
     return out
+
+
+@contextmanager
+def _native(on: bool) -> Iterator[None]:
+    """The per-name kernel on (where built) or off (numpy's one pass and its loop) within the block."""
+    kernel = interval_kernels._name_times
+    interval_kernels._name_times = kernel if on else None
+    try:
+        yield
+    finally:
+        interval_kernels._name_times = kernel
 
 
 def _same(a: list[NameTime], b: list[NameTime]) -> None:
@@ -57,12 +71,32 @@ def _case(draw: st.DrawFn) -> tuple[np.ndarray, np.ndarray, np.ndarray, interval
     return names, ts, end, (c_start[:k], c_end[:k])
 
 
-@given(_case())
+@given(_case(), st.booleans())
 def test_all_names_at_once_equal_a_loop_over_names(
-    case: tuple[np.ndarray, np.ndarray, np.ndarray, intervals.Set],
+    case: tuple[np.ndarray, np.ndarray, np.ndarray, intervals.Set], native: bool
 ) -> None:
     names, ts, end, compute = case
-    _same(per_name(names, ts, end, compute), _by_loop(names, ts, end, compute))
+    with _native(native):
+        got = per_name(names, ts, end, compute)
+    _same(got, _by_loop(names, ts, end, compute))
+
+
+@pytest.mark.skipif(not interval_kernels.AVAILABLE, reason="built without a C compiler")
+def test_the_kernel_gives_numpys_numbers_on_many_names() -> None:
+    """Both ways on many names at once: the same counts and, summed in the same order, the same sums."""
+    rng = np.random.default_rng(11)
+    names = rng.integers(0, 300, 20_000).astype(np.int32)
+    ts = 1.669783687471392e15 + rng.integers(0, 10**8, 20_000).astype(np.float64)
+    end = ts + rng.integers(0, 10**4, 20_000)
+    compute = intervals.merge(np.sort(ts[:2000]), np.sort(ts[:2000]) + 3e3)
+    with _native(True):
+        native = per_name(names, ts, end, compute)
+    with _native(False):
+        expected = per_name(names, ts, end, compute)
+    assert [(t.name_id, t.count) for t in native] == [(t.name_id, t.count) for t in expected]
+    for x, y in zip(native, expected, strict=True):
+        assert (x.total, x.merged) == (y.total, y.merged)
+        assert x.exposed == pytest.approx(y.exposed, rel=1e-12, abs=1e-6)
 
 
 def test_touching_intervals_merge_and_names_stay_apart() -> None:
@@ -82,6 +116,7 @@ def test_times_whose_shift_is_not_exact_take_the_loop_with_the_same_result(monke
         return loop(*args)
 
     monkeypatch.setattr(bottlenecks, "_per_name_loop", counted)
+    monkeypatch.setattr(interval_kernels, "_name_times", None)  # numpy's path: the kernel needs no shift
     rng = np.random.default_rng(7)
     names = rng.integers(0, 400, 3000).astype(np.int32)
     ts = rng.uniform(0, 1e9, 3000) + rng.uniform(0, 1, 3000) * 1e-7
@@ -93,6 +128,7 @@ def test_times_whose_shift_is_not_exact_take_the_loop_with_the_same_result(monke
 
 def test_microsecond_clocks_take_the_one_pass(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(bottlenecks, "_per_name_loop", lambda *a: pytest.fail("took the loop"))
+    monkeypatch.setattr(interval_kernels, "_name_times", None)
     rng = np.random.default_rng(8)
     names = rng.integers(0, 400, 3000).astype(np.int32)
     ts = 1.669783687471392e15 + rng.integers(0, 10**9, 3000).astype(np.float64)
