@@ -1,7 +1,10 @@
-"""The native sorted search gives numpy.searchsorted(side="right")'s answers: keys in increasing runs, random,
-repeated, NaN, infinities and signed zeros; arrays of any layout; and numpy's own answer where it does not apply."""
+"""The interval analyses' native kernels give numpy's answers: the sorted search (keys in increasing runs, random,
+repeated, NaN, infinities and signed zeros; arrays of any layout), coverage, set pieces and first levels, each
+against its numpy path, and a real trace's whole summary with every kernel off."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -196,3 +199,25 @@ def test_the_first_level_kernel_leaves_nan_and_bad_levels_to_numpy() -> None:
     assert kernels.first_level_runs(points, delta, at, 1) is None  # level 1 of 1: out of range
     with pytest.raises(ValueError, match="outputs as long"):
         first_level(points, delta, at, 2, np.empty(1), np.empty(1), np.empty(1, dtype=np.int64))
+
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.mark.skipif(not kernels.AVAILABLE, reason="built without a C compiler")
+@pytest.mark.parametrize("trace", ["gpu_ddp_source.json.gz", "gloo_2rank_rank0.pt.trace.json.gz"])
+def test_a_rank_summary_is_the_same_without_the_kernels(trace: str) -> None:
+    """Every kernel off (numpy's answers) gives the very same summary of a real GPU and a real CPU trace."""
+    from stepscope_analyzer.analyses import summarize_trace
+
+    with_kernels = summarize_trace(FIXTURES / trace, top_n=1000).model_dump_json()
+    names = ("_kernel", "_coverage", "_pieces", "_first_level", "_name_times")
+    saved = {name: getattr(kernels, name) for name in names}
+    try:
+        for name in names:
+            setattr(kernels, name, None)
+        without = summarize_trace(FIXTURES / trace, top_n=1000).model_dump_json()
+    finally:
+        for name, kernel in saved.items():
+            setattr(kernels, name, kernel)
+    assert with_kernels == without
