@@ -21,7 +21,8 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from stepscope_analyzer.diagnosis import DiagnosisConfig, build_status_summary
+from stepscope_analyzer.diagnosis import DiagnosisConfig
+from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
 from stepscope_analyzer.gate_step import run_gate, write_index_entry
 from stepscope_analyzer.pipeline import (

@@ -106,3 +106,17 @@ def test_the_command_freezes_its_objects_before_the_interpreter_exits(tmp_path: 
     )
     assert out == "0 True"
     assert (tmp_path / "out" / "report.html").is_file()
+
+
+def test_the_analyze_command_leaves_the_status_summary_to_the_job() -> None:
+    """Its first rank waits for its imports (it submits the ranks once they are done): the CR status summary
+    serves the analyzer Job, not the command."""
+    out = _run(
+        """
+        import sys
+        import stepscope_analyzer.analyze_command
+        print("stepscope_analyzer.diagnosis.status_summary" in sys.modules)
+        """,
+        "2",
+    )
+    assert out == "False"

@@ -4,14 +4,14 @@ from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.diagnose import diagnose
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, collective_in_stacks
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
-from stepscope_analyzer.diagnosis.status_summary import build_status_summary, safe_text
+
+# The CR status summary (diagnosis.status_summary) is imported from its module where it is used (the analyzer Job):
+# with the session spec it needs, it was ~50 ms of `stepscope analyze`'s imports, which its first rank waits for.
 
 __all__ = [
     "DiagnosisConfig",
     "HangEvidence",
-    "build_status_summary",
     "collective_in_stacks",
     "diagnose",
-    "safe_text",
     "with_collective_waits",
 ]

@@ -7,8 +7,10 @@ user's floor: differences smaller than that share of a step are never reported, 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from stepscope_contract.session import AnalysisSpec
+if TYPE_CHECKING:  # only the analyzer Job builds a config from a session's spec
+    from stepscope_contract.session import AnalysisSpec
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,8 @@ import time
 import jsonschema
 import pytest
 
-from stepscope_analyzer.diagnosis import HangEvidence, build_status_summary, diagnose
+from stepscope_analyzer.diagnosis import HangEvidence, diagnose
+from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.report import build_report, html_bytes, model_json_bytes, with_trace_links
 from stepscope_contract.report import (
     Bottleneck,
