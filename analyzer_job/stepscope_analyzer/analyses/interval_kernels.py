@@ -1,6 +1,6 @@
 """The interval analyses' native kernels (`_interval_kernels.c`), each with numpy's answer where it is not built or
 does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), each key searched from the previous
-key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, and the
+key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, the
 pieces of one interval set in or outside another (one sweep over both sets' boundaries), the time each level of
 ranked intervals owns first (one sweep with a count per level), and per name of rows sorted by (name, start) the
 summed durations, the union of its intervals and the part of it compute covers (one pass). The same answers either
