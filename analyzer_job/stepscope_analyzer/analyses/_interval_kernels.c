@@ -1,6 +1,6 @@
 /* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
- * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, and the
- * time each level of a ranked set of intervals owns first.
+ * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, the
+ * time each level of a ranked set of intervals owns first, and per name the sums of bottlenecks.per_name.
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this

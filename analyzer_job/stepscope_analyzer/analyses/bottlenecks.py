@@ -55,7 +55,7 @@ def per_name(name_id: npt.NDArray[np.int32], ts: F64, end: F64, compute: Union) 
     native = interval_kernels.name_times(s, e, first, (cover.starts, cover.ends, cover.cum))
     if native is not None:
         total, merged, covered = native
-        counts = np.diff(np.append(first, ids.size))
+        counts = stops - first
         return [
             NameTime(i, c, t, m, m - x)
             for i, c, t, m, x in zip(
