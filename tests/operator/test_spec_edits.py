@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, session, wait_for
@@ -68,7 +69,12 @@ def test_edits_are_refused_or_named(api: EmulatorServer, tmp_path: Path) -> None
                 time.sleep(0.3)
             assert accepted.get("reason") == "SpecChangeIgnored", accepted
             assert accepted["message"].startswith("spec.ttlSecondsAfterFinished changed after the session started")
-            warnings = [e for e in api.list("v1", "events", "default") if e.get("reason") == "SpecChangeIgnored"]
+            warnings: list[dict[str, Any]] = []
+            while time.monotonic() < deadline:  # kopf posts the event after the patch, on its own schedule
+                warnings = [e for e in api.list("v1", "events", "default") if e.get("reason") == "SpecChangeIgnored"]
+                if warnings:
+                    break
+                time.sleep(0.3)
             assert warnings and warnings[0]["type"] == "Warning"
             assert warnings[0]["source"]["component"] == "stepscope"  # kopf's reporting component
     finally:
