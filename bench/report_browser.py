@@ -17,7 +17,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, summarize_all
+from stepscope_analyzer.reduction import reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.storage_io import LocalStore, location_of
 

@@ -1,23 +1,28 @@
-"""`stepscope analyze`'s work, once its arguments are parsed (cli.py starts the workers' fork server first)."""
+"""`stepscope analyze`'s work, once its arguments are parsed (cli.py starts the workers' fork server first).
+
+Two halves, so that the workers start sooner: this module reads the source and hands the ranks to the workers
+(pipeline), importing neither the diagnosis nor the report; the other half (analyze_finish: reduce, diagnose,
+write the report, with numpy and jinja2 ~0.25 s of imports) is imported while the workers parse the first ranks.
+"""
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-import time
-from pathlib import Path
 
-from stepscope_analyzer.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, EXIT_OK, EXIT_PARTIAL, progress
-from stepscope_analyzer.diagnosis import DiagnosisConfig
-from stepscope_analyzer.output_files import write_files
-from stepscope_analyzer.pipeline import discover, flight_recorder_dumps, reduce_outcomes, summarize_all
-from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
+from stepscope_analyzer.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
+from stepscope_analyzer.pipeline import discover, summarize_all
 from stepscope_analyzer.storage_io import StorageError, location_of, open_store
-from stepscope_contract.ranks import format_rank_set
-from stepscope_contract.report import RankStatus
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, AddressingStyle, StorageUriError
+from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
+
+FINISH = "stepscope_analyzer.analyze_finish"
+
+
+def _import_finish() -> None:
+    importlib.import_module(FINISH)
 
 
 def run(args: argparse.Namespace, started: float) -> int:
@@ -40,35 +45,10 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
     for note in layout.notes:
         progress(note)
-    outcomes = summarize_all(store, layout, top_n=args.top_n, progress=progress)
+    outcomes = summarize_all(store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish)
     if not any(o.skipped is None for o in outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
-    config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
-    dumps = flight_recorder_dumps(store, layout)
-    report = reduce_outcomes(
-        outcomes,
-        config=config,
-        started=started,
-        include_missing=layout.session,
-        notes=layout.notes,
-        flight_recorder=dumps,
-    )
-    out = Path(args.output)
-    report = with_trace_links(report, location_of(str(out.resolve())))
-    try:
-        write_files(out, {REPORT_JSON: model_json_bytes(report), REPORT_HTML: html_bytes(report)})
-    except OSError as exc:
-        print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
-        return EXIT_BAD_SOURCE
-    progress(f"analysed {len(report.ranks)} rank(s) in {time.perf_counter() - started:.2f} s")
-    print(report.diagnosis.verdict)
-    print(f"report: {(out / REPORT_HTML).resolve()}")
-    print(f"json:   {(out / REPORT_JSON).resolve()}")
-    failed = sorted(r.rank for r in report.ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))
-    if failed and not args.allow_partial:
-        listed = format_rank_set(failed)
-        print(f"stepscope analyze: rank(s) {listed} could not be analysed (exit {EXIT_PARTIAL}; --allow-partial "
-              "accepts a partial analysis)", file=sys.stderr)  # fmt: skip
-        return EXIT_PARTIAL
-    return EXIT_OK
+    from stepscope_analyzer.analyze_finish import finish  # loaded already unless there were no workers
+
+    return finish(args, store, layout, outcomes, started)

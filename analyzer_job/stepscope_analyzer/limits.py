@@ -16,7 +16,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from stepscope_analyzer.parse.errors import TraceError
+from stepscope_analyzer.trace_error import TraceError
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 

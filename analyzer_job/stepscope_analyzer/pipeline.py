@@ -1,10 +1,13 @@
-"""From storage to a Report: read each rank, summarise it, assign ranks, then diagnose the job.
+"""From storage to every rank's outcome: read each rank, summarise it, assign ranks; reduction.py then diagnoses the
+job.
 
 read (rank_reading) -> summarise (one rank's artifacts -> RankOutcome; a bad rank never stops the others) ->
 assign ranks (plain folders: the rank comes from the trace's distributedInfo, else from a 'rank<N>' in the file
 name; of a rank's successive recording cycles the latest is kept; a rank claimed twice otherwise is moved to the
-next free number with a note) -> reduce (job checks, diagnosis, report).
-Layouts and the files that are read: discovery.
+next free number with a note) -> reduce (reduction: job checks, diagnosis, report).
+Layouts and the files that are read: discovery. This module imports neither the diagnosis nor the report (nor the
+parser and analyses, which only the serial path and the workers load): `stepscope analyze` hands its first ranks to
+the workers before it imports them (its `while_waiting`).
 """
 
 from __future__ import annotations
@@ -15,20 +18,15 @@ from collections.abc import Callable, Hashable, Iterator
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
-from stepscope_analyzer import limits, missing
 from stepscope_analyzer.cpu_quota import worker_count
-from stepscope_analyzer.diagnosis import DiagnosisConfig, HangEvidence, diagnose, with_collective_waits
 from stepscope_analyzer.discovery import Layout, RankInput, discover
-from stepscope_analyzer.error_text import MAX_ERROR_CHARS
-from stepscope_analyzer.flight_recorder import Dump, load_dumps
-from stepscope_analyzer.job_groups import split_jobs
+from stepscope_analyzer.hang_evidence import HangEvidence
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
 from stepscope_analyzer.rank_reading import RankRead, read_rank
 from stepscope_analyzer.recording_cycles import cycles_left_out, worker_of
-from stepscope_analyzer.report import build_report
 from stepscope_analyzer.storage_io import Store
-from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
+from stepscope_contract.report import RankError, RankReport, RankStatus
 from stepscope_contract.wire import CaptureState
 
 __all__ = [
@@ -36,14 +34,12 @@ __all__ = [
     "RankInput",
     "RankOutcome",
     "discover",
-    "reduce_outcomes",
     "summarise",
     "summarize_all",
 ]
 
 Progress = Callable[[str], None]
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
-MAX_NUMBERED_SHOWN = 8
 
 
 def _quiet(_: str) -> None:
@@ -206,12 +202,14 @@ def summarize_all(
     progress: Progress = _quiet,
     ranks: set[int] | None = None,
     workers: int | None = None,
+    while_waiting: Callable[[], object] | None = None,
 ) -> list[RankOutcome]:
     """Every chosen rank's outcome, in the layout's order. With more than one worker (default: the CPUs the
     process may use, cpu_quota), traces are parsed and summarised in worker processes (rank_pool) while this
-    process reads the next ones."""
+    process reads the next ones; `while_waiting` is then called once the workers have their first traces (as
+    rank_pool.compute_all)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    results = dict(_outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers))
+    results = dict(_outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting))
     outcomes = [results[i] for i in range(len(chosen))]
     if not layout.session:
         assign_ranks(outcomes)
@@ -224,16 +222,22 @@ def each_outcome(
     """Every rank's outcome as soon as it is done (in no set order), none kept here: the map step writes each
     summary and lets it go, so its memory does not grow with the ranks of its shard. Needs a session layout (ranks
     known from the file names)."""
-    for _, outcome in _outcomes(store, list(layout.inputs), top_n=top_n, progress=progress, workers=workers):
+    for _, outcome in _outcomes(store, list(layout.inputs), top_n=top_n, progress=progress, workers=workers, wait=None):
         yield outcome
 
 
 def _outcomes(
-    store: Store, chosen: list[RankInput], *, top_n: int, progress: Progress, workers: int | None
+    store: Store,
+    chosen: list[RankInput],
+    *,
+    top_n: int,
+    progress: Progress,
+    workers: int | None,
+    wait: Callable[[], object] | None,
 ) -> Iterator[tuple[int, RankOutcome]]:
     count = workers if workers is not None else worker_count(len(chosen))
     if count > 1:
-        yield from _in_pool(store, chosen, top_n, count, progress)
+        yield from _in_pool(store, chosen, top_n, count, progress, wait=wait)
     else:
         yield from _serial(store, chosen, top_n, progress)
 
@@ -247,7 +251,13 @@ def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progres
 
 
 def _in_pool(
-    store: Store, chosen: list[RankInput], top_n: int, workers: int, progress: Progress
+    store: Store,
+    chosen: list[RankInput],
+    top_n: int,
+    workers: int,
+    progress: Progress,
+    *,
+    wait: Callable[[], object] | None,
 ) -> Iterator[tuple[int, RankOutcome]]:
     finished: list[tuple[int, RankOutcome]] = []  # outcomes known without a worker, handed out between tasks
     waiting: dict[int, tuple[RankRead, dict[str, object]]] = {}
@@ -275,105 +285,10 @@ def _in_pool(
             yield Task(index, trace, inp.rank, _rank_in_name(inp.name))
 
     progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
-    for index, computed in compute_all(tasks(), top_n=top_n, workers=workers):
+    for index, computed in compute_all(tasks(), top_n=top_n, workers=workers, while_waiting=wait):
         while finished:
             yield finished.pop()
         read, base = waiting.pop(index)
         yield done(index, _finish(read, store, base, computed))
     while finished:
         yield finished.pop()
-
-
-def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:
-    """Ranks below the world size that the manifests announce but storage does not hold, as inclusive ranges."""
-    most = limits.current().max_world_size
-    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size and o.summary.world_size <= most]
-    return missing.missing_ranges((o.summary.rank for o in outcomes), max(sizes)) if sizes else []
-
-
-def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
-    """The first `max_listed_missing_ranks` missing ranks, one RankReport each (all of them: missing_rank_ranges)."""
-    listed = missing.first(missing_rank_ranges(outcomes), limits.current().max_listed_missing_ranks)
-    message = "expected from the world size, but nothing was uploaded"
-    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in listed]
-
-
-def flight_recorder_dumps(store: Store, layout: Layout) -> tuple[dict[int, Dump], list[RankError]]:
-    """Every rank's Flight Recorder dump (bounded, parsed), and an error per rejected file."""
-    keys = [(i.rank, i.flight_recorder_key) for i in layout.inputs if i.rank is not None and i.flight_recorder_key]
-    return load_dumps(store, [(rank, key) for rank, key in keys if rank is not None and key])
-
-
-def _exclude_foreign(summaries: list[RankReport], errors: list[RankError]) -> tuple[list[RankReport], str | None]:
-    """Ranks from another job than the largest group become errors named with the reason; the note says so."""
-    groups = split_jobs([s for s in summaries if s.status is RankStatus.OK])
-    if not groups.foreign:
-        return summaries, None
-    out = []
-    for s in summaries:
-        why = groups.foreign.get(s.rank)
-        if why is None or s.status is not RankStatus.OK:
-            out.append(s)
-            continue
-        message = f"from a different job ({why}): not compared with the others"
-        out.append(RankReport(rank=s.rank, status=RankStatus.ERROR, error=message, node=s.node, pod=s.pod,
-                              trace_uri=s.trace_uri, world_size=s.world_size, device=s.device))  # fmt: skip
-        errors.append(RankError(rank=s.rank, source=s.trace_uri or "", message=message))
-    return out, groups.note
-
-
-def reduce_outcomes(
-    outcomes: list[RankOutcome],
-    *,
-    config: DiagnosisConfig | None = None,
-    session: SessionInfo | None = None,
-    started: float | None = None,
-    include_missing: bool = False,
-    notes: list[str] | None = None,
-    flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
-) -> Report:
-    kept = [o for o in outcomes if o.skipped is None]
-    all_notes = list(notes or []) + [o.skipped for o in outcomes if o.skipped is not None]
-    summaries = [o.summary for o in kept]
-    errors = [e for o in kept for e in o.errors]
-    gaps = missing_rank_ranges(kept) if include_missing else []
-    dumps, dump_errors = flight_recorder or ({}, [])
-    errors += dump_errors
-    if include_missing:
-        absent = missing_ranks(kept)
-        summaries += absent
-        errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
-        if missing.count(gaps) > len(absent):
-            text = f"{missing.count(gaps)} ranks of the world size have no upload: {missing.rank_set_text(gaps)}"
-            errors.append(RankError(rank=None, source="", message=text[:MAX_ERROR_CHARS]))
-    numbered = [o.numbered for o in kept if o.numbered]
-    if numbered:
-        shown = ", ".join(numbered[:MAX_NUMBERED_SHOWN]) + (
-            f" and {len(numbered) - MAX_NUMBERED_SHOWN} more" if len(numbered) > MAX_NUMBERED_SHOWN else ""
-        )
-        all_notes.append(
-            f"{len(numbered)} trace(s) say no rank (no distributedInfo, no rank<N> in the file name), numbered in "
-            f"file-name order: {shown}; name the files rank<N> to fix their ranks"
-        )
-    summaries, other_jobs = _exclude_foreign(summaries, errors)
-    if other_jobs:
-        all_notes.append(other_jobs)
-    summaries = [s for s in summaries if s.status is not RankStatus.OK] + with_collective_waits(
-        [s for s in summaries if s.status is RankStatus.OK]
-    )
-    hangs = [o.hang for o in kept if o.hang is not None]
-    sizes = [s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK]
-    diagnosis: Diagnosis = diagnose(
-        summaries,
-        hang_evidence=hangs,
-        config=config,
-        world_size=max(sizes, default=None),
-        other_jobs=other_jobs,
-        flight_recorder=dumps,
-    )
-    elapsed = time.perf_counter() - started if started is not None else 0.0
-    report = build_report(
-        summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes
-    )
-    report.missing_ranks = missing.rank_set_text(gaps)
-    return report

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepscope_analyzer.analyses.gpu_metrics import GpuMetricsError, read_gpu_metrics
 from stepscope_analyzer.storage_io import StorageError, Store
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankEnvironment, RankError, RankReport
@@ -56,6 +55,10 @@ def rank_extras(
         update["environment"] = environment
     if gpu_metrics_key is None:
         return update, errors
+    # imported here: reading ranks without GPU metrics (and `stepscope analyze` before its first ranks are with the
+    # workers) does not load numpy and the analyses
+    from stepscope_analyzer.analyses.gpu_metrics import GpuMetricsError, read_gpu_metrics
+
     local_rank = manifest.meta.local_rank if manifest and manifest.meta else None
     try:
         metrics, skipped = read_gpu_metrics(store.read(gpu_metrics_key), window=_window(summary), local_rank=local_rank)

@@ -19,16 +19,14 @@ in a fresh process, so only the rank that kills its process is marked failed and
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
 from stepscope_analyzer import fork_server, limits
-from stepscope_analyzer.analyses import summarize_parsed
 from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.error_text import error_text
-from stepscope_analyzer.parse import parse_trace
 from stepscope_contract.report import RankReport
 
 IN_FLIGHT_PER_WORKER = 2
@@ -57,6 +55,11 @@ def compute(
 ) -> Computed:
     """Parse and summarise one trace (`inflate_thread`: as parse_trace); any failure is the rank's error text, never
     an exception."""
+    # imported here, not with this module: a worker has them from the fork server's preload, and a command that
+    # only hands traces to workers never loads them
+    from stepscope_analyzer.analyses import summarize_parsed
+    from stepscope_analyzer.parse import parse_trace
+
     rank = fixed_rank if fixed_rank is not None else name_rank
     try:
         parsed = parse_trace(trace, inflate_thread=inflate_thread)
@@ -88,9 +91,12 @@ def _alone(task: Task, top_n: int) -> Computed:
             return Computed(None, "the process analysing this trace died (out of memory?)", rank)
 
 
-def _pool_run(source: Iterator[Task], top_n: int, workers: int) -> Generator[tuple[int, Computed], None, list[Task]]:
+def _pool_run(
+    source: Iterator[Task], top_n: int, workers: int, while_waiting: Callable[[], object] | None
+) -> Generator[tuple[int, Computed], None, list[Task]]:
     """Run tasks from `source` in one pool until it runs out (returns []) or a worker dies (returns the tasks
-    that were in the pool then: the suspects)."""
+    that were in the pool then: the suspects). `while_waiting` is called once, after the first tasks are handed
+    to the pool."""
     pending: dict[Future[Computed], Task] = {}
     suspects: list[Task] = []
     inflate_thread = cpus_per_trace(workers) > 1  # a CPU to spare for each worker's inflation
@@ -107,6 +113,9 @@ def _pool_run(source: Iterator[Task], top_n: int, workers: int) -> Generator[tup
                     break
             if not pending:
                 break
+            if while_waiting is not None:
+                while_waiting()
+                while_waiting = None
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 task = pending.pop(future)
@@ -119,11 +128,17 @@ def _pool_run(source: Iterator[Task], top_n: int, workers: int) -> Generator[tup
     return suspects
 
 
-def compute_all(tasks: Iterable[Task], *, top_n: int, workers: int) -> Iterator[tuple[int, Computed]]:
-    """(task index, result) as they finish; tasks are pulled lazily, at most IN_FLIGHT_PER_WORKER per worker."""
+def compute_all(
+    tasks: Iterable[Task], *, top_n: int, workers: int, while_waiting: Callable[[], object] | None = None
+) -> Iterator[tuple[int, Computed]]:
+    """(task index, result) as they finish; tasks are pulled lazily, at most IN_FLIGHT_PER_WORKER per worker.
+    `while_waiting`, if given, is called (at most once) as soon as the workers have their first tasks: work of the
+    caller's that no result waits for (`stepscope analyze` imports its reduce step there)."""
     source = iter(tasks)
+    first = True
     while True:
-        suspects: list[Task] = yield from _pool_run(source, top_n, workers)
+        suspects: list[Task] = yield from _pool_run(source, top_n, workers, while_waiting if first else None)
+        first = False
         if not suspects:
             return
         for task in suspects:

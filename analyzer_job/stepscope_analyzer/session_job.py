@@ -25,18 +25,9 @@ from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
 from stepscope_analyzer.gate_step import run_gate, write_index_entry
-from stepscope_analyzer.pipeline import (
-    Layout,
-    RankInput,
-    RankOutcome,
-    discover,
-    each_outcome,
-    flight_recorder_dumps,
-    reduce_outcomes,
-    summarise,
-    summarize_all,
-)
+from stepscope_analyzer.pipeline import Layout, RankInput, RankOutcome, discover, each_outcome, summarise, summarize_all
 from stepscope_analyzer.rank_reading import read_rank
+from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_analyzer.status_patch import status_patch
 from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded

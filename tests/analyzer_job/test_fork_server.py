@@ -108,15 +108,28 @@ def test_the_command_freezes_its_objects_before_the_interpreter_exits(tmp_path: 
     assert (tmp_path / "out" / "report.html").is_file()
 
 
-def test_the_analyze_command_leaves_the_status_summary_to_the_job() -> None:
-    """Its first rank waits for its imports (it submits the ranks once they are done): the CR status summary
-    serves the analyzer Job, not the command."""
+def test_the_analyze_command_hands_out_ranks_before_it_loads_the_reduce_step() -> None:
+    """The command submits its first ranks once its own imports are done: its first half (analyze_command, the
+    pipeline) loads neither numpy nor the parser, the diagnosis (the CR status summary included, which serves the
+    Job) or the report (jinja2); those (not the analyses) come with analyze_finish, imported while the workers parse."""
+    heavy = (
+        "numpy",
+        "jinja2",
+        "stepscope_analyzer.parse",
+        "stepscope_analyzer.analyses",
+        "stepscope_analyzer.diagnosis",
+        "stepscope_analyzer.diagnosis.status_summary",
+        "stepscope_analyzer.report",
+        "stepscope_analyzer.reduction",
+    )
     out = _run(
-        """
+        f"""
         import sys
         import stepscope_analyzer.analyze_command
-        print("stepscope_analyzer.diagnosis.status_summary" in sys.modules)
+        print(sorted(m for m in {heavy!r} if m in sys.modules))
+        import stepscope_analyzer.analyze_finish
+        print(sorted(m for m in {heavy!r} if m not in sys.modules))
         """,
         "2",
     )
-    assert out == "False"
+    assert out.splitlines() == ["[]", "['stepscope_analyzer.analyses', 'stepscope_analyzer.diagnosis.status_summary']"]

@@ -3,13 +3,16 @@ its own rank), and the caller's limits reach the workers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.pipeline import discover, each_outcome, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, each_outcome, summarize_all
+from stepscope_analyzer.rank_pool import Task, compute_all
+from stepscope_analyzer.reduction import reduce_outcomes
 from stepscope_analyzer.storage_io import location_of
 from stepscope_contract.report import RankStatus, Report
 from stepscope_storage import open_store
@@ -81,3 +84,49 @@ def test_streamed_outcomes_are_the_collected_ones(
         r: s.model_dump(mode="json") for r, s in collected.items()
     }
     assert streamed[len(gloo_traces)].status is RankStatus.ERROR
+
+
+def test_while_waiting_runs_once_after_the_first_tasks_are_handed_out(gloo_traces: list[bytes]) -> None:
+    """`stepscope analyze` imports its reduce step there: the workers must already hold traces, no result may
+    have been waited for yet, and it runs once however many tasks follow."""
+    pulled: list[int] = []
+    seen: list[tuple[int, int]] = []  # (tasks pulled, results yielded) at each call
+    results: list[int] = []
+
+    def source() -> Iterator[Task]:
+        for i in range(5):
+            pulled.append(i)
+            yield Task(i, gloo_traces[i % len(gloo_traces)], i, None)
+
+    def hook() -> None:
+        seen.append((len(pulled), len(results)))
+
+    for index, computed in compute_all(source(), top_n=5, workers=2, while_waiting=hook):
+        assert computed.error is None
+        results.append(index)
+    assert sorted(results) == list(range(5))
+    assert len(seen) == 1
+    pulled_then, results_then = seen[0]
+    assert pulled_then >= 2  # both workers had a trace (IN_FLIGHT_PER_WORKER each at most)
+    assert results_then == 0
+
+
+@pytest.mark.parametrize(("workers", "calls"), [(2, 1), (1, 0)])
+def test_summarize_all_passes_while_waiting_to_the_pool(
+    tmp_path: Path, gloo_traces: list[bytes], workers: int, calls: int
+) -> None:
+    """Only the pool calls it (the serial path has nothing to overlap); an empty pool never does."""
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    for rank, data in enumerate(gloo_traces):
+        (folder / f"rank{rank}.pt.trace.json.gz").write_bytes(data)
+    location = location_of(str(folder))
+    store = open_store(location)
+    count: list[None] = []
+    outcomes = summarize_all(
+        store, discover(store, location), workers=workers, while_waiting=lambda: count.append(None)
+    )
+    assert len(outcomes) == len(gloo_traces)
+    assert len(count) == calls
+    assert list(compute_all(iter(()), top_n=5, workers=2, while_waiting=lambda: count.append(None))) == []
+    assert len(count) == calls

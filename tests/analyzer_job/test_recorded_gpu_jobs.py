@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, summarize_all
+from stepscope_analyzer.reduction import reduce_outcomes
 from stepscope_analyzer.storage_io import LocalStore, location_of
 from stepscope_contract.report import Report
 

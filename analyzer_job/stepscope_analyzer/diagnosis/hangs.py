@@ -13,7 +13,6 @@ name the culprit:
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -25,6 +24,7 @@ from stepscope_analyzer.diagnosis.thread_stacks import (
     shown_stacks,
 )
 from stepscope_analyzer.flight_recorder import Dump, analyse, rank_list
+from stepscope_analyzer.hang_evidence import HangEvidence
 from stepscope_contract.report import (
     Cause,
     CollectiveCall,
@@ -34,45 +34,8 @@ from stepscope_contract.report import (
     Hang,
     SlowRank,
 )
-from stepscope_contract.wire import HookPhase, HookState, RankMeta
 
 __all__ = ["COLLECTIVES", "HangEvidence", "HangFindings", "collective_in_stacks", "dumps_only_verdict", "find_hangs"]
-
-
-@dataclass(frozen=True)
-class HangEvidence:
-    """What storage says about a rank that may be hung (from its RankMeta, HookState and stacks.txt)."""
-
-    rank: int
-    hung: bool
-    node: str | None = None
-    last_step: int | None = None
-    seconds_since_last_step: float | None = None
-    stacks: str = ""
-
-    @classmethod
-    def from_meta(cls, meta: RankMeta, stacks: str = "") -> HangEvidence:
-        return cls(
-            rank=meta.rank,
-            hung=meta.hung,
-            node=meta.node,
-            last_step=meta.steps_captured,
-            seconds_since_last_step=meta.seconds_since_last_step,
-            stacks=stacks,
-        )
-
-    @classmethod
-    def from_state(cls, state: HookState, stacks: str = "", now: float | None = None) -> HangEvidence:
-        since = None
-        if state.last_step_time is not None:
-            since = max(0.0, (time.time() if now is None else now) - state.last_step_time)
-        return cls(
-            rank=state.rank,
-            hung=state.phase is HookPhase.HUNG,
-            last_step=state.step,
-            seconds_since_last_step=since,
-            stacks=stacks,
-        )
 
 
 @dataclass

@@ -1,7 +1,7 @@
-"""The one error type the parser raises for input it cannot analyse."""
+"""The one error type the parser raises for input it cannot analyse (defined in trace_error, outside this package)."""
 
 from __future__ import annotations
 
+from stepscope_analyzer.trace_error import TraceError
 
-class TraceError(ValueError):
-    """A trace that cannot be analysed: truncated, not JSON, missing fields, out-of-range values."""
+__all__ = ["TraceError"]

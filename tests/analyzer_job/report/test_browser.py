@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from stepscope_analyzer.pipeline import discover, reduce_outcomes, summarize_all
+from stepscope_analyzer.pipeline import discover, summarize_all
+from stepscope_analyzer.reduction import reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS
 from stepscope_analyzer.storage_io import LocalStore, location_of

@@ -1,0 +1,116 @@
+"""The reduce step: every rank's outcome (pipeline) -> the job's Report: missing ranks, ranks from another job,
+collective waits, the diagnosis (with the Flight Recorder dumps) and the report model."""
+
+from __future__ import annotations
+
+import time
+
+from stepscope_analyzer import limits, missing
+from stepscope_analyzer.diagnosis import DiagnosisConfig, diagnose, with_collective_waits
+from stepscope_analyzer.discovery import Layout
+from stepscope_analyzer.error_text import MAX_ERROR_CHARS
+from stepscope_analyzer.flight_recorder import Dump, load_dumps
+from stepscope_analyzer.job_groups import split_jobs
+from stepscope_analyzer.pipeline import RankOutcome
+from stepscope_analyzer.report import build_report
+from stepscope_analyzer.storage_io import Store
+from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
+
+__all__ = ["flight_recorder_dumps", "missing_rank_ranges", "missing_ranks", "reduce_outcomes"]
+
+MAX_NUMBERED_SHOWN = 8
+
+
+def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:
+    """Ranks below the world size that the manifests announce but storage does not hold, as inclusive ranges."""
+    most = limits.current().max_world_size
+    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size and o.summary.world_size <= most]
+    return missing.missing_ranges((o.summary.rank for o in outcomes), max(sizes)) if sizes else []
+
+
+def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
+    """The first `max_listed_missing_ranks` missing ranks, one RankReport each (all of them: missing_rank_ranges)."""
+    listed = missing.first(missing_rank_ranges(outcomes), limits.current().max_listed_missing_ranks)
+    message = "expected from the world size, but nothing was uploaded"
+    return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in listed]
+
+
+def flight_recorder_dumps(store: Store, layout: Layout) -> tuple[dict[int, Dump], list[RankError]]:
+    """Every rank's Flight Recorder dump (bounded, parsed), and an error per rejected file."""
+    keys = [(i.rank, i.flight_recorder_key) for i in layout.inputs if i.rank is not None and i.flight_recorder_key]
+    return load_dumps(store, [(rank, key) for rank, key in keys if rank is not None and key])
+
+
+def _exclude_foreign(summaries: list[RankReport], errors: list[RankError]) -> tuple[list[RankReport], str | None]:
+    """Ranks from another job than the largest group become errors named with the reason; the note says so."""
+    groups = split_jobs([s for s in summaries if s.status is RankStatus.OK])
+    if not groups.foreign:
+        return summaries, None
+    out = []
+    for s in summaries:
+        why = groups.foreign.get(s.rank)
+        if why is None or s.status is not RankStatus.OK:
+            out.append(s)
+            continue
+        message = f"from a different job ({why}): not compared with the others"
+        out.append(RankReport(rank=s.rank, status=RankStatus.ERROR, error=message, node=s.node, pod=s.pod,
+                              trace_uri=s.trace_uri, world_size=s.world_size, device=s.device))  # fmt: skip
+        errors.append(RankError(rank=s.rank, source=s.trace_uri or "", message=message))
+    return out, groups.note
+
+
+def reduce_outcomes(
+    outcomes: list[RankOutcome],
+    *,
+    config: DiagnosisConfig | None = None,
+    session: SessionInfo | None = None,
+    started: float | None = None,
+    include_missing: bool = False,
+    notes: list[str] | None = None,
+    flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
+) -> Report:
+    kept = [o for o in outcomes if o.skipped is None]
+    all_notes = list(notes or []) + [o.skipped for o in outcomes if o.skipped is not None]
+    summaries = [o.summary for o in kept]
+    errors = [e for o in kept for e in o.errors]
+    gaps = missing_rank_ranges(kept) if include_missing else []
+    dumps, dump_errors = flight_recorder or ({}, [])
+    errors += dump_errors
+    if include_missing:
+        absent = missing_ranks(kept)
+        summaries += absent
+        errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
+        if missing.count(gaps) > len(absent):
+            text = f"{missing.count(gaps)} ranks of the world size have no upload: {missing.rank_set_text(gaps)}"
+            errors.append(RankError(rank=None, source="", message=text[:MAX_ERROR_CHARS]))
+    numbered = [o.numbered for o in kept if o.numbered]
+    if numbered:
+        shown = ", ".join(numbered[:MAX_NUMBERED_SHOWN]) + (
+            f" and {len(numbered) - MAX_NUMBERED_SHOWN} more" if len(numbered) > MAX_NUMBERED_SHOWN else ""
+        )
+        all_notes.append(
+            f"{len(numbered)} trace(s) say no rank (no distributedInfo, no rank<N> in the file name), numbered in "
+            f"file-name order: {shown}; name the files rank<N> to fix their ranks"
+        )
+    summaries, other_jobs = _exclude_foreign(summaries, errors)
+    if other_jobs:
+        all_notes.append(other_jobs)
+    summaries = [s for s in summaries if s.status is not RankStatus.OK] + with_collective_waits(
+        [s for s in summaries if s.status is RankStatus.OK]
+    )
+    hangs = [o.hang for o in kept if o.hang is not None]
+    sizes = [s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK]
+    diagnosis: Diagnosis = diagnose(
+        summaries,
+        hang_evidence=hangs,
+        config=config,
+        world_size=max(sizes, default=None),
+        other_jobs=other_jobs,
+        flight_recorder=dumps,
+    )
+    elapsed = time.perf_counter() - started if started is not None else 0.0
+    report = build_report(
+        summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes
+    )
+    report.missing_ranks = missing.rank_set_text(gaps)
+    return report
