@@ -37,6 +37,8 @@ _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _BOUNDARY = re.compile(rb"\}\s*,\s*\{")
 _ARRAY_END = re.compile(rb"\}\s*\]")
 _MAX_FAILED_CUTS = 32
+_COMPACT_BYTES = 4 << 20
+"""text already decoded that the buffer may keep before it is dropped (one copy of what follows, every few chunks)"""
 
 
 class CannotSplitError(Exception):
@@ -91,17 +93,17 @@ def _decode_array(view: memoryview, native_only: bool = False) -> list[Any] | Sc
     return value if isinstance(value, list) else None
 
 
-def _decode_prefix(buf: bytearray, end: int, native_only: bool = False) -> list[Any] | ScannedChunk | None:
-    """Decode ``buf[:end]`` without copying it (the views are released before the buffer is resized)."""
-    with memoryview(buf) as whole, whole[:end] as view:
+def _decode_span(buf: bytearray, start: int, end: int, native_only: bool = False) -> list[Any] | ScannedChunk | None:
+    """Decode ``buf[start:end]`` without copying it (the views are released before the buffer is resized)."""
+    with memoryview(buf) as whole, whole[start:end] as view:
         return _decode_array(view, native_only)
 
 
 class ChunkedEvents:
     """Iterate the ``traceEvents`` array chunk by chunk; ``metadata`` is set once iteration has finished.
 
-    The buffer always starts with ``[``: a chunk is decoded in place by turning the ``,`` after its last event into
-    ``]``, then that byte becomes the ``[`` of the next chunk, so no chunk text is copied.
+    The chunk being cut always starts with ``[``: a chunk is decoded in place by turning the ``,`` after its last
+    event into ``]``, then that byte becomes the ``[`` of the next chunk, so no chunk text is copied.
     Raises CannotSplitError (possibly after some chunks were yielded) when the document must be parsed whole.
     """
 
@@ -114,7 +116,7 @@ class ChunkedEvents:
         self.size_bytes = 0
 
     def _fill(self, size: int) -> None:
-        """Read blocks until the buffer holds ``size`` bytes or the input ends."""
+        """Read blocks until the buffer holds ``size`` bytes (from its start) or the input ends."""
         while len(self._buf) < size and not self._eof:
             block = next(self._blocks, None)
             if block is None:
@@ -150,8 +152,13 @@ class ChunkedEvents:
         self.metadata = metadata
 
     def _events(self) -> Generator[list[Any] | ScannedChunk, None, bytes]:
-        """Yield event chunks; return the text from the array's closing ``]`` to the end of the document."""
+        """Yield event chunks; return the text from the array's closing ``]`` to the end of the document.
+
+        The chunk being cut starts at ``at`` in the buffer; the text before it is dropped only once it is over
+        ``_COMPACT_BYTES`` (deleting the front of a bytearray copies what follows into a fresh allocation once the
+        rest is under half of it, which for every chunk was a second copy of most of the text)."""
         buf = self._buf
+        at = 0
         failed = 0
         small = self._chunk_bytes
         big = small * NATIVE_SCALE if native.active() else small
@@ -159,23 +166,27 @@ class ChunkedEvents:
         table = limits.current()
         most = big + table.max_event_bytes
         while True:
-            self._fill(want + (1 << 16))
-            if len(buf) > most:
-                raise table.exceeded("max_event_bytes", f"no event boundary within {len(buf)} bytes of text")
-            if len(buf) < want:
-                if size > small and len(buf) > small:
+            if at > _COMPACT_BYTES:
+                del buf[:at]
+                at = 0
+            self._fill(at + want + (1 << 16))
+            held = len(buf) - at
+            if held > most:
+                raise table.exceeded("max_event_bytes", f"no event boundary within {held} bytes of text")
+            if held < want:
+                if size > small and held > small:
                     size = want = small  # the last piece is for every path: cut the rest at the Python path's size
                     continue
                 break  # the end of input is near: the last piece holds the array's end
-            cut = _BOUNDARY.search(buf, want)
+            cut = _BOUNDARY.search(buf, at + want)
             if cut is None:
                 if self._eof:
                     break
-                want = len(buf)  # one event longer than a chunk: read on
+                want = held  # one event longer than a chunk: read on
                 continue
             comma = buf.index(b",", cut.start())
             buf[comma] = 0x5D  # "]"
-            events = _decode_prefix(buf, comma + 1, native_only=size > small)
+            events = _decode_span(buf, at, comma + 1, native_only=size > small)
             if events is None and size > small:
                 buf[comma] = 0x2C  # "," (not the scanner's shape, or no top-level cut): cut again, smaller
                 size = want = small
@@ -185,17 +196,18 @@ class ChunkedEvents:
                 failed += 1
                 if failed > _MAX_FAILED_CUTS:
                     raise CannotSplitError
-                want = cut.end()
+                want = cut.end() - at
                 continue
             yield events
             buf[comma] = 0x5B  # "[" of the next chunk
-            del buf[:comma]
+            at = comma
             size = want = big if isinstance(events, ScannedChunk) else small
+        del buf[:at]
         self._fill(1 << 62)
         if buf[1:].lstrip()[:1] == b"]":
             return bytes(buf[buf.index(b"]") :])
         for end in _ARRAY_END.finditer(buf):
-            events = _decode_prefix(buf, end.end())
+            events = _decode_span(buf, 0, end.end())
             if events is not None:
                 yield events
                 return bytes(buf[end.end() - 1 :])

@@ -1,6 +1,7 @@
 """Property-based tests of the Kineto parser (hypothesis):
 - any bytes, plain or gzip, give a ParsedTrace or a TraceError, never another exception;
-- generated traces parse to the same columns in chunks of any size, whole, and gzip-compressed;
+- generated traces parse to the same columns in chunks of any size, whole, and gzip-compressed, however often the
+  splitter drops the text it has decoded;
 - any JSON document gives a ParsedTrace or a TraceError."""
 
 from __future__ import annotations
@@ -9,13 +10,14 @@ import contextlib
 import gzip
 import json
 from typing import Any
+from unittest import mock
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from stepscope_analyzer.parse import TraceError, parse_bytes, parse_trace
+from stepscope_analyzer.parse import TraceError, parse_bytes, parse_trace, splitter
 
 pytestmark = [pytest.mark.unit, pytest.mark.fuzz]
 
@@ -80,6 +82,32 @@ def test_chunked_whole_and_gzip_parses_agree(events: list[dict[str, Any]], meta:
         np.testing.assert_array_equal(whole.events.dur, other.events.dur)
         np.testing.assert_array_equal(whole.events.stream, other.events.stream)
         assert whole.metadata == other.metadata
+
+
+@given(
+    st.lists(event, min_size=1, max_size=40),
+    st.integers(16, 1024),
+    st.integers(0, 2048),
+)
+def test_dropping_decoded_text_at_any_point_changes_nothing(
+    events: list[dict[str, Any]], chunk: int, keep: int
+) -> None:
+    """The splitter drops the text before the chunk it cuts only once it holds over _COMPACT_BYTES of it (4 MiB,
+    which only large traces reach): with any threshold, down to dropping after every chunk, the same columns."""
+    data = _doc(events, {"schemaVersion": 1})
+    usual = _parse_or_error(data, chunk=chunk)
+    with mock.patch.object(splitter, "_COMPACT_BYTES", keep):
+        dropped = _parse_or_error(data, chunk=chunk)
+    if isinstance(usual, TraceError):
+        assert isinstance(dropped, TraceError)
+        assert str(dropped) == str(usual)
+        return
+    assert [usual.events.names[i] for i in usual.events.name_id] == [
+        dropped.events.names[i] for i in dropped.events.name_id
+    ]
+    np.testing.assert_array_equal(usual.events.ts, dropped.events.ts)
+    np.testing.assert_array_equal(usual.events.dur, dropped.events.dur)
+    assert usual.metadata == dropped.metadata
 
 
 json_values = st.recursive(
