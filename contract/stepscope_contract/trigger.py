@@ -245,7 +245,9 @@ class TelemetryObservation(CamelModel):
 class ProfileTriggerStatus(CamelModel):
     """What the operator knows about a trigger; it keeps no other state."""
 
-    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", use_enum_values=False)
+    model_config = ConfigDict(
+        defer_build=True, alias_generator=to_camel, populate_by_name=True, extra="ignore", use_enum_values=False
+    )
 
     observed_generation: Annotated[int, Field(ge=0)] | None = None
     condition: TriggerCondition = Field(
@@ -273,7 +275,7 @@ class ProfileTriggerStatus(CamelModel):
 
 
 class ProfileTrigger(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
+    model_config = ConfigDict(defer_build=True, extra="ignore", populate_by_name=True)
 
     api_version: str = Field(default="stepscope.dev/v1alpha1", alias="apiVersion")
     kind: Literal["ProfileTrigger"] = "ProfileTrigger"
