@@ -51,10 +51,10 @@ class Task:
 
 
 def compute(
-    trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int, inflate_thread: bool | None = None
+    trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None = None
 ) -> Computed:
-    """Parse and summarise one trace (`inflate_thread`: as parse_trace); any failure is the rank's error text, never
-    an exception."""
+    """Parse and summarise one trace on `cpus` CPUs (None: every usable one; more than one: parse_trace's inflate
+    and scan threads); any failure is the rank's error text, never an exception."""
     # imported here, not with this module: a worker has them from the fork server's preload, and a command that
     # only hands traces to workers never loads them
     from stepscope_analyzer.analyses import summarize_parsed
@@ -62,7 +62,7 @@ def compute(
 
     rank = fixed_rank if fixed_rank is not None else name_rank
     try:
-        parsed = parse_trace(trace, inflate_thread=inflate_thread)
+        parsed = parse_trace(trace, inflate_thread=None if cpus is None else cpus > 1, scan_threads=cpus)
         if fixed_rank is None and parsed.rank is not None:
             rank = parsed.rank
         summary = summarize_parsed(parsed, rank=rank if rank is not None else 0, top_n=top_n)
@@ -71,9 +71,9 @@ def compute(
     return Computed(summary, None, rank)
 
 
-def _in_worker(task: Task, top_n: int, table: limits.Limits, inflate_thread: bool | None) -> Computed:
+def _in_worker(task: Task, top_n: int, table: limits.Limits, cpus: int | None) -> Computed:
     limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
-    return compute(task.trace, task.fixed_rank, task.name_rank, top_n, inflate_thread)
+    return compute(task.trace, task.fixed_rank, task.name_rank, top_n, cpus)
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -99,7 +99,7 @@ def _pool_run(
     to the pool."""
     pending: dict[Future[Computed], Task] = {}
     suspects: list[Task] = []
-    inflate_thread = cpus_per_trace(workers) > 1  # a CPU to spare for each worker's inflation
+    cpus = cpus_per_trace(workers)  # more than one: CPUs to spare for each worker's inflate and scan threads
     with _executor(workers) as pool:
         while not suspects:
             while len(pending) < workers * IN_FLIGHT_PER_WORKER:
@@ -107,7 +107,7 @@ def _pool_run(
                 if task is None:
                     break
                 try:
-                    pending[pool.submit(_in_worker, task, top_n, limits.current(), inflate_thread)] = task
+                    pending[pool.submit(_in_worker, task, top_n, limits.current(), cpus)] = task
                 except BrokenProcessPool:
                     suspects.append(task)
                     break

@@ -1,6 +1,6 @@
 from typing import Any
 
-def scan(chunk: memoryview | bytes, /) -> dict[str, Any] | None:
+def scan(chunk: memoryview | bytes | bytearray, /) -> dict[str, Any] | None:
     """Columns of a JSON array of trace events: events, rows (int); ts, dur (float64 bytes when ts_float /
     dur_float, else int64); name_id, cat_id (int32 bytes, into names / cats: str in order of first appearance);
     pid, tid, stream, correlation, external_id (int64 bytes); collectives: [(row, args object text)]; threads:

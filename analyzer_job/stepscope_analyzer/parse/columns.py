@@ -325,12 +325,13 @@ class ColumnBuilder:
         offset, parts = self._rows, self._parts
         names = np.asarray(_ids(c["names"], self._names, self._intern), dtype=np.int32)
         cats = np.asarray(_ids(c["cats"], self._cats, self._new_category), dtype=np.int32)
-        parts["ts"].append(np.frombuffer(c["ts"], np.float64 if c["ts_float"] else np.int64).copy())
-        parts["dur"].append(np.frombuffer(c["dur"], np.float64 if c["dur_float"] else np.int64).copy())
+        # views of the scanner's bytes (read-only): finish() concatenates every column into an array of its own
+        parts["ts"].append(np.frombuffer(c["ts"], np.float64 if c["ts_float"] else np.int64))
+        parts["dur"].append(np.frombuffer(c["dur"], np.float64 if c["dur_float"] else np.int64))
         parts["name_id"].append(names[np.frombuffer(c["name_id"], np.int32)])
         parts["cat_id"].append(cats[np.frombuffer(c["cat_id"], np.int32)])
         for key in ("pid", "tid", "stream", "correlation", "external_id"):
-            parts[key].append(np.frombuffer(c[key], np.int64).copy())
+            parts[key].append(np.frombuffer(c[key], np.int64))
         for row, text in c["collectives"]:
             coll = _collective_args(ARGS_DECODER.decode(text))
             if coll is not None:
@@ -389,7 +390,7 @@ class ColumnBuilder:
             chunks = parts.pop(key)
             if not chunks:
                 return np.zeros(0, dtype=dtype)
-            whole = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+            whole = np.concatenate(chunks)  # (also of one chunk: a scanned chunk's columns are read-only views)
             chunks.clear()
             return whole.astype(dtype, copy=False)
 

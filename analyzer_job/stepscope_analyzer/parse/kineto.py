@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,8 +13,14 @@ from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.parse.columns import ColumnBuilder, TraceColumns
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.source import read_raw_bytes, whole_text
-from stepscope_analyzer.parse.splitter import DEFAULT_CHUNK_BYTES, CannotSplitError, ChunkedEvents, parse_whole
-from stepscope_analyzer.parse.stream import GZIP_MAGIC, iter_blocks
+from stepscope_analyzer.parse.splitter import (
+    DEFAULT_CHUNK_BYTES,
+    CannotSplitError,
+    ChunkedEvents,
+    ScanRefusedError,
+    parse_whole,
+)
+from stepscope_analyzer.parse.stream import iter_blocks
 
 
 @dataclass
@@ -48,9 +55,11 @@ class ParsedTrace:
         return size if isinstance(size, int) and size > 0 else None
 
 
-def _parse_blocks(blocks: Iterator[bytes], whole: Callable[[], bytes], chunk_bytes: int) -> ParsedTrace:
+def _parse_blocks(
+    blocks: Iterator[bytes], whole: Callable[[], bytes], chunk_bytes: int, scanners: Executor | None = None
+) -> ParsedTrace:
     builder = ColumnBuilder()
-    reader = ChunkedEvents(blocks, chunk_bytes)
+    reader = ChunkedEvents(blocks, chunk_bytes, scanners)
     try:
         for chunk in reader:
             builder.add_chunk(chunk)
@@ -79,7 +88,10 @@ def parse_bytes(data: bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES) -> ParsedTr
 
 
 def parse_trace(
-    source: Path | bytes, chunk_bytes: int = DEFAULT_CHUNK_BYTES, inflate_thread: bool | None = None
+    source: Path | bytes,
+    chunk_bytes: int = DEFAULT_CHUNK_BYTES,
+    inflate_thread: bool | None = None,
+    scan_threads: int | None = None,
 ) -> ParsedTrace:
     """Parse a trace file (plain or gzip) or its bytes; raise TraceError for anything that cannot be analysed.
 
@@ -88,13 +100,26 @@ def parse_trace(
     second CPU, cpu_quota), else between the chunks on the caller's thread. A caller that parses as many traces at
     once as there are CPUs says False: the thread would only contend for a CPU that another trace keeps busy (8
     ranks on 2 CPUs: 0.2-0.35 s more CPU of 2.9-3.4 s, handing the blocks over).
+    With `scan_threads` > 1 (default: the CPUs this process may use when `inflate_thread`, else 1), the native
+    scanner's chunks are scanned on that many threads while this one cuts the next (the scanner releases the GIL);
+    should the scanner refuse a chunk, the trace is parsed again without them, where refused chunks are cut again
+    smaller.
     """
     raw = read_raw_bytes(source)
-    if raw[:2] != GZIP_MAGIC:
-        return parse_bytes(raw, chunk_bytes)
     threaded = cpus_per_trace() > 1 if inflate_thread is None else inflate_thread
-    blocks = iter_blocks(raw, threaded=threaded)
+    threads = (cpus_per_trace() if threaded else 1) if scan_threads is None else scan_threads
+    if threads > 1:
+        with ThreadPoolExecutor(threads, thread_name_prefix="stepscope-scan") as scanners:
+            try:
+                return _parse_raw(raw, chunk_bytes, threaded, scanners)
+            except ScanRefusedError:
+                pass
+    return _parse_raw(raw, chunk_bytes, threaded, None)
+
+
+def _parse_raw(raw: bytes, chunk_bytes: int, threaded: bool, scanners: Executor | None) -> ParsedTrace:
+    blocks = iter_blocks(raw, threaded=threaded)  # (plain JSON: cut into blocks, no thread)
     try:
-        return _parse_blocks(blocks, lambda: whole_text(raw), chunk_bytes)
+        return _parse_blocks(blocks, lambda: whole_text(raw), chunk_bytes, scanners)
     finally:
         blocks.close()

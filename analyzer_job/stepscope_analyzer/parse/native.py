@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-Scan = Callable[[memoryview | bytes], dict[str, Any] | None]
+Scan = Callable[[memoryview | bytes | bytearray], dict[str, Any] | None]
 
 
 def _native() -> Scan | None:
@@ -50,7 +50,7 @@ def active() -> bool:
     return _scan is not None and _state["on"]
 
 
-def scan(chunk: memoryview | bytes) -> ScannedChunk | None:
+def scan(chunk: memoryview | bytes | bytearray) -> ScannedChunk | None:
     if _scan is None or not _state["on"]:
         return None
     columns = _scan(chunk)

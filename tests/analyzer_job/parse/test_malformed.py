@@ -180,7 +180,7 @@ def test_gzip_inflated_on_its_own_thread_or_between_chunks_reads_the_same(
     monkeypatch.setattr(threading.Thread, "start", recorded)
     doc = _big_doc()
     plain = parse_bytes(doc, chunk_bytes=50_000).events
-    streamed = parse_trace(gzip.compress(doc), chunk_bytes=50_000, inflate_thread=inflate_thread).events
+    streamed = parse_trace(gzip.compress(doc), chunk_bytes=50_000, inflate_thread=inflate_thread, scan_threads=1).events
     np.testing.assert_array_equal(plain.ts, streamed.ts)
     np.testing.assert_array_equal(plain.correlation, streamed.correlation)
     assert started == (["stepscope-inflate"] if inflate_thread else [])

@@ -1,0 +1,117 @@
+"""Chunks scanned ahead on threads (parse_trace with scan_threads > 1) give exactly the columns of the one-thread
+parse: on a real trace, on a document whose boundary pattern sits inside strings, on names the scanner refuses
+(the trace is parsed again without threads), and a truncated or oversized trace fails the same way, leaving no
+thread behind."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from stepscope_analyzer import limits
+from stepscope_analyzer.parse import TraceError, kineto, parse_trace
+from stepscope_analyzer.parse.kineto import ParsedTrace
+
+pytestmark = pytest.mark.unit
+
+COLUMNS = ("name_id", "cat_id", "ts", "dur", "pid", "tid", "stream", "correlation", "external_id")
+
+
+def _assert_same(one: ParsedTrace, other: ParsedTrace) -> None:
+    a, b = one.events, other.events
+    assert a.names == b.names and a.cats == b.cats
+    for key in COLUMNS:
+        np.testing.assert_array_equal(getattr(a, key), getattr(b, key), err_msg=key)
+    assert (a.rounded_ns, a.collective_args, a.thread_names, a.labels) == (
+        b.rounded_ns,
+        b.collective_args,
+        b.thread_names,
+        b.labels,
+    )
+    assert one.metadata == other.metadata and one.size_bytes == other.size_bytes
+
+
+def _event(i: int, name: str) -> dict[str, Any]:
+    return {"ph": "X", "cat": "kernel", "name": name, "pid": 1, "tid": 7, "ts": 10.5 * i, "dur": 3.25,
+            "args": {"stream": 7, "correlation": i, "External id": i}}  # fmt: skip
+
+
+def _doc(names: list[str]) -> bytes:
+    events = [_event(i, name) for i, name in enumerate(names)]
+    return json.dumps({"schemaVersion": 1, "distributedInfo": {"rank": 1}, "traceEvents": events}).encode()
+
+
+def _attempts(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each parse attempt had scanner threads (a refused chunk makes a second attempt without)."""
+    seen: list[bool] = []
+    original = kineto._parse_raw
+
+    def recorded(raw: bytes, chunk_bytes: int, threaded: bool, scanners: Any) -> ParsedTrace:
+        seen.append(scanners is not None)
+        return original(raw, chunk_bytes, threaded, scanners)
+
+    monkeypatch.setattr(kineto, "_parse_raw", recorded)
+    return seen
+
+
+def test_a_real_trace_scanned_ahead_is_the_one_thread_parse(
+    gloo_traces: list[bytes], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    serial = parse_trace(gloo_traces[1], chunk_bytes=4096, inflate_thread=False, scan_threads=1)
+    attempts = _attempts(monkeypatch)
+    ahead = parse_trace(gloo_traces[1], chunk_bytes=4096, inflate_thread=True, scan_threads=3)
+    assert attempts == [True]  # every chunk taken by the threads
+    _assert_same(serial, ahead)
+
+
+def _cut_in_strings() -> bytes:
+    """Every name holds the cut pattern `}, {`: a cut made there is inside a string, not at the array's top level,
+    and the scanner refuses the piece."""
+    return _doc([f"op {i % 50} }}, {{ inner" for i in range(30_000)])
+
+
+def _not_utf8() -> bytes:
+    """Far in, a name that is not UTF-8: the scanner leaves its chunk to the Python path (which replaces the byte)."""
+    names = [f"kernel {i % 50}" for i in range(30_000)]
+    names[25_000] = "bad BYTE name"
+    return _doc(names).replace(b"bad BYTE name", b"bad \xff name")
+
+
+@pytest.mark.parametrize("compress", [True, False])
+@pytest.mark.parametrize("make", [_cut_in_strings, _not_utf8])
+def test_a_refused_chunk_means_a_second_parse_without_threads_and_the_same_columns(
+    make: Any, compress: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    data = make()
+    source = gzip.compress(data) if compress else data
+    serial = parse_trace(source, chunk_bytes=8192, inflate_thread=False, scan_threads=1)
+    attempts = _attempts(monkeypatch)
+    ahead = parse_trace(source, chunk_bytes=8192, inflate_thread=True, scan_threads=2)
+    assert attempts == [True, False]  # refused, then parsed without threads
+    _assert_same(serial, ahead)
+    assert ahead.events.ts.size == 30_000
+
+
+def test_a_truncated_or_oversized_trace_fails_alike_and_leaves_no_thread() -> None:
+    data = _doc([f"kernel {i % 50}" for i in range(30_000)])
+    packed = gzip.compress(data)
+    before = threading.active_count()
+    for cut in (len(packed) // 2, len(packed) - 9):
+        with pytest.raises(TraceError, match="truncated gzip"):
+            parse_trace(packed[:cut], chunk_bytes=8192, inflate_thread=True, scan_threads=2)
+    with limits.override(max_events=1000), pytest.raises(TraceError, match="max_events"):
+        parse_trace(packed, chunk_bytes=8192, inflate_thread=True, scan_threads=2)
+    assert threading.active_count() == before
+
+
+def test_the_shared_large_trace_scanned_ahead_is_the_one_thread_parse(shared_traces: Path) -> None:
+    path = shared_traces / "nccl_2rank_rank1_large.json.gz"
+    if not path.is_file():
+        pytest.skip(f"{path} not found")
+    _assert_same(parse_trace(path, scan_threads=1), parse_trace(path, inflate_thread=True, scan_threads=2))
