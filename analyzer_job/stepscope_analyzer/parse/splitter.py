@@ -106,7 +106,7 @@ def _decode_span(buf: bytearray, start: int, end: int, native_only: bool = False
         return _decode_array(view, native_only)
 
 
-SCAN_AHEAD_CHUNKS = 8
+SCAN_AHEAD_CHUNKS = 4
 """chunks handed to the scanner threads before the oldest one's result is waited for"""
 
 
