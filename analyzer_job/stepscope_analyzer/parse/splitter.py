@@ -172,6 +172,20 @@ class ChunkedEvents:
         del metadata["traceEvents"]
         self.metadata = metadata
 
+    def _hold(self, at: int, want: int, most: int) -> tuple[int, int]:
+        """Drop the decoded text before `at` once it is over _COMPACT_BYTES, then read until the buffer holds
+        `want` bytes from `at` (and a little more) or the input ends; (where the chunk now starts, the bytes held
+        from there). More than `most` bytes without a cut is the `max_event_bytes` limit."""
+        buf = self._buf
+        if at > _COMPACT_BYTES:
+            del buf[:at]
+            at = 0
+        self._fill(at + want + (1 << 16))
+        held = len(buf) - at
+        if held > most:
+            raise limits.current().exceeded("max_event_bytes", f"no event boundary within {held} bytes of text")
+        return at, held
+
     def _scan_ahead(self, scanners: Executor) -> Generator[ScannedChunk, None, int]:
         """The native scanner's chunks, scanned on `scanners`' threads while this one cuts the next ones (each chunk
         is copied out of the buffer, framed as an array: ~0.1 ms per MiB), yielded in order, at most
@@ -181,18 +195,11 @@ class ChunkedEvents:
         at = 0
         big = self._chunk_bytes * NATIVE_SCALE
         want = big
-        table = limits.current()
-        most = big + table.max_event_bytes
+        most = big + limits.current().max_event_bytes
         pending: deque[Future[ScannedChunk | None]] = deque()
         try:
             while True:
-                if at > _COMPACT_BYTES:
-                    del buf[:at]
-                    at = 0
-                self._fill(at + want + (1 << 16))
-                held = len(buf) - at
-                if held > most:
-                    raise table.exceeded("max_event_bytes", f"no event boundary within {held} bytes of text")
+                at, held = self._hold(at, want, most)
                 if held < want:
                     break
                 cut = _BOUNDARY.search(buf, at + want)
@@ -232,16 +239,9 @@ class ChunkedEvents:
         small = self._chunk_bytes
         big = small * NATIVE_SCALE if native.active() else small
         size = want = big  # the chunk size now: big while the native scanner takes the chunks
-        table = limits.current()
-        most = big + table.max_event_bytes
+        most = big + limits.current().max_event_bytes
         while True:
-            if at > _COMPACT_BYTES:
-                del buf[:at]
-                at = 0
-            self._fill(at + want + (1 << 16))
-            held = len(buf) - at
-            if held > most:
-                raise table.exceeded("max_event_bytes", f"no event boundary within {held} bytes of text")
+            at, held = self._hold(at, want, most)
             if held < want:
                 if size > small and held > small:
                     size = want = small  # the last piece is for every path: cut the rest at the Python path's size
