@@ -107,18 +107,12 @@ def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
         wait("telemetry", lambda: (status_of(e2e, "calm").get("observed") or {}).get("ranks") == 4, 120)
         began = time.monotonic()
         evaluations = set()
-        conditions_seen: list[str] = []
         while time.monotonic() - began < 60:
             status = status_of(e2e, "calm")
             evaluations.add(status.get("lastEvaluationTime"))
-            assert status.get("sessionCount", 0) == 0 and not status.get("episodeFired"), status
-            conditions_seen.append(str(status.get("condition")))
+            assert status.get("sessionCount", 0) == 0 and status.get("condition") == "None", status
             time.sleep(1)
         assert len(evaluations) >= 15, evaluations  # the trigger kept evaluating
-        # Four trainers share this machine's two cores with the cluster: a rank can run slow for a few seconds (one
-        # make test saw rank 3's own time +50% for a stretch). A condition must hold forSeconds (30 s) to fire, which
-        # is what the loop above checks never happens; the run still reads as balanced most of the time.
-        assert conditions_seen.count("None") >= 0.5 * len(conditions_seen), conditions_seen
         assert created_sessions(e2e, "calm") == []
     finally:
         e2e.stop_training("calm-train")
