@@ -38,7 +38,7 @@ from stepscope_operator import status as st
 from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, shard_count
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.kube import Kube
-from stepscope_operator.sidecar_client import Reply, SidecarClient
+from stepscope_operator.sidecar_client import Reply, SidecarClient, StartBodies
 from stepscope_operator.targets import (
     JOBSET_API,
     TRAINJOB_API,
@@ -371,7 +371,7 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     t.memo.get_failures.pop(pod, None)
 
 
-async def _poll_one(t: Tick, request: CaptureRequest, pod: str) -> None:
+async def _poll_one(t: Tick, bodies: StartBodies, pod: str) -> None:
     target = t.memo.addresses[pod]
     cid = t.capture_id()
     old = t.memo.states[pod]
@@ -388,7 +388,7 @@ async def _poll_one(t: Tick, request: CaptureRequest, pod: str) -> None:
         old = old.model_copy(update={"state": TargetState.PENDING})
         t.memo.states[pod] = old
     if old.state is TargetState.PENDING:
-        reply = await t.deps.sidecars.start(target, request.model_copy(update={"rank": target.rank}))
+        reply = await t.deps.sidecars.start(target, bodies.for_rank(target.rank))
         attempts = old.attempts + 1
         if reply.ok:
             t.memo.states[pod] = old.model_copy(update={"attempts": attempts})
@@ -420,8 +420,8 @@ async def _capture(t: Tick) -> None:
     if not t.memo.addresses and not t.memo.states:
         await _rebuild(t)
     live = [pod for pod, s in t.memo.states.items() if not s.state.terminal and pod in t.memo.addresses]
-    request = _request(t, spec)
-    await bounded_each.each(live, lambda pod: _poll_one(t, request, pod), t.deps.config.signal_concurrency)
+    bodies = StartBodies(_request(t, spec))
+    await bounded_each.each(live, lambda pod: _poll_one(t, bodies, pod), t.deps.config.signal_concurrency)
     deadline = t.deadline()
     if deadline is not None and t.now >= deadline:
         late = [pod for pod, s in t.memo.states.items() if not s.state.terminal]

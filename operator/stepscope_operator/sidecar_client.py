@@ -10,7 +10,6 @@ import asyncio
 import json
 import time
 from dataclasses import dataclass
-from typing import Any
 
 from pydantic import ValidationError
 
@@ -30,6 +29,18 @@ class Reply:
     @property
     def ok(self) -> bool:
         return self.status is not None
+
+
+class StartBodies:
+    """A tick's start request serialised once: every target's body is the same JSON but for its rank, spliced in
+    front (at 10,000 targets, copying and serialising the model per target was a sixth of the fan-out's CPU)."""
+
+    def __init__(self, request: CaptureRequest) -> None:
+        shared = request.model_copy(update={"rank": None}).wire()  # unset fields are left out, rank included
+        self._rest = json.dumps(shared, separators=(",", ":")).encode()[1:]  # after the opening brace
+
+    def for_rank(self, rank: int | None) -> bytes:
+        return b"{" + self._rest if rank is None else b'{"rank":%d,' % rank + self._rest
 
 
 class SidecarClient:
@@ -56,10 +67,9 @@ class SidecarClient:
             self._headers[namespace] = headers
         return headers
 
-    async def _call(self, target: Target, method: str, path: str, body: dict[str, Any] | None = None) -> Reply:
+    async def _call(self, target: Target, method: str, path: str, data: bytes | None = None) -> Reply:
         full_path = f"{SIDECAR_API_PREFIX}{path}"
         headers = self._auth(target.namespace)
-        data = None if body is None else json.dumps(body, separators=(",", ":")).encode()
         last = ""
         for attempt in range(self._attempts):
             if attempt:
@@ -85,9 +95,10 @@ class SidecarClient:
         url = f"{target.base_url}{full_path}"
         return Reply(error=f"sidecar unreachable at {url} after {self._attempts} attempts ({last})")
 
-    async def start(self, target: Target, request: CaptureRequest) -> Reply:
+    async def start(self, target: Target, body: bytes) -> Reply:
+        """Start a capture; `body` is the request's JSON for this target (StartBodies.for_rank)."""
         began = time.monotonic()
-        reply = await self._call(target, "POST", "/captures", request.wire())
+        reply = await self._call(target, "POST", "/captures", body)
         prometheus_metrics.SIGNAL_LATENCY.observe(time.monotonic() - began)
         if reply.ok:
             prometheus_metrics.TARGETS_SIGNALLED.inc()

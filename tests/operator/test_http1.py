@@ -136,3 +136,32 @@ async def test_each_runs_every_item_once_with_bounded_width() -> None:
     assert peak == 7
     await each([], act, 4)  # nothing to do is fine
     assert len(done) == 100
+
+
+@pytest.mark.integration
+def test_exchanges_on_uvloop_the_operators_loop() -> None:
+    """The operator runs on uvloop, whose transports are not asyncio's classes: the same exchanges there."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        lengths = [line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")]
+        length = int(lengths[0].split(b":")[1])
+        body = await reader.readexactly(length)
+        payload = b"z" * (http1.MAX_REPLY + 1) if body == b"huge" else body[::-1]
+        writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % len(payload) + payload)
+        await writer.drain()
+        writer.close()
+
+    async def main() -> tuple[http1.HttpReply, str]:
+        server = await asyncio.start_server(reply, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        async with server, asyncio.timeout(10):
+            ok = await http1.request("POST", "127.0.0.1", port, "/v1/captures", headers={}, body=b"abc")
+            with pytest.raises(http1.HttpError) as too_big:
+                await http1.request("POST", "127.0.0.1", port, "/v1/captures", headers={}, body=b"huge")
+        return ok, str(too_big.value)
+
+    ok, too_big = uvloop.run(main())
+    assert (ok.status, ok.body) == (200, b"cba")
+    assert "larger than" in too_big
