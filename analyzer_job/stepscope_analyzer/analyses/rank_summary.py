@@ -3,6 +3,7 @@ collectives, unannotated host time)."""
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +30,7 @@ from stepscope_analyzer.analyses.step_phases import (
 from stepscope_analyzer.analyses.steps import stats_of, step_numbers, step_rows, step_stats
 from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
+from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
 from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StepPhases, StreamIdle
 
@@ -58,7 +60,12 @@ def summarize_trace(source: Path | bytes, *, rank: int | None = None, top_n: int
     return summarize_parsed(parse_trace(source), rank=rank, top_n=top_n)
 
 
-def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int = 50) -> RankReport:
+def summarize_parsed(
+    trace: ParsedTrace, *, rank: int | None = None, top_n: int = 50, threads: int | None = None
+) -> RankReport:
+    """The report of a parsed trace. With `threads` > 1 (default: the CPUs this process may use, cpu_quota), a GPU
+    trace's per-step phases are computed on a thread beside its breakdowns (both are mostly native and numpy work,
+    which releases the GIL); a caller that fills every CPU with traces says 1."""
     ev = trace.events
     resolved = rank if rank is not None else trace.rank
     if resolved is None:
@@ -79,7 +86,12 @@ def summarize_parsed(trace: ParsedTrace, *, rank: int | None = None, top_n: int 
         steps = step_stats(ev)
     report = RankReport(rank=resolved, world_size=trace.world_size, steps=steps, job_fingerprint=job_fingerprint(trace))
     _wall_clock(report, trace, windows)
-    if has_kernels:
+    if has_kernels and (cpus_per_trace() if threads is None else threads) > 1:
+        with ThreadPoolExecutor(1, thread_name_prefix="stepscope-phases") as beside:
+            later = beside.submit(_gpu_phases, ev, windows)
+            _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
+            phases = later.result()
+    elif has_kernels:
         _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
         phases = _gpu_phases(ev, windows)
     else:
