@@ -164,19 +164,19 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         warnings: list[str],
     ) -> aiohttp.web.StreamResponse:
         """GET (list or Table), POST (create) and DELETE (deletecollection) on a collection."""
-        if method == "GET":
+        if method == "GET" and wants_table(accept):
             items, rv = self.store.list_objects(
                 rtype, namespace, query.get("labelSelector"), query.get("fieldSelector")
             )
-            if wants_table(accept):
-                return _json(table(rtype, items, rv, query.get("includeObject", "PartialObjectMetadata")))
-            return _json(
-                {
-                    "kind": f"{rtype.kind}List",
-                    "apiVersion": rtype.api_version,
-                    "metadata": {"resourceVersion": rv},
-                    "items": items,
-                }
+            return _json(table(rtype, items, rv, query.get("includeObject", "PartialObjectMetadata")))
+        if method == "GET":
+            kind = {"kind": f"{rtype.kind}List", "apiVersion": rtype.api_version}
+            return self.store.list_rendered(  # serialised under the store's lock instead of copied
+                rtype,
+                namespace,
+                query.get("labelSelector"),
+                query.get("fieldSelector"),
+                lambda items, rv: _json({**kind, "metadata": {"resourceVersion": rv}, "items": items}),
             )
         if method == "POST":
             if not isinstance(data, dict):

@@ -17,7 +17,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from stepscope_local.kube import errors
 from stepscope_local.kube.patching import apply_patch
@@ -27,6 +27,7 @@ from stepscope_local.kube.validation import apply_defaults, prune, validation_er
 
 Obj = dict[str, Any]
 EventCallback = Callable[[str, Obj, int], None]
+_R = TypeVar("_R")
 HISTORY = 20_000
 _IMMUTABLE_META = ("uid", "creationTimestamp", "name", "namespace", "deletionTimestamp", "generation")
 
@@ -143,17 +144,33 @@ class Store:
         label_selector: str | None = None,
         field_selector: str | None = None,
     ) -> tuple[builtins.list[Obj], str]:
+        return self.list_rendered(
+            rtype, namespace, label_selector, field_selector, lambda items, rv: ([copy.deepcopy(o) for o in items], rv)
+        )
+
+    def list_rendered(
+        self,
+        rtype: ResourceType,
+        namespace: str | None,
+        label_selector: str | None,
+        field_selector: str | None,
+        render: Callable[[builtins.list[Obj], str], _R],
+    ) -> _R:
+        """`render(items, resourceVersion)` under the store's lock, over the stored objects themselves, oldest first:
+        for a caller that only serialises them (copying 10,000 pods took 0.45 s of a list's 0.87 s). `render` must
+        not keep or change them."""
         labels = parse_label_selector(label_selector)
         fields = parse_field_selector(field_selector)
         with self._lock:
             items = [
-                copy.deepcopy(obj)
+                obj
                 for (ns, _), obj in self._objects[(rtype.group, rtype.plural)].items()
                 if (namespace is None or not rtype.namespaced or ns == namespace)
                 and labels(obj["metadata"].get("labels") or {})
                 and fields(obj)
             ]
-            return sorted(items, key=lambda o: int(o["metadata"]["resourceVersion"])), str(self._rv)
+            items.sort(key=lambda o: int(o["metadata"]["resourceVersion"]))
+            return render(items, str(self._rv))
 
     def subscribe(
         self, rtype: ResourceType, namespace: str | None, since_rv: int | None, callback: EventCallback
