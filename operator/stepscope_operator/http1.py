@@ -4,7 +4,8 @@ whole reply read to EOF, bounded in size.
 Why not aiohttp's client: every target is its own endpoint, so nothing is pooled, and at 10,000 targets the
 per-request cost of a general client (URL objects, happy-eyeballs connection setup, cookie and redirect handling,
 its stream machinery) is most of the operator's CPU during fan-out (bench/fanout.py, profiled with py-spy). Plain
-asyncio streams do the same exchange for about a third of the CPU. Only what the sidecar speaks is supported:
+asyncio streams did the same exchange for about a third of the CPU, and a bare protocol (one object per exchange,
+no reader, writer or per-read futures) for less. Only what the sidecar speaks is supported:
 plain HTTP to an IP address, a body with Content-Length, a reply with Content-Length, chunked or to EOF.
 """
 
@@ -93,8 +94,7 @@ def parse_reply(raw: bytes) -> HttpReply:
 
 
 class _Exchange(asyncio.Protocol):
-    """One request written on connect, the reply gathered to EOF. A bare protocol rather than asyncio streams: the
-    streams' reader, writer and per-read futures cost more than the exchange itself at 10,000 targets."""
+    """One request written on connect, the reply gathered to EOF, the result (or the failure) set on `done`."""
 
     def __init__(self, request: bytes, done: asyncio.Future[bytes]) -> None:
         self._request = request
