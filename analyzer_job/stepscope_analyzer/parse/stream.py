@@ -28,12 +28,26 @@ def _inflater_module() -> ModuleType:
         return zlib
 
 
+def _gzip_streams() -> ModuleType | None:
+    try:
+        from isal import igzip_lib
+
+        return igzip_lib
+    except ImportError:  # pragma: no cover - the analyzer's dependencies include isal
+        return None
+
+
 INFLATER = _inflater_module()
 """zlib-compatible module used to inflate (isal_zlib, else zlib)."""
+_GZIP_STREAMS = _gzip_streams()
 INFLATE_ERRORS: tuple[type[Exception], ...] = (zlib.error, INFLATER.error)
 GZIP_MAGIC = b"\x1f\x8b"
 BLOCK_BYTES = 1 << 20
 _QUEUE_BLOCKS = 8
+_INPUT_STEP = 1 << 16
+"""compressed bytes fed to zlib's decompressor at a time"""
+_IGZIP_INPUT_STEP = 1 << 20
+"""compressed bytes fed to ISA-L's at a time (it keeps what the output bound leaves unread: at most this much)"""
 
 
 def _inflate(raw: bytes, block: int, cap: int | None = None) -> Iterator[bytes]:
@@ -53,14 +67,43 @@ def _inflate(raw: bytes, block: int, cap: int | None = None) -> Iterator[bytes]:
 
 
 def _members(raw: bytes, block: int) -> Iterator[bytes]:
+    if _GZIP_STREAMS is not None:
+        return _igzip_members(raw, block, _GZIP_STREAMS)
+    return _zlib_members(raw, block)
+
+
+def _igzip_members(raw: bytes, block: int, igzip: ModuleType) -> Iterator[bytes]:
+    """ISA-L's streaming decompressor, asked for at most `block` bytes at a time: each output is allocated at its
+    size once, where `decompressobj().decompress` grows its output by reallocation (the 54 MB shared trace inflates
+    in 25 ms this way, 35 ms that way, 53 ms in one call)."""
     data = memoryview(raw)
-    step = 1 << 16
+    while True:
+        inflater = igzip.IgzipDecompressor(flag=igzip.DECOMP_GZIP)
+        pos = 0
+        while not inflater.eof:
+            if inflater.needs_input:
+                if pos >= len(data):
+                    raise TraceError("corrupt or truncated gzip: the compressed stream ends early")
+                out = inflater.decompress(data[pos : pos + _IGZIP_INPUT_STEP], block)
+                pos += _IGZIP_INPUT_STEP
+            else:
+                out = inflater.decompress(b"", block)
+            if out:
+                yield out
+        rest = bytes(inflater.unused_data) + bytes(data[pos:])
+        if not _next_member(rest):
+            return
+        data = memoryview(rest)
+
+
+def _zlib_members(raw: bytes, block: int) -> Iterator[bytes]:
+    data = memoryview(raw)
     while True:
         inflater = INFLATER.decompressobj(wbits=31)
         pos = 0
         while pos < len(data) and not inflater.eof:
-            pending: bytes | memoryview = data[pos : pos + step]
-            pos += step
+            pending: bytes | memoryview = data[pos : pos + _INPUT_STEP]
+            pos += _INPUT_STEP
             while pending and not inflater.eof:
                 out = inflater.decompress(pending, block)
                 pending = inflater.unconsumed_tail
@@ -73,11 +116,18 @@ def _members(raw: bytes, block: int) -> Iterator[bytes]:
             raise TraceError("corrupt or truncated gzip: the compressed stream ends early")
         # input consumed past the member's end comes back in unused_data; the rest was never fed
         rest = bytes(inflater.unused_data) + bytes(data[pos:])
-        if not rest.strip(b"\x00"):
+        if not _next_member(rest):
             return
-        if rest[:2] != GZIP_MAGIC:
-            raise TraceError("corrupt gzip: trailing garbage after the compressed stream")
         data = memoryview(rest)
+
+
+def _next_member(rest: bytes) -> bool:
+    """Whether the bytes after a gzip member start another one (False: only zero padding or nothing is left)."""
+    if not rest.strip(b"\x00"):
+        return False
+    if rest[:2] != GZIP_MAGIC:
+        raise TraceError("corrupt gzip: trailing garbage after the compressed stream")
+    return True
 
 
 class InflateError(ValueError):
