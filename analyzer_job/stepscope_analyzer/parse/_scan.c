@@ -950,6 +950,25 @@ static int scan_array(Cur *c, Out *o) {
     return more == 2 && c->p == c->end;
 }
 
+/* An array's elements without its brackets: events separated by ',' (whitespace around them), to the end of the
+ * text; what scan_array accepts between its '[' and ']', except that it holds at least one event. */
+static int scan_items(Cur *c, Out *o) {
+    for (;;) {
+        ws(c);
+        if (c->p >= c->end || *c->p != '{' || !scan_event(c, o)) {
+            return 0;
+        }
+        ws(c);
+        if (c->p == c->end) {
+            return 1;
+        }
+        if (*c->p != ',') {
+            return 0;
+        }
+        c->p++;
+    }
+}
+
 static void out_free(Out *o) {
     Buf *bufs[] = {&o->ts_i, &o->ts_f, &o->dur_i, &o->dur_f, &o->name, &o->cat, &o->pid, &o->tid,
                    &o->stream, &o->corr, &o->ext, &o->coll, &o->threads};
@@ -1030,25 +1049,22 @@ done:
     return result;
 }
 
-static PyObject *scan(PyObject *self, PyObject *arg) {
-    (void)self;
-    Py_buffer view;
-    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
-        return NULL;
-    }
+/* The columns of the text [start, end) read as an array (`items` 0) or as an array's elements without its brackets
+ * (`items` 1); None outside the fast path. */
+static PyObject *scan_text(const char *start, const char *end, int items) {
     Out o;
     memset(&o, 0, sizeof o);
-    o.base = (const char *)view.buf;
-    Cur c = {(const char *)view.buf, (const char *)view.buf + view.len};
+    o.base = start;
+    Cur c = {start, end};
     int ok;
     Py_BEGIN_ALLOW_THREADS
-    ok = scan_array(&c, &o);
+    ok = items ? scan_items(&c, &o) : scan_array(&c, &o);
     Py_END_ALLOW_THREADS
     PyObject *result = NULL;
     if (o.oom) {
         PyErr_NoMemory();
     } else if (ok) {
-        result = build(&o, (const char *)view.buf);
+        result = build(&o, start);
         if (result == NULL && PyErr_ExceptionMatches(PyExc_UnicodeDecodeError)) {
             PyErr_Clear(); /* names that are not UTF-8: the Python path replaces the bad bytes */
             result = Py_NewRef(Py_None);
@@ -1057,6 +1073,33 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
         result = Py_NewRef(Py_None);
     }
     out_free(&o);
+    return result;
+}
+
+static PyObject *scan(PyObject *self, PyObject *arg) {
+    (void)self;
+    Py_buffer view;
+    if (PyObject_GetBuffer(arg, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    PyObject *result = scan_text((const char *)view.buf, (const char *)view.buf + view.len, 0);
+    PyBuffer_Release(&view);
+    return result;
+}
+
+static PyObject *scan_items_of(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer view;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "y*nn:scan_items", &view, &start, &end)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (start < 0 || end < start || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "scan_items: start and end must satisfy 0 <= start <= end <= len(text)");
+    } else {
+        result = scan_text((const char *)view.buf + start, (const char *)view.buf + end, 1);
+    }
     PyBuffer_Release(&view);
     return result;
 }
@@ -1064,6 +1107,9 @@ static PyObject *scan(PyObject *self, PyObject *arg) {
 static PyMethodDef methods[] = {
     {"scan", scan, METH_O,
      "scan(chunk) -> dict | None: the columns of a JSON array of trace events, None outside the fast path."},
+    {"scan_items", scan_items_of, METH_VARARGS,
+     "scan_items(text, start, end) -> dict | None: the columns of the events in text[start:end], an array's "
+     "elements without its brackets (as scan would read them between '[' and ']'), None outside the fast path."},
     {NULL, NULL, 0, NULL},
 };
 

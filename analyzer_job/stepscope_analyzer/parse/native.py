@@ -16,17 +16,18 @@ from dataclasses import dataclass
 from typing import Any
 
 Scan = Callable[[memoryview | bytes | bytearray], dict[str, Any] | None]
+ScanItems = Callable[[bytes, int, int], dict[str, Any] | None]
 
 
-def _native() -> Scan | None:
+def _native() -> tuple[Scan, ScanItems] | tuple[None, None]:
     try:
-        from stepscope_analyzer.parse._scan import scan
+        from stepscope_analyzer.parse._scan import scan, scan_items
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None
-    return scan
+        return None, None
+    return scan, scan_items
 
 
-_scan = _native()
+_scan, _scan_items = _native()
 
 AVAILABLE = _scan is not None
 SWITCH = "STEPSCOPE_NATIVE_PARSER"
@@ -54,6 +55,16 @@ def scan(chunk: memoryview | bytes | bytearray) -> ScannedChunk | None:
     if _scan is None or not _state["on"]:
         return None
     columns = _scan(chunk)
+    return None if columns is None else ScannedChunk(columns)
+
+
+def scan_items(text: bytes, start: int, end: int) -> ScannedChunk | None:
+    """The columns of the events in `text[start:end]`, an array's elements without its brackets, as `scan` reads
+    them between "[" and "]" (the text is not copied: a chunk scanned on another thread is a slice of an immutable
+    buffer); None as for `scan`."""
+    if _scan_items is None or not _state["on"]:
+        return None
+    columns = _scan_items(text, start, end)
     return None if columns is None else ScannedChunk(columns)
 
 

@@ -394,3 +394,65 @@ def test_chunks_grow_while_the_scanner_takes_them_and_the_python_path_gets_small
         expected = parse_bytes(text, chunk_bytes=chunk)
     assert differences(parsed.events, expected.events) == []
     assert parsed.metadata == {"displayTimeUnit": "ms"} and len(parsed.events) == 3000
+
+
+def _items_outcome(text: bytes, start: int, end: int) -> Any:
+    scanned = native.scan_items(text, start, end)
+    return None if scanned is None else scanned.columns
+
+
+def test_items_read_as_the_array_of_them() -> None:
+    """scan_items(text, s, e) reads text[s:e] exactly as scan reads "[" + text[s:e] + "]": on slices of a real
+    trace's events (cut at event boundaries and anywhere), and on mutated text; only an empty slice differs (no
+    events: refused, where scan reads an empty array)."""
+    base = (FIXTURES / "gloo_2rank_rank0.pt.trace.json.gz").read_bytes()
+    doc = json.loads(gzip.decompress(base))
+    text = json.dumps(doc["traceEvents"][:80], indent=1).encode()
+    inner = text[1:-1]
+    cuts = [i for i in range(len(inner)) if inner[i : i + 1] == b","]  # a slice from past one, or up to one
+    rng = random.Random(11)
+    taken = refused = 0
+    for _ in range(400):
+        mutated = bytearray(inner)
+        if rng.random() < 0.5:
+            for _ in range(rng.randint(1, 3)):
+                mutated[rng.randrange(len(mutated))] = rng.choice(b'{}[],:"\\ 0123456789-.eEtfnul\x00\xff')
+        start = rng.choice([0, *(cut + 1 for cut in rng.sample(cuts, 3))])
+        end = rng.choice([len(mutated), *rng.sample(cuts, 3), rng.randrange(len(mutated) + 1)])
+        start, end = min(start, end), max(start, end)
+        got = _items_outcome(bytes(mutated), start, end)
+        expected = native.scan(b"[" + bytes(mutated[start:end]) + b"]")
+        if not mutated[start:end].strip():
+            assert got is None
+            continue
+        assert got == (None if expected is None else expected.columns)
+        taken += got is not None
+        refused += got is None
+    assert taken > 20 and refused > 20
+    whole = _items_outcome(inner, 0, len(inner))
+    assert whole is not None and whole["events"] == 80
+
+
+@pytest.mark.parametrize(
+    "items",
+    [
+        b'{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1},',  # a trailing comma
+        b',{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1}',  # a leading one
+        b'{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1}, 1',  # not an object
+        b'{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1}]',  # a bracket of the array's
+        b'[{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1}]',  # the whole array
+        b"  ",
+    ],
+)
+def test_items_outside_the_array_grammar_are_refused(items: bytes) -> None:
+    assert native.scan_items(items, 0, len(items)) is None
+
+
+def test_items_bounds_are_checked() -> None:
+    from stepscope_analyzer.parse._scan import scan_items
+
+    text = b'{"ph": "X", "cat": "a", "name": "a", "ts": 1, "dur": 1}'
+    assert scan_items(b"xx" + text + b"yy", 2, 2 + len(text))["rows"] == 1  # type: ignore[index]
+    for start, end in ((-1, 3), (3, 2), (0, len(text) + 1)):
+        with pytest.raises(ValueError, match="start and end"):
+            scan_items(text, start, end)

@@ -13,9 +13,11 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.parse import TraceError, kineto, parse_trace
+from stepscope_analyzer.parse import TraceError, kineto, native, parse_trace
 from stepscope_analyzer.parse.kineto import ParsedTrace
 
 pytestmark = pytest.mark.unit
@@ -65,8 +67,17 @@ def test_a_real_trace_scanned_ahead_is_the_one_thread_parse(
 ) -> None:
     serial = parse_trace(gloo_traces[1], chunk_bytes=4096, inflate_thread=False, scan_threads=1)
     attempts = _attempts(monkeypatch)
+    scanned: list[tuple[int, int]] = []
+    scan_items = native.scan_items
+
+    def recorded(text: bytes, start: int, end: int) -> native.ScannedChunk | None:
+        scanned.append((start, end))
+        return scan_items(text, start, end)
+
+    monkeypatch.setattr(native, "scan_items", recorded)
     ahead = parse_trace(gloo_traces[1], chunk_bytes=4096, inflate_thread=True, scan_threads=3)
     assert attempts == [True]  # every chunk taken by the threads
+    assert len(scanned) > 5 and all(end - start >= 4 * 4096 for start, end in scanned)
     _assert_same(serial, ahead)
 
 
@@ -115,3 +126,46 @@ def test_the_shared_large_trace_scanned_ahead_is_the_one_thread_parse(shared_tra
     if not path.is_file():
         pytest.skip(f"{path} not found")
     _assert_same(parse_trace(path, scan_threads=1), parse_trace(path, inflate_thread=True, scan_threads=2))
+
+
+@pytest.mark.parametrize(
+    ("text", "lo", "expected"),
+    [
+        (b'[{"a": 1}, {"b": {"c": 2}},{"d": 3}', 1, 26),  # the last boundary, not the nested "{"
+        (b'[{"a": 1}\n ,\t\r\n{"b": 2}', 1, 11),  # JSON whitespace around the comma
+        (b'[{"a": 1}, {"b": 2}', 9, -1),  # the "}" before `lo`
+        (b'[{"a": 1}, {"b": 2}', 8, 9),
+        (b'[{"a": 1} ; {"b": 2}', 1, -1),  # not a comma
+        (b'[{"a": 1},\x0c{"b": 2}', 1, -1),  # form feed is not JSON whitespace
+        (b'[{"a": {"b": 1}}]', 1, -1),
+    ],
+)
+def test_the_last_cut_is_the_last_boundary_at_the_array_level_or_none(text: bytes, lo: int, expected: int) -> None:
+    from stepscope_analyzer.parse.splitter import _last_cut
+
+    assert _last_cut(text, lo) == expected
+    if expected >= 0:
+        assert text[expected : expected + 1] == b","
+
+
+@given(
+    sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
+    big=st.integers(16, 4000),
+    ahead=st.integers(1, 2000),
+    indent=st.sampled_from([None, 1]),
+)
+def test_chunk_ends_cut_chunks_of_at_least_big_bytes_and_leave_no_boundary_behind(
+    sizes: list[int], big: int, ahead: int, indent: int | None
+) -> None:
+    from stepscope_analyzer.parse.splitter import _chunk_ends, _last_cut
+
+    events = [{"name": "x" * size, "args": {"n": {"m": i}}} for i, size in enumerate(sizes)]
+    text = json.dumps(events, indent=indent).encode()[:-1]  # from "[", without the array's "]"
+    ends = list(_chunk_ends(text, big, ahead))
+    starts = [0, *ends]
+    for start, end in zip(starts, ends, strict=False):
+        assert text[end : end + 1] == b","
+        json.loads(b"[" + text[start + 1 : end] + b"]")  # a whole number of events
+    assert all(end - start >= big for start, end in zip(starts, ends[:-1], strict=False))
+    assert _last_cut(text, starts[-1] + 1) == -1  # nothing left to cut after the last end
+    assert bool(ends) == (len(events) > 1)
