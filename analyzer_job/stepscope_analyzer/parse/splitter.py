@@ -234,7 +234,7 @@ class ChunkedEvents:
         order, at most SCAN_AHEAD_CHUNKS in flight. Chunks are cut from an immutable text, the blocks read since the
         last cut joined once behind what that cut left (from its ","), the last of them at the text's last event
         boundary (_chunk_ends): the scanner reads a chunk where it lies, and only the bytes after the last cut are
-        copied again (a chunk copied out of the buffer cost a second copy and a zero fill of every byte: 15% of the
+        copied again (a chunk copied out of the buffer cost a second copy and a zero fill of every byte: ~20% of the
         parse's CPU on two threads). Once less than a chunk is left it goes back into the buffer, from its "," (or
         the array's "["), for the rest of the parse. A chunk the scanner refuses raises ScanRefusedError: a cut
         cannot be taken back once later ones are made."""
