@@ -109,7 +109,7 @@ def _decode_span(buf: bytearray, start: int, end: int, native_only: bool = False
 SCAN_AHEAD_CHUNKS = 4
 """chunks handed to the scanner threads before the oldest one's result is waited for"""
 _LOOKAHEAD = 1 << 16
-"""text read past a chunk's size before the scan-ahead path cuts it (at the last event boundary in what it holds)"""
+"""text read past a chunk's size before it is cut (scan-ahead: at the last event boundary in what it holds)"""
 _JSON_SPACE = frozenset(b" \t\r\n")
 
 
@@ -153,6 +153,10 @@ def _last_cut(text: bytes, lo: int) -> int:
         pos = brace
 
 
+def _no_boundary(held: int) -> limits.LimitExceededError:
+    return limits.current().exceeded("max_event_bytes", f"no event boundary within {held} bytes of text")
+
+
 def _scanned(future: Future[ScannedChunk | None]) -> ScannedChunk:
     chunk = future.result()
     if chunk is None:
@@ -179,14 +183,18 @@ class ChunkedEvents:
         self.metadata: dict[str, Any] = {}
         self.size_bytes = 0
 
+    def _next_block(self) -> bytes | None:
+        """The next block of text (counted in `size_bytes`), or None once the input has ended."""
+        block = None if self._eof else next(self._blocks, None)
+        if block is None:
+            self._eof = True
+            return None
+        self.size_bytes += len(block)
+        return block
+
     def _fill(self, size: int) -> None:
         """Read blocks until the buffer holds ``size`` bytes (from its start) or the input ends."""
-        while len(self._buf) < size and not self._eof:
-            block = next(self._blocks, None)
-            if block is None:
-                self._eof = True
-                return
-            self.size_bytes += len(block)
+        while len(self._buf) < size and (block := self._next_block()) is not None:
             self._buf += block
 
     def __iter__(self) -> Iterator[list[Any] | ScannedChunk]:
@@ -223,10 +231,10 @@ class ChunkedEvents:
         if at > _COMPACT_BYTES:
             del buf[:at]
             at = 0
-        self._fill(at + want + (1 << 16))
+        self._fill(at + want + _LOOKAHEAD)
         held = len(buf) - at
         if held > most:
-            raise limits.current().exceeded("max_event_bytes", f"no event boundary within {held} bytes of text")
+            raise _no_boundary(held)
         return at, held
 
     def _scan_ahead(self, scanners: Executor) -> Generator[ScannedChunk, None, None]:
@@ -247,12 +255,7 @@ class ChunkedEvents:
         pending: deque[Future[ScannedChunk | None]] = deque()
         try:
             while True:
-                while held < want and not self._eof:
-                    block = next(self._blocks, None)
-                    if block is None:
-                        self._eof = True
-                        break
-                    self.size_bytes += len(block)
+                while held < want and (block := self._next_block()) is not None:
                     parts.append(block)
                     held += len(block)
                 if held < want:
@@ -267,9 +270,7 @@ class ChunkedEvents:
                         yield _scanned(pending.popleft())
                 if at == 0:  # one event longer than what is held: read on
                     if held > most:
-                        raise limits.current().exceeded(
-                            "max_event_bytes", f"no event boundary within {held} bytes of text"
-                        )
+                        raise _no_boundary(held)
                     want = held + 1
                     continue
                 parts = [text[at:]]
