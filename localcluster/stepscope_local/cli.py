@@ -9,12 +9,18 @@ Secrets, buckets; `install.py`), starts the operator (unless `--no-operator`), a
 
 leaves a shell ready for `kubectl`; `stepscope local-cluster --stop` stops it. The lines are also written to
 `<workdir>/env.sh` while the cluster runs.
+
+Every start regenerates what is tied to a port or a process (the kubeconfigs, the operator's token file, env.sh,
+the pid file), so a workdir survives `--stop` and a new start. The lines are printed only once the operator is
+healthy: its `/healthz` answers and the API server has recorded its requests as its ServiceAccount. Otherwise the
+command exits with status 1 and prints why, with the last lines of the operator's log.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import signal
 import subprocess
@@ -24,7 +30,6 @@ import time
 from pathlib import Path
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import wait_operator_healthy
 from stepscope_local.install import (
     BUCKETS,
     INSTALL_NAMESPACE,
@@ -33,6 +38,7 @@ from stepscope_local.install import (
     shell_lines,
     start_operator,
 )
+from stepscope_local.operator_health import log_tail, wait_operator_ready
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
 
@@ -54,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--operator-timeout", type=float, default=120.0, help="seconds to wait for the operator's /healthz"
     )
+    parser.add_argument("--operator-command", help=argparse.SUPPRESS)  # JSON list: a stand-in operator (tests)
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--background", action="store_true", help="start detached, print the export lines once ready, and return"
@@ -97,6 +104,26 @@ def _comments(cluster: LocalCluster, operator: str, env_file: Path) -> list[str]
     ]
 
 
+def _start_operator(args: argparse.Namespace, cluster: LocalCluster, workdir: Path) -> subprocess.Popen[bytes] | None:
+    """The operator, once healthy; None (with the reason and its log's last lines on stderr) when it is not."""
+    log = workdir / "operator.log"
+    offset = log.stat().st_size if log.exists() else 0  # this start's lines only
+    health = free_port()
+    command = json.loads(args.operator_command) if args.operator_command else None
+    operator = start_operator(cluster, workdir, command=command, health_port=health)
+    problem = wait_operator_ready(cluster, operator, health, args.operator_timeout)
+    if problem is None:
+        return operator
+    kill_group(operator, 10)
+    print(
+        f"stepscope local-cluster: the operator is not healthy: {problem}; the last lines of {log}:\n"
+        f"{log_tail(log, offset)}",
+        file=sys.stderr,
+        flush=True,
+    )
+    return None
+
+
 def run_foreground(args: argparse.Namespace) -> int:
     workdir: Path = args.workdir.resolve()
     if (pid := _running_pid(workdir)) is not None and pid != os.getpid():
@@ -116,14 +143,14 @@ def run_foreground(args: argparse.Namespace) -> int:
             install(cluster)
             described = "not started (--no-operator)"
             if not args.no_operator:
-                health = free_port()
-                operator = start_operator(cluster, workdir, health_port=health)
-                if not wait_operator_healthy(operator, health, args.operator_timeout):
-                    print(f"stepscope local-cluster: the operator did not start; see {workdir / 'operator.log'}")
+                operator = _start_operator(args, cluster, workdir)
+                if operator is None:
                     return 1
                 described = f"pid {operator.pid}, log {workdir / 'operator.log'}"
             lines = [*shell_lines(cluster), *_comments(cluster, described, env_file)]
-            env_file.write_text("\n".join(lines) + "\n")
+            partial = env_file.with_suffix(".partial")
+            partial.write_text("\n".join(lines) + "\n")
+            partial.replace(env_file)  # --background prints it once it exists: never half of it
             print("\n".join([*lines, "# Ctrl-C (or stepscope local-cluster --stop) stops everything"]), flush=True)
             while not stop.is_set():
                 if operator is not None and operator.poll() is not None:
@@ -148,27 +175,37 @@ def run_background(args: argparse.Namespace, argv: list[str]) -> int:
     env_file = workdir / "env.sh"
     env_file.unlink(missing_ok=True)
     forwarded = [a for a in argv if a != "--background"]
-    log = (workdir / "local-cluster.log").open("ab")
-    child = subprocess.Popen(
-        [sys.executable, "-m", "stepscope_cli.main", "local-cluster", *forwarded, "--workdir", str(workdir)],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
-    )
-    deadline = time.monotonic() + args.operator_timeout + 120
+    log_path = workdir / "local-cluster.log"
+    offset = log_path.stat().st_size if log_path.exists() else 0  # this start's lines only
+    with log_path.open("ab") as log:
+        child = subprocess.Popen(
+            [sys.executable, "-m", "stepscope_cli.main", "local-cluster", *forwarded, "--workdir", str(workdir)],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    limit = args.operator_timeout + 120
+    deadline = time.monotonic() + limit
     while time.monotonic() < deadline:
-        if env_file.exists():
+        if env_file.exists() and child.poll() is None:
             print(env_file.read_text(), end="", flush=True)
             return 0
         if child.poll() is not None:
             break
         time.sleep(0.3)
-    with contextlib.suppress(OSError):
-        os.killpg(child.pid, signal.SIGTERM)
-    tail = (workdir / "local-cluster.log").read_text(errors="replace")[-2000:]
-    print(f"stepscope local-cluster: did not come up; {workdir / 'local-cluster.log'}:\n{tail}", file=sys.stderr)
-    return 1
+    code = child.poll()
+    if code is None:
+        with contextlib.suppress(OSError):
+            os.killpg(child.pid, signal.SIGTERM)
+        reason = f"it did not come up within {limit:.0f} s"
+    else:
+        reason = f"it exited with status {code}"
+    print(
+        f"stepscope local-cluster: {reason}; the last lines of {log_path}:\n{log_tail(log_path, offset)}",
+        file=sys.stderr,
+    )
+    return code or 1
 
 
 def run_stop(args: argparse.Namespace) -> int:

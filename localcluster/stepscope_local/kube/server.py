@@ -62,6 +62,8 @@ class EmulatorServer:
         self._error: BaseException | None = None
         self._port = 0
         self.kubeconfig_path = workdir / "kubeconfig"
+        self._written: set[Path] = set()  # the identity kubeconfigs written for this server's port
+        self._written_lock = threading.Lock()
 
     @property
     def log_reader(self) -> LogReader | None:
@@ -85,6 +87,8 @@ class EmulatorServer:
         if not self._port:
             raise RuntimeError("the Kubernetes API emulator did not start within 30 s")
         self._workdir.mkdir(parents=True, exist_ok=True)
+        with self._written_lock:
+            self._written.clear()  # every identity's kubeconfig names this start's port
         write_kubeconfig(self.kubeconfig_path, self.url)
         return self
 
@@ -123,13 +127,20 @@ class EmulatorServer:
         self.stop()
 
     def kubeconfig_for(self, user: str) -> Path:
-        """A kubeconfig whose token the emulator records as `user` (e.g. system:serviceaccount:ns:name)."""
+        """A kubeconfig whose token the emulator records as `user` (e.g. system:serviceaccount:ns:name).
+
+        Written once per start of this server, whatever a previous server in the same workdir left there: a file
+        from an earlier start names that start's port."""
         token = self.identities.token_for(user)
         safe = "".join(c if c.isalnum() or c in "-." else "_" for c in user)
         path = self._workdir / "kubeconfigs" / f"{safe}.yaml"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_kubeconfig(path, self.url, token=token)
+        with self._written_lock:
+            if path not in self._written:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                partial = path.with_suffix(".partial")
+                write_kubeconfig(partial, self.url, token=token)
+                partial.replace(path)  # readers (pods starting now) never see half a file
+                self._written.add(path)
         return path
 
     # ---- helpers --------------------------------------------------------------------------------------------------
