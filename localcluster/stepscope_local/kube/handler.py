@@ -13,7 +13,7 @@ from typing import Any
 import aiohttp.web
 import kmock
 
-from stepscope_local.kube import errors, field_validation, openapi
+from stepscope_local.kube import errors, field_validation, openapi, protobuf
 from stepscope_local.kube.identity import AuditLog
 from stepscope_local.kube.resources import ALL_VERBS, ResourceType
 from stepscope_local.kube.selectors import parse_field_selector, parse_label_selector
@@ -62,12 +62,15 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         body = await raw.read()
         logger.debug("%s %s", raw.method, raw.path_qs)
         data: Any = None
-        if body and "json" in raw.headers.get("Content-Type", "json"):
-            try:
-                data = json.loads(body)
-            except ValueError:
-                return _json(errors.bad_request("the request body is not valid JSON").status(), 400)
+        content_type = raw.headers.get("Content-Type", "json")
         try:
+            if body and "protobuf" in content_type:  # kubectl create secret|configmap|namespace|serviceaccount
+                data = protobuf.decode_object(body)
+            elif body and "json" in content_type:
+                try:
+                    data = json.loads(body)
+                except ValueError:
+                    raise errors.bad_request("the request body is not valid JSON") from None
             return await self._dispatch(raw, data)
         except errors.ApiError as exc:
             return _json(exc.status(), exc.code)
@@ -136,10 +139,6 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         rtype, namespace, name, sub = self._locate(raw, group, version, rest)
         query = raw.query
         method = raw.method.upper()
-        if "protobuf" in raw.headers.get("Content-Type", ""):  # fidelity gap: JSON bodies only
-            raise errors.ApiError(
-                415, "UnsupportedMediaType", "the local emulator accepts JSON bodies only (use kubectl apply -f)"
-            )
         accept = raw.headers.get("Accept", "")
         if method == "GET" and query.get("watch", "").lower() in ("true", "1"):
             fields = query.get("fieldSelector", "")

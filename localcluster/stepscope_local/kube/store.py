@@ -206,10 +206,12 @@ class Store:
 
     # ---- writes ---------------------------------------------------------------------------------------------------
     def _check_schema(self, rtype: ResourceType, obj: Obj, old: Obj | None = None) -> None:
-        if rtype.kind == "Secret" and rtype.group == "" and isinstance(obj.get("stringData"), dict):
-            data = obj.setdefault("data", {})  # the apiserver folds stringData into data
-            for key, value in obj.pop("stringData").items():
-                data[key] = base64.b64encode(str(value).encode()).decode()
+        if rtype.kind == "Secret" and rtype.group == "":
+            obj.setdefault("type", "Opaque")  # the apiserver's default
+            if isinstance(obj.get("stringData"), dict):
+                data = obj.setdefault("data", {})  # the apiserver folds stringData into data
+                for key, value in obj.pop("stringData").items():
+                    data[key] = base64.b64encode(str(value).encode()).decode()
         if rtype.schema:
             pruned = prune(rtype.schema, obj)
             if pruned is not obj:  # a schema that preserves unknown fields keeps the very same object

@@ -104,8 +104,8 @@ def test_kubectl_core_resources(api: EmulatorServer, tmp_path: Path) -> None:
     manifest.write_text("apiVersion: v1\nkind: Secret\nmetadata: {name: s3}\ndata: {key: dmFsdWU=}\n")
     created = kubectl(api, tmp_path, "apply", "-f", str(manifest))
     assert created.returncode == 0, created.stderr
-    protobuf = kubectl(api, tmp_path, "create", "configmap", "pb", "--from-literal=a=b")
-    assert protobuf.returncode != 0 and "JSON bodies only" in protobuf.stderr  # documented fidelity gap
+    protobuf = kubectl(api, tmp_path, "create", "quota", "pb", "--hard=pods=2")  # a protobuf body of a kind
+    assert protobuf.returncode != 0 and "decodes protobuf bodies of" in protobuf.stderr  # outside kube/protobuf.py
     assert api.get("v1", "secrets", "default", "s3")["data"]["key"] == "dmFsdWU="  # type: ignore[index]
     namespaces = kubectl(api, tmp_path, "get", "namespaces")
     assert "default" in namespaces.stdout and "kube-system" in namespaces.stdout
