@@ -1,12 +1,20 @@
 """`stepscope <subcommand>`: each subcommand lives in its component and is imported only when used,
-so the sidecar image (no torch, no kopf) can run `stepscope sidecar` without the other components."""
+so the sidecar image (no torch, no kopf) can run `stepscope sidecar` without the other components.
+
+A subcommand's failure reaches its user as one line naming the cause and the fix (`failures.py`), with exit status 2;
+`--debug` (anywhere on the command line, or STEPSCOPE_DEBUG=1) shows the traceback instead."""
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Callable
+
+from stepscope_cli.failures import explain
+
+EXIT_FAILED = 2  # the command could not do its work (as `stepscope wait` and `stepscope check` use 2)
 
 # subcommand -> (module, function, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -49,9 +57,13 @@ def version() -> str:
 
 
 def usage() -> str:
-    lines = ["usage: stepscope [--version] <subcommand> [args...]", "", "subcommands:"]
+    lines = ["usage: stepscope [--version] [--debug] <subcommand> [args...]", "", "subcommands:"]
     lines += [f"  {name:<14} {help_}" for name, (_, _, help_) in SUBCOMMANDS.items()]
-    lines += ["", "`stepscope <subcommand> --help` lists a subcommand's options and their defaults."]
+    lines += [
+        "",
+        "`stepscope <subcommand> --help` lists a subcommand's options and their defaults.",
+        "--debug (or STEPSCOPE_DEBUG=1): a failure's traceback instead of its one line of cause and fix.",
+    ]
     return "\n".join(lines)
 
 
@@ -63,6 +75,8 @@ def parser_of(name: str) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    debug = "--debug" in args or os.environ.get("STEPSCOPE_DEBUG", "") not in ("", "0")
+    args = [a for a in args if a != "--debug"]
     if not args:
         print(usage(), file=sys.stderr)
         return 2
@@ -87,7 +101,16 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 2
     func: Callable[[list[str]], int] = getattr(module, func_name)
-    return int(func(rest) or 0)
+    if debug:
+        return int(func(rest) or 0)
+    try:
+        return int(func(rest) or 0)
+    except KeyboardInterrupt:
+        print(f"stepscope {name}: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        print(explain(exc).line(name), file=sys.stderr)
+        return EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -60,7 +60,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--operator-timeout", type=float, default=120.0, help="seconds to wait for the operator's /healthz"
     )
-    parser.add_argument("--operator-command", help=argparse.SUPPRESS)  # JSON list: a stand-in operator (tests)
+    parser.add_argument(
+        "--operator-command",
+        help="the operator's command line as a JSON list (a stand-in); default: stepscope operator",
+    )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument(
         "--background", action="store_true", help="start detached, print the export lines once ready, and return"

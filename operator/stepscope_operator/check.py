@@ -62,6 +62,7 @@ class Cluster:
             self.context_namespace = (active or {}).get("context", {}).get("namespace") or "default"
 
     def call(self, method: str, path: str, body: Any = None, query: dict[str, str] | None = None) -> tuple[int, Any]:
+        """(HTTP status, JSON body); a 401 raises: with rejected credentials no answer means anything."""
         from kubernetes.client.exceptions import ApiException
 
         try:
@@ -78,6 +79,8 @@ class Cluster:
             )
             return int(response.status), json.loads(response.data or b"null")
         except ApiException as exc:
+            if exc.status == 401:
+                raise
             try:
                 return int(exc.status), json.loads(exc.body or "null")
             except ValueError:
@@ -347,11 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        cluster = Cluster(args.kubeconfig)
-    except Exception as exc:
-        print(f"stepscope check: cannot reach a cluster: {exc}", file=sys.stderr)
-        return 2
+    cluster = Cluster(args.kubeconfig)  # its errors reach the user as one line (stepscope_cli.failures)
     ctx = Context(
         cluster, args.namespace or cluster.context_namespace, args.install_namespace, args.timeout, args.storage_uri
     )

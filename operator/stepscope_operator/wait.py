@@ -11,6 +11,7 @@ session. Prints a line whenever the session's phase or message changes, then the
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -130,21 +131,24 @@ def main(argv: list[str] | None = None) -> int:
     ):
         print(f"stepscope wait: '{args.session}' is not a session name", file=sys.stderr)
         return UNUSABLE
-    try:
-        cluster = Cluster(args.kubeconfig)
-    except Exception as exc:
-        print(f"stepscope wait: cannot reach a cluster: {exc}", file=sys.stderr)
-        return UNUSABLE
+    cluster = Cluster(args.kubeconfig)  # its errors reach the user as one line (stepscope_cli.failures)
     namespace = args.namespace or cluster.context_namespace
     path = f"/apis/{GROUP}/{VERSION}/namespaces/{namespace}/{PLURAL}/{args.session}"
 
     def out(text: str) -> None:
         print(f"{namespace}/{args.session}: {text}", flush=True)
 
+    def get() -> tuple[int, Any]:
+        code, obj = cluster.call("GET", path)
+        if code == 403:  # no retry changes a permission: one line with the fix (stepscope_cli.failures)
+            from kubernetes.client.exceptions import ApiException
+
+            refused = ApiException(status=code, reason="Forbidden")
+            refused.body = json.dumps(obj)
+            raise refused
+        return code, obj
+
     try:
-        return wait_for(lambda: cluster.call("GET", path), args.timeout, args.ignore_slow_ranks, out)
-    except Exception as exc:
-        print(f"stepscope wait: {exc}", file=sys.stderr)
-        return UNUSABLE
+        return wait_for(get, args.timeout, args.ignore_slow_ranks, out)
     finally:
         cluster.close()
