@@ -148,3 +148,44 @@ class Kube:
                 raise
 
         return await asyncio.to_thread(call)
+
+    # -- what onboarding writes into a team's namespace (onboarding.py) ----------------------------------------------
+
+    async def create_or_get(self, collection: str, body: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        """(the object, created) for a POST to `collection`; one of that name that exists already is returned."""
+
+        def request(method: str, path: str, data: Any = None) -> dict[str, Any]:
+            response = self._api.call_api(
+                path,
+                method,
+                header_params={"Accept": "application/json", "Content-Type": "application/json"},
+                body=data,
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=False,
+            )
+            obj: dict[str, Any] = self._json(response)
+            return obj
+
+        def call() -> tuple[dict[str, Any], bool]:
+            try:
+                return request("POST", collection, body), True
+            except ApiException as exc:
+                if exc.status != 409:
+                    raise
+                return request("GET", f"{collection}/{body['metadata']['name']}"), False
+
+        return await asyncio.to_thread(call)
+
+    async def patch_merge(self, path: str, patch: dict[str, Any]) -> None:
+        def call() -> None:
+            self._api.call_api(
+                path,
+                "PATCH",
+                header_params={"Accept": "application/json", "Content-Type": "application/merge-patch+json"},
+                body=patch,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+            )
+
+        await asyncio.to_thread(call)

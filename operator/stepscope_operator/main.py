@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     config = OperatorConfig.from_env()
     importlib.import_module("stepscope_operator.handlers")
     importlib.import_module("stepscope_operator.trigger_handlers")
+    importlib.import_module("stepscope_operator.onboarding_handlers")
     if importlib.util.find_spec("stepscope_operator.webhook") is not None:
         importlib.import_module("stepscope_operator.webhook")
     from stepscope_operator import logs

@@ -177,7 +177,7 @@ def test_operator_env_follows_the_interface_default() -> None:
     sources = (
         "".join(
             (REPO / "operator" / "stepscope_operator" / f).read_text()
-            for f in ("config.py", "injection.py", "webhook.py", "storage_defaults.py")
+            for f in ("config.py", "injection.py", "webhook.py", "storage_defaults.py", "onboarding.py")
         )
         + (REPO / "contract" / "stepscope_contract" / "constants.py").read_text()
     )  # names shared with the sidecar

@@ -44,7 +44,11 @@ app.kubernetes.io/part-of: stepscope
 
 {{/* The Secret (release namespace) with the master token the operator derives each namespace's token from. */}}
 {{- define "stepscope.masterTokenSecret" -}}
+{{- if .Values.sidecar.token.existingSecret }}
+{{- .Values.sidecar.token.existingSecret }}
+{{- else }}
 {{- printf "%s-sidecar-master" (include "stepscope.fullname" .) | trunc 63 | trimSuffix "-" }}
+{{- end }}
 {{- end }}
 
 {{/* The master token: sidecar.token.value, else the installed one (kept across upgrades), else a random one. */}}
@@ -74,7 +78,15 @@ app.kubernetes.io/part-of: stepscope
 {{- end }}
 
 {{- define "stepscope.webhookSecret" -}}
-{{- printf "%s-webhook-tls" (include "stepscope.fullname" .) }}
+{{- .Values.webhook.existingSecret | default (printf "%s-webhook-tls" (include "stepscope.fullname" .)) }}
+{{- end }}
+
+{{/* Namespaces whose token Secret the operator writes at start: the training namespaces when the master comes from
+an existing Secret (a render cannot derive their tokens), else none. */}}
+{{- define "stepscope.operatorWrittenTokens" -}}
+{{- if .Values.sidecar.token.existingSecret }}
+{{- include "stepscope.trainingNamespaces" . | fromJsonArray | join "," }}
+{{- end }}
 {{- end }}
 
 {{/* image: <repository>:<tag or appVersion>. Call with (list $ .Values.images.x). */}}

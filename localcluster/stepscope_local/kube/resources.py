@@ -57,6 +57,7 @@ BUILTINS: tuple[ResourceType, ...] = (
     _core("nodes", "Node", namespaced=False, short=("no",), sub=("status",)),
     ResourceType("batch", "v1", "jobs", "Job", True, "job", (), (), ("status",)),
     ResourceType("coordination.k8s.io", "v1", "leases", "Lease", True, "lease"),
+    ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, "event", ("ev",)),
     ResourceType(
         "apiextensions.k8s.io",

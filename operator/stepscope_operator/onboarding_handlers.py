@@ -1,0 +1,79 @@
+"""kopf handlers of onboarding (onboarding.py holds what is written): a labelled namespace, when it appears or gets
+the label, and the listed namespaces at every start, receive their sidecar token Secret (and the analyzer's
+ServiceAccount and RoleBinding). The namespace handlers are registered only when `STEPSCOPE_ONBOARD_LABEL` is on:
+they need list/watch on namespaces, which the chart grants only then."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import kopf
+
+from stepscope_operator.config import OperatorConfig
+from stepscope_operator.kube import Kube
+from stepscope_operator.onboarding import (
+    LABEL,
+    LABEL_VALUE,
+    OnboardingSettings,
+    collection_path,
+    stale_secret_patch,
+    team_objects,
+    token_secret,
+)
+
+SETTINGS = OnboardingSettings.from_env(os.environ)
+log = logging.getLogger("stepscope.operator.onboarding")
+
+
+async def _master() -> str:
+    return (await asyncio.to_thread(Path(OperatorConfig.from_env().sidecar_token_file).read_text)).strip()
+
+
+async def write(kube: Kube, objects: list[dict[str, Any]]) -> list[str]:
+    """Create each object unless it exists; a token Secret holding another token is patched. What changed, as words."""
+    changed = []
+    for obj in objects:
+        path = collection_path(obj)
+        existing, created = await kube.create_or_get(path, obj)
+        what = f"{obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}"
+        if created:
+            changed.append(f"created {what}")
+        elif obj["kind"] == "Secret" and (patch := stale_secret_patch(existing, obj)) is not None:
+            await kube.patch_merge(f"{path}/{obj['metadata']['name']}", patch)
+            changed.append(f"updated {what}")
+    return changed
+
+
+@kopf.on.startup(id="onboard-listed")
+async def onboard_listed(**_: Any) -> None:
+    if not SETTINGS.listed:
+        return
+    master = await _master()
+    kube = Kube()
+    try:
+        for namespace in SETTINGS.listed:
+            for line in await write(kube, [token_secret(namespace, master, SETTINGS)]):
+                log.info("onboarding: %s", line)
+    finally:
+        kube.close()
+
+
+async def onboard_namespace(name: str, logger: kopf.Logger, type: str | None, **_: Any) -> None:
+    if type == "DELETED":
+        return
+    kube = Kube()
+    try:
+        changed = await write(kube, team_objects(name, await _master(), SETTINGS))
+    finally:
+        kube.close()
+    for line in changed:
+        logger.info("onboarding: %s", line)
+
+
+if SETTINGS.by_label:  # an event handler: nothing is stored on the namespace, each event (the first listing too)
+    # makes sure of the objects, which costs a GET per object once they exist
+    kopf.on.event("", "v1", "namespaces", labels={LABEL: LABEL_VALUE}, id="onboard")(onboard_namespace)
