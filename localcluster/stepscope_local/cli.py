@@ -33,6 +33,7 @@ from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import (
     BUCKETS,
     INSTALL_NAMESPACE,
+    ONBOARDING_ENV,
     STORAGE_CONFIGMAP,
     install,
     shell_lines,
@@ -113,7 +114,7 @@ def _start_operator(args: argparse.Namespace, cluster: LocalCluster, workdir: Pa
     offset = log.stat().st_size if log.exists() else 0  # this start's lines only
     health = free_port()
     command = json.loads(args.operator_command) if args.operator_command else None
-    operator = start_operator(cluster, workdir, command=command, health_port=health)
+    operator = start_operator(cluster, workdir, command=command, health_port=health, extra_env=ONBOARDING_ENV)
     problem = wait_operator_ready(cluster, operator, health, args.operator_timeout)
     if problem is None:
         return operator

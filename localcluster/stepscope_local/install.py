@@ -18,6 +18,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from stepscope_local.cluster import LocalCluster
@@ -28,6 +29,7 @@ OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator" 
 INSTALL_NAMESPACE = OPERATOR_NAMESPACE
 MASTER_TOKEN = "demo-master-token"  # noqa: S105 - the local operator's master; secrets.yaml holds the one derived
 TRAINING_NAMESPACE = "default"
+ANALYZER_ACCOUNT = "stepscope-analyzer"
 STORAGE_CONFIGMAP = "stepscope-storage"
 STORAGE_LABELS = {"app.kubernetes.io/part-of": "stepscope", "app.kubernetes.io/component": "storage-settings"}
 CREDENTIALS_SECRET = "stepscope-s3"  # noqa: S105 - a Secret's name (examples/demo/secrets.yaml)
@@ -35,6 +37,8 @@ TOKEN_SECRET = "stepscope-sidecar-token"  # noqa: S105 - a Secret's name (exampl
 BUCKETS = ("stepscope-demo", "stepscope-traces")  # the buckets the examples name
 STORAGE_BASE = "s3://stepscope-demo/sessions"
 BIN = Path(sys.executable).parent
+# `stepscope local-cluster` onboards namespaces by label, as the chart with onboarding.byLabel=true does
+ONBOARDING_ENV = {"STEPSCOPE_ONBOARD_LABEL": "true", "STEPSCOPE_ONBOARD_ANALYZER_ROLE": "stepscope-analyzer"}
 
 
 def storage_settings(cluster: LocalCluster) -> dict[str, str]:
@@ -63,6 +67,17 @@ def install(cluster: LocalCluster) -> None:
     for doc in load_all(DEMO_DIR / "secrets.yaml"):  # the S3 keys (moto takes any), the namespace's sidecar token
         cluster.api.apply(doc)
     cluster.api.apply(script_configmap(TRAINING_NAMESPACE))
+    cluster.api.apply(  # as the chart gives each training namespace: the account the analyzer Job runs as
+        {
+            "apiVersion": "v1",
+            "kind": "ServiceAccount",
+            "metadata": {
+                "name": ANALYZER_ACCOUNT,
+                "namespace": TRAINING_NAMESPACE,
+                "labels": {"app.kubernetes.io/part-of": "stepscope", "app.kubernetes.io/component": "analyzer"},
+            },
+        }
+    )
     assert cluster.s3 is not None
     for bucket in BUCKETS:
         cluster.s3.create_bucket(bucket)
@@ -80,7 +95,13 @@ def shell_lines(cluster: LocalCluster) -> list[str]:
     return [f"export {name}={shlex.quote(value)}" for name, value in values.items()]
 
 
-def operator_env(cluster: LocalCluster, workdir: Path, health_port: int, namespaces: str = "") -> dict[str, str]:
+def operator_env(
+    cluster: LocalCluster,
+    workdir: Path,
+    health_port: int,
+    namespaces: str = "",
+    extra: Mapping[str, str] | None = None,
+) -> dict[str, str]:
     token = workdir / "operator" / "token"
     token.parent.mkdir(parents=True, exist_ok=True)
     token.write_text(MASTER_TOKEN)  # examples/demo/secrets.yaml holds the token derived for "default"
@@ -100,6 +121,7 @@ def operator_env(cluster: LocalCluster, workdir: Path, health_port: int, namespa
         "STEPSCOPE_TICK_SECONDS": "0.5",
         "STEPSCOPE_TRIGGER_TICK_SECONDS": "1",
         **storage_settings(cluster),
+        **(extra or {}),
     }
 
 
@@ -109,9 +131,11 @@ def start_operator(
     command: list[str] | None = None,
     health_port: int | None = None,
     namespaces: str = "",
+    *,
+    extra_env: Mapping[str, str] | None = None,
 ) -> subprocess.Popen[bytes]:
     """The operator as a local process (its log in `workdir/operator.log`), configured for this cluster."""
-    env = operator_env(cluster, workdir, health_port or free_port(), namespaces)
+    env = operator_env(cluster, workdir, health_port or free_port(), namespaces, extra_env)
     log = (workdir / "operator.log").open("ab")
     return subprocess.Popen(
         command or [str(BIN / "stepscope"), "operator"],

@@ -7,6 +7,8 @@ status 1 naming every check that failed.
 - webhook: a labelled Pod created with `dryRun=All` must come back with the `stepscope-sidecar` container (the
   mutating webhook runs on dry-run requests; nothing is created). On an API server without admission webhooks
   (admissionregistration.k8s.io not served, as in `stepscope local-cluster`) the check is skipped and says so.
+- team: the training namespace holds the sidecar token Secret, the analyzer's ServiceAccount and the install's
+  default credentials Secret, or the check names what is missing and how to add it (check_team.py).
 - storage: with the install's storage settings (ConfigMap labelled `app.kubernetes.io/component: storage-settings`
   in `--install-namespace`) and the credentials Secret of the training namespace, a probe object is written, read
   back and deleted.
@@ -33,6 +35,7 @@ from typing import Any
 from stepscope_contract.constants import API_VERSION, CRD_NAME, GROUP, KIND, PLURAL, SIDECAR_CONTAINER_NAME, VERSION
 from stepscope_contract.storage import AddressingStyle, Scheme, StorageLocation, StorageUriError, parse_storage_uri
 from stepscope_operator.check_report import CheckResult, exit_code, fail, ok, render, skip
+from stepscope_operator.check_team import check_team
 from stepscope_operator.storage_defaults import StorageDefaults
 from stepscope_storage import Connection, Credentials, TransferSettings, open_store
 
@@ -315,10 +318,16 @@ def check_storage(ctx: Context) -> CheckResult:
 
 
 # ---- command line ---------------------------------------------------------------------------------------------------
+def check_namespace(ctx: Context) -> CheckResult:
+    settings, _ = _settings(ctx)
+    return check_team(ctx.cluster.call, ctx.namespace, settings.credentials_secret)
+
+
 CHECKS: dict[str, Callable[[Context], CheckResult]] = {
     "crd": check_crd,
     "operator": check_operator,
     "webhook": check_webhook,
+    "team": check_namespace,
     "storage": check_storage,
 }
 

@@ -5,7 +5,7 @@ check` passes, the demo training is profiled and `--stop` ends it all.
 Every ```bash block carries a marker `<!-- docs-test: KIND -->`. `local-cluster` blocks run line by line in one shell
 against `stepscope local-cluster` (the training manifest gets a free rendezvous port, the cluster a temporary
 workdir); `helm` blocks render their `helm install` line with `helm template` against the chart's values schema and
-run their other lines against the local cluster; the `ci` block runs against a session of the local training; `no`
+run their other lines against the local cluster, as does the `team` block (adding a team by label); the `ci` block runs against a session of the local training; `no`
 says why a block cannot run here. The README's sample ProfileSession passes the CRD's schema and CEL rules."""
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def blocks(kind: str) -> list[list[str]]:
 @pytest.mark.unit
 def test_every_shell_block_is_marked() -> None:
     assert README.count("```bash") == len(MARKED.findall(README)), "mark each ```bash block with <!-- docs-test: -->"
-    assert {kind for kind, _ in MARKED.findall(README)} == {"no", "local-cluster", "helm", "ci"}
+    assert {kind for kind, _ in MARKED.findall(README)} == {"no", "local-cluster", "helm", "ci", "team"}
 
 
 @pytest.mark.unit
@@ -128,6 +128,7 @@ def test_the_readme_runs_on_the_local_cluster(tmp_path: Path) -> None:
     assert "--stop" in stop
     (helm,) = blocks("helm")
     (ci,) = blocks("ci")
+    (team,) = blocks("team")
     cluster_lines = [line for line in helm if not line.startswith("helm ")]
     session = load_all(REPO / "examples" / "profilesession.yaml")[0]
     session["metadata"]["name"] = "my-check"
@@ -138,8 +139,9 @@ def test_the_readme_runs_on_the_local_cluster(tmp_path: Path) -> None:
         "printf 'apiVersion: v1\\nkind: Namespace\\nmetadata: {name: ml-team}\\n' | kubectl apply -f -",
         "kubectl get secret stepscope-s3 -o yaml | sed 's/namespace: default/namespace: ml-team/' | "
         "grep -v -e resourceVersion -e uid: -e creationTimestamp | kubectl apply -f -",
+        "kubectl label namespace ml-team stepscope.dev/profiling=enabled",  # its token Secret and analyzer account
     ]
-    lines = [*first, *training, *prepare, *cluster_lines, f"cd {tmp_path}", *ci, f"cd {REPO}", stop]
+    lines = [*first, *training, *prepare, *cluster_lines, *team, f"cd {tmp_path}", *ci, f"cd {REPO}", stop]
     ran = run_lines(lines, REPO, env, tmp_path)
     report = "\n".join(f"$ {r.line}\n[{r.rc}] {r.out[-1500:]}{r.err[-1500:]}" for r in ran)
     by_line = {r.line: r for r in ran}
@@ -151,7 +153,7 @@ def test_the_readme_runs_on_the_local_cluster(tmp_path: Path) -> None:
     events = next(r for r in ran if r.line.startswith("kubectl get events"))
     assert events.out.splitlines()[0].split()[:4] == ["LAST", "SEEN", "TYPE", "REASON"], report
     checks = [r for r in ran if "stepscope check" in r.line]
-    assert all("all checks passed" in r.out for r in checks) and len(checks) == 2, report
+    assert all("all checks passed" in r.out for r in checks) and len(checks) == 3, report
     got = [r for r in ran if r.line.startswith("kubectl get profilesessions")][-1]
     assert re.search(r"^demo\s+Succeeded\s+4/4", got.out, re.M), report
     assert re.search(r"^trainer-minimal\s+(Resolving|Failed)\s", got.out, re.M), report  # a phase from the operator

@@ -62,7 +62,7 @@ def test_passes_on_the_local_cluster(local: Install) -> None:
     result = local.check()
     assert result.returncode == 0, result.stdout + result.stderr
     rows = _rows(result.stdout)
-    assert rows["crd"] == rows["operator"] == rows["storage"] == "ok", result.stdout
+    assert rows["crd"] == rows["operator"] == rows["team"] == rows["storage"] == "ok", result.stdout
     assert rows["webhook"] == "skip" and "runs no admission webhooks" in result.stdout, result.stdout
     assert "all checks passed" in result.stdout
     assert local.cluster.api.list("stepscope.dev/v1alpha1", "profilesessions", "default") == []  # probe removed
@@ -80,6 +80,8 @@ def test_a_wrong_secret_fails_the_storage_check(local: Install) -> None:
         local.cluster.api.delete("v1", "secrets", "default", "stepscope-s3")
         gone = local.check("--skip", "operator")
         assert gone.returncode == 1 and "Secret default/stepscope-s3 cannot be read (404)" in gone.stdout, gone.stdout
+        assert "2 check(s) failed: team, storage" in gone.stdout  # team: and how to create it
+        assert "lacks the storage credentials Secret stepscope-s3: create it (kubectl -n default" in gone.stdout
     finally:
         local.cluster.api.apply(
             {k: v for k, v in secret.items() if k != "metadata"}
