@@ -5,8 +5,9 @@ check` passes, the demo training is profiled and `--stop` ends it all.
 Every ```bash block carries a marker `<!-- docs-test: KIND -->`. `local-cluster` blocks run line by line in one shell
 against `stepscope local-cluster` (the training manifest gets a free rendezvous port, the cluster a temporary
 workdir); `helm` blocks render their `helm install` line with `helm template` against the chart's values schema and
-run their other lines against the local cluster, as does the `team` block (adding a team by label); the `ci` block runs against a session of the local training; `no`
-says why a block cannot run here. The README's sample ProfileSession passes the CRD's schema and CEL rules."""
+run their other lines against the local cluster, as does the `team` block (adding a team by label); the `ci` block
+runs against a session of the local training; `no` says why a block cannot run here. The README's sample
+ProfileSession passes the CRD's schema and CEL rules."""
 
 from __future__ import annotations
 
