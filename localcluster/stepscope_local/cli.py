@@ -119,9 +119,9 @@ def _start_operator(args: argparse.Namespace, cluster: LocalCluster, workdir: Pa
     if problem is None:
         return operator
     kill_group(operator, 10)
-    print(
-        f"stepscope local-cluster: the operator is not healthy: {problem}; the last lines of {log}:\n"
-        f"{log_tail(log, offset)}",
+    print(  # the cause last, where a terminal leaves it in view
+        f"{log_tail(log, offset)}\nstepscope local-cluster: the operator is not healthy: {problem} "
+        f"(the lines above end {log})",
         file=sys.stderr,
         flush=True,
     )
@@ -206,7 +206,7 @@ def run_background(args: argparse.Namespace, argv: list[str]) -> int:
     else:
         reason = f"it exited with status {code}"
     print(
-        f"stepscope local-cluster: {reason}; the last lines of {log_path}:\n{log_tail(log_path, offset)}",
+        f"{log_tail(log_path, offset, lines=60)}\nstepscope local-cluster: {reason} (the lines above end {log_path})",
         file=sys.stderr,
     )
     return code or 1
