@@ -62,7 +62,7 @@ def _api_message(exc: BaseException) -> str:
 def _short_reason(exc: BaseException) -> str:
     text = str(exc)
     for pattern, words in (
-        (r"Connection refused|ECONNREFUSED|Errno 111", "connection refused"),
+        (r"Connection refused|ECONNREFUSED|Errno 111|Connect call failed", "connection refused"),
         (r"Name or service not known|nodename nor servname|getaddrinfo|Temporary failure in name resolution",
          "the host name does not resolve"),
         (r"timed out|Timeout", "timed out"),
@@ -82,6 +82,8 @@ def _url_of(exc: BaseException) -> tuple[str, str]:
     path = str(getattr(exc, "url", "") or "")
     if host:
         return f"{scheme}://{host}{f':{port}' if port else ''}", path
+    if isinstance(getattr(exc, "host", None), str) and getattr(exc, "port", None):  # aiohttp's connector errors
+        return f"http://{exc.host}:{exc.port}", ""  # type: ignore[attr-defined]
     endpoint = str(getattr(exc, "kwargs", {}).get("endpoint_url", "") or "")
     if endpoint:
         return endpoint, ""
