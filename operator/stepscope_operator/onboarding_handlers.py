@@ -48,18 +48,41 @@ async def write(kube: Kube, objects: list[dict[str, Any]]) -> list[str]:
     return changed
 
 
-@kopf.on.startup(id="onboard-listed")
-async def onboard_listed(**_: Any) -> None:
-    if not SETTINGS.listed:
-        return
+RETRY_SECONDS = 30.0
+
+
+async def onboard_listed_until_done(namespaces: tuple[str, ...], retry_seconds: float = RETRY_SECONDS) -> None:
+    """Each listed namespace's token Secret; a namespace that cannot be written yet (it does not exist, a permission
+    is missing) is tried again every `retry_seconds`, without holding the operator's start up."""
     master = await _master()
-    kube = Kube()
-    try:
-        for namespace in SETTINGS.listed:
-            for line in await write(kube, [token_secret(namespace, master, SETTINGS)]):
-                log.info("onboarding: %s", line)
-    finally:
-        kube.close()
+    pending = list(namespaces)
+    while pending:
+        kube = Kube()
+        try:
+            for namespace in list(pending):
+                try:
+                    for line in await write(kube, [token_secret(namespace, master, SETTINGS)]):
+                        log.info("onboarding: %s", line)
+                    pending.remove(namespace)
+                except Exception as exc:  # retried below; the reason is logged each time
+                    log.warning("onboarding: no token Secret in namespace %s yet: %s", namespace, exc)
+        finally:
+            kube.close()
+        if pending:
+            await asyncio.sleep(retry_seconds)
+
+
+@kopf.on.startup(id="onboard-listed")
+async def onboard_listed(memo: kopf.Memo, **_: Any) -> None:
+    if SETTINGS.listed:
+        memo.onboarding = asyncio.create_task(onboard_listed_until_done(SETTINGS.listed))
+
+
+@kopf.on.cleanup(id="onboard-cleanup")
+async def onboard_cleanup(memo: kopf.Memo, **_: Any) -> None:
+    task: asyncio.Task[None] | None = memo.get("onboarding")
+    if task is not None:
+        task.cancel()
 
 
 async def onboard_namespace(name: str, logger: kopf.Logger, type: str | None, **_: Any) -> None:

@@ -3,9 +3,10 @@
 - what a labelled namespace gets, as data: its own derived token Secret, the analyzer ServiceAccount and RoleBinding;
   a Secret holding another token is patched, one holding the right token is left alone;
 - with the real operator on the local cluster: a namespace listed in STEPSCOPE_ONBOARD_NAMESPACES gets its token
-  Secret at start; a new namespace is reported by `stepscope check -n TEAM` as lacking the token Secret, the analyzer
-  account and the credentials Secret, with the fixes; after `kubectl label namespace TEAM
-  stepscope.dev/profiling=enabled` and `kubectl create secret generic` of the team's credentials, the check passes.
+  Secret at start, one that cannot be written is retried without holding the start up; a new namespace is reported
+  by `stepscope check -n TEAM` as lacking the token Secret, the analyzer account and the credentials Secret, with the
+  fixes; after `kubectl label namespace TEAM stepscope.dev/profiling=enabled` and `kubectl create secret generic` of
+  the team's credentials, the check passes.
 """
 
 from __future__ import annotations
@@ -91,13 +92,15 @@ def test_a_team_is_onboarded_by_label_and_check_says_what_is_missing(tmp_path: P
     with LocalCluster(workdir=tmp_path / "cluster") as cluster:
         install(cluster)
         health = free_port()
-        env = {**ONBOARDING_ENV, "STEPSCOPE_ONBOARD_NAMESPACES": "listed-team"}
+        env = {**ONBOARDING_ENV, "STEPSCOPE_ONBOARD_NAMESPACES": "Not_A_Namespace,listed-team"}
         operator = start_operator(cluster, tmp_path, health_port=health, extra_env=env)
         try:
             problem = wait_operator_ready(cluster, operator, health, 180)
             assert problem is None, f"{problem}: {(tmp_path / 'operator.log').read_text()[-3000:]}"
             listed = _wait_for(cluster, "listed-team", "stepscope-sidecar-token")
             assert base64.b64decode(listed["data"]["token"]).decode() == namespace_token(MASTER_TOKEN, "listed-team")
+            log = (tmp_path / "operator.log").read_text()
+            assert "no token Secret in namespace Not_A_Namespace yet" in log  # retried later, the start not held
 
             assert cluster.kubectl("create", "namespace", "team-x").returncode == 0
             before = _check(cluster, "team-x", "operator", "storage")
