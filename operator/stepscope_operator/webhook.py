@@ -122,7 +122,7 @@ def decode_review(raw: bytes) -> dict[str, Any] | str:
         envelope = _ENVELOPE.decode(raw)
     except msgspec.ValidationError as exc:
         return f"not an AdmissionReview ({str(exc)[:200]})"
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return "the AdmissionReview is not JSON (or nested too deep)"
     req = envelope.request
     if req is None:
@@ -132,7 +132,7 @@ def decode_review(raw: bytes) -> dict[str, Any] | str:
     if kind == "Pod" and req.operation == "CREATE":
         try:
             pod = msgspec.json.decode(req.object)
-        except (msgspec.DecodeError, RecursionError):  # nested beyond the decoder's depth
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # nested too deep, or not UTF-8
             pod = None
     request = {"uid": req.uid, "kind": {"kind": kind}, "operation": req.operation, "namespace": req.namespace}
     return {"request": {**request, "object": pod}}
