@@ -4,7 +4,9 @@ bounded concurrency and a timeout per pod. No Prometheus server is involved: the
 already talks to.
 
 Replies are read whole (every segment until the end of the body) up to MAX_BODY per pod, and all the replies of one
-evaluation together up to MAX_TOTAL_BYTES: pods beyond either bound are failures that name it, never memory."""
+evaluation together up to MAX_TOTAL_BYTES; a parsed reply may hold no more steps per rank than were asked, and all
+of them together at most MAX_TOTAL_VALUES numbers (a number costs ~32 bytes parsed, however short its text). Pods
+beyond a bound are failures that name it, never memory."""
 
 from __future__ import annotations
 
@@ -21,7 +23,8 @@ from stepscope_contract.tokens import namespace_token
 from stepscope_operator.targets import Target
 
 MAX_BODY = 8 * 1024 * 1024  # a pod's reply: 256 ranks x 2048 steps would be more; the sidecar is asked for less
-MAX_TOTAL_BYTES = 32 * 1024 * 1024  # every pod's reply of one evaluation together
+MAX_TOTAL_BYTES = 16 * 1024 * 1024  # every pod's reply of one evaluation together, as read
+MAX_TOTAL_VALUES = 2_000_000  # every pod's step values of one evaluation together, as parsed (~64 MiB)
 READ_CHUNK = 64 * 1024
 
 
@@ -31,14 +34,27 @@ class BodyTooLarge(Exception):
 
 @dataclass
 class ByteBudget:
-    """Bytes the replies of one evaluation may still take."""
+    """Bytes (as read) and step values (as parsed) the replies of one evaluation may still take."""
 
     left: int
+    values_left: int
 
     def take(self, size: int) -> None:
         self.left -= size
         if self.left < 0:
             raise BodyTooLarge(f"replies over {MAX_TOTAL_BYTES} bytes in one evaluation; this pod's not read")
+
+    def take_values(self, reply: PodSteps, last: int) -> None:
+        """Charge a parsed reply; refuse one with more steps per rank than asked, or beyond the values left."""
+        values = 0
+        for steps in reply.ranks:
+            lengths = [len(v) for v in (steps.ended_at, steps.duration_ms, steps.backward_ms, steps.data_wait_ms)]
+            if max(lengths, default=0) > last or len(steps.profiled) > last:
+                raise BodyTooLarge(f"rank {steps.rank} has more than the {last} steps asked")
+            values += sum(lengths) + len(steps.profiled)
+        self.values_left -= values
+        if self.values_left < 0:
+            raise BodyTooLarge(f"replies over {MAX_TOTAL_VALUES} step values in one evaluation; this pod's not used")
 
 
 async def read_body(content: aiohttp.StreamReader, cap: int, budget: ByteBudget) -> bytes:
@@ -100,7 +116,10 @@ class TelemetryClient:
                     head = await resp.content.read(200)
                     return f"sidecar answered {resp.status}: {head[:200].decode(errors='replace')}"
                 body = await read_body(resp.content, MAX_BODY, budget)
-            return PodSteps.model_validate_json(body)
+            reply = PodSteps.model_validate_json(body)
+            del body
+            budget.take_values(reply, last)
+            return reply
         except BodyTooLarge as exc:
             return str(exc)
         except ValidationError as exc:
@@ -111,7 +130,7 @@ class TelemetryClient:
     async def pull(self, targets: Sequence[Target], last: int, ranks: frozenset[int] | None = None) -> Pull:
         """Every target's ranks (only those in `ranks` when given), each rank once, by rank."""
         last = max(1, min(last, MAX_STEPS_PER_REQUEST))
-        budget = ByteBudget(MAX_TOTAL_BYTES)
+        budget = ByteBudget(MAX_TOTAL_BYTES, MAX_TOTAL_VALUES)
         replies = await asyncio.gather(*(self._one(t, last, budget) for t in targets))
         seen: dict[int, RankSteps] = {}
         failures: dict[str, str] = {}

@@ -2,8 +2,8 @@
 
 Checks: a reply sent in two writes 50 ms apart parses (the whole body is read, not the first segment); an 8-rank
 reply of about 300 KB parses; a reply over the per-pod cap is refused with the cap in the message; the replies of one
-evaluation together stay under the per-evaluation cap (pods beyond it are failures naming the cap); a reply with NaN
-in it is refused.
+evaluation together stay under the per-evaluation caps, in bytes read and in step values parsed (pods beyond them
+are failures naming the cap); a reply with more steps than asked, or with NaN in it, is refused.
 """
 
 from __future__ import annotations
@@ -115,6 +115,25 @@ async def test_the_replies_of_one_evaluation_are_bounded_together(serving, monke
     assert pull.answered == 2
     assert len(pull.failures) == 2
     assert all("bytes in one evaluation" in why for why in pull.failures.values())
+
+
+async def test_step_values_of_one_evaluation_are_bounded(serving, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    body = _pod(2, 10)  # 2 ranks x 10 steps x 5 lists: 100 values
+    monkeypatch.setattr(telemetry_client, "MAX_TOTAL_VALUES", 250)
+    targets = [await serving(body, 1) for _ in range(3)]
+    async with TelemetryClient("m" * 32, concurrency=1) as client:
+        pull = await client.pull(targets, 10)
+    assert pull.answered == 2
+    (why,) = pull.failures.values()
+    assert "over 250 step values in one evaluation" in why
+
+
+async def test_more_steps_than_asked_are_refused(serving) -> None:  # type: ignore[no-untyped-def]
+    target = await serving(_pod(1, 30), 1)
+    async with TelemetryClient("m" * 32) as client:
+        pull = await client.pull([target], 20)
+    assert pull.ranks == ()
+    assert "more than the 20 steps asked" in pull.failures[target.pod]
 
 
 async def test_a_reply_with_nan_is_refused(serving) -> None:  # type: ignore[no-untyped-def]
