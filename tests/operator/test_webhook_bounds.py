@@ -3,7 +3,8 @@
 Checks: an 8 MiB review body of empty objects is refused (413) and grows the operator's peak memory (VmHWM of the
 process) by less than 64 MiB; a body just under the bound made of empty objects inside the pod, and one nested
 10,000 levels deep, are answered (allowed, unchanged, with a warning where the pod cannot be read) within the same
-growth; a real pod review is still injected afterwards.
+growth; 8 MiB posted to the metrics and health listeners costs nothing either; a real pod review is still injected
+afterwards.
 """
 
 from __future__ import annotations
@@ -62,6 +63,19 @@ def _post(url: str, body: bytes, context: ssl.SSLContext) -> tuple[int, dict[str
         return 413, {}
 
 
+def _plain_post(url: str, body: bytes | None) -> int | None:
+    """The HTTP status of a POST (a GET without a body), None when the connection failed."""
+    request = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as resp:
+            resp.read()
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, ConnectionError):
+        return None  # refused or closed: what matters is the memory
+
+
 def test_review_bodies_are_bounded_in_the_operator_process(
     api: EmulatorServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -90,6 +104,14 @@ def test_review_bodies_are_bounded_in_the_operator_process(
         status, answer = _post(url, _deep(MAX_REVIEW_BYTES - 1024), context)
         assert status == 200 and answer["response"]["allowed"] is True
         assert answer["response"].get("warnings") and "patch" not in answer["response"]
+
+        environ = dict(
+            item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item
+        )
+        for name, path in (("STEPSCOPE_METRICS_PORT", "/metrics"), ("STEPSCOPE_HEALTH_PORT", "/healthz")):
+            listener = f"http://127.0.0.1:{environ[name]}{path}"
+            assert _plain_post(listener, None) == 200  # the listener is there
+            _plain_post(listener, _bomb(8 * MiB))  # and reads no body
 
         grown = _peak_rss(pid) - before
         assert grown < 64 * MiB, f"the operator's peak memory grew by {grown / MiB:.0f} MiB"
