@@ -1,11 +1,15 @@
 """Every bound the analyzer puts on its inputs, in one table.
 
-Traces, manifests, stacks and summaries come from storage that training pods (and whoever holds their credentials)
-can write: a 2 MB gzip can inflate to gigabytes, a manifest can claim a world size of millions. Each limit below is
-checked where the input is read, and exceeding it makes that rank an error whose message names the limit (and the
-variable that raises it); the other ranks are still analysed. The defaults keep one rank's analysis well inside the
-analyzer Job's default 2Gi memory. Each limit can be changed with its environment variable
-(`STEPSCOPE_LIMIT_<NAME>`, docs/interfaces.md).
+Traces, manifests, stacks, Flight Recorder dumps, GPU metrics and summaries come from storage that training pods (and
+whoever holds their credentials) can write: a 2 MB gzip can inflate to gigabytes, a manifest can claim a world size of
+millions. Each limit below is checked where the input is read, and exceeding it makes that rank an error whose
+message names the limit (and the variable that raises it); the other ranks are still analysed. Every object is read
+with its limit (`most=`), so an oversized one is refused from its size before it is downloaded. Inputs kept for the
+whole analysis (the Flight Recorder dumps, the hung ranks' stacks) also have one budget per analysis across all
+ranks: dumps are decoded one rank at a time, and a rank that does not fit what is left is an error naming the total
+limit. The defaults keep the
+analysis well inside the analyzer Job's default 2Gi memory (under 1 GiB with eight hostile dumps). Each limit can be
+changed with its environment variable (`STEPSCOPE_LIMIT_<NAME>`, docs/interfaces.md).
 """
 
 from __future__ import annotations
@@ -42,8 +46,14 @@ class Limits:
     max_ranks: int = 32_768  # rank folders or trace files analysed in one run
     max_manifest_bytes: int = 1 * MiB  # a rank's manifest.json
     max_stacks_bytes: int = 256 * KiB  # a rank's stacks.txt (longer stacks are cut)
+    max_stacks_total_bytes: int = 64 * MiB  # every rank's stacks kept for the hang diagnosis, together
     max_summary_bytes: int = 64 * MiB  # a rank's summary written by the map step
     max_listed_missing_ranks: int = 256  # missing ranks listed one by one in report.json (the rest as ranges)
+    max_flight_recorder_file_bytes: int = 32 * MiB  # a rank's Flight Recorder dump as stored
+    max_flight_recorder_json_bytes: int = 64 * MiB  # its JSON after gzip
+    max_flight_recorder_total_bytes: int = 256 * MiB  # every rank's dump as kept for the analysis (estimated memory)
+    max_flight_recorder_total_entries: int = 4_000_000  # every rank's dump: recorded collectives kept in total
+    max_gpu_metrics_file_bytes: int = 64 * MiB  # a rank's gpu_metrics.jsonl.gz as stored
 
     @staticmethod
     def env_name(name: str) -> str:

@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Hashable, Iterator
-from dataclasses import dataclass, field
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.cpu_quota import worker_count
 from stepscope_analyzer.discovery import Layout, RankInput, discover
 from stepscope_analyzer.hang_evidence import HangEvidence
@@ -209,11 +210,32 @@ def summarize_all(
     process reads the next ones; `while_waiting` is then called once the workers have their first traces (as
     rank_pool.compute_all)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    results = dict(_outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting))
+    found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
+    results = dict(within_stacks_budget(found))
     outcomes = [results[i] for i in range(len(chosen))]
     if not layout.session:
         assign_ranks(outcomes)
     return outcomes
+
+
+def within_stacks_budget(outcomes: Iterable[tuple[int, RankOutcome]]) -> Iterator[tuple[int, RankOutcome]]:
+    """The outcomes as they come, the stacks of the hung ranks kept up to max_stacks_total_bytes together: a rank
+    beyond it keeps its hang evidence without the stacks, and an error that names the limit."""
+    table = limits.current()
+    left = table.max_stacks_total_bytes
+    for index, outcome in outcomes:
+        hang = outcome.hang
+        if hang is None or not hang.stacks:
+            yield index, outcome
+            continue
+        size = len(hang.stacks)
+        if size <= left:
+            left -= size
+            yield index, outcome
+            continue
+        detail = f"rank {hang.rank}'s stacks ({size} characters) are not kept, {left} left"
+        error = RankError(rank=hang.rank, message=str(table.exceeded("max_stacks_total_bytes", detail)))
+        yield index, replace(outcome, hang=replace(hang, stacks=""), errors=[*outcome.errors, error])
 
 
 def each_outcome(

@@ -1,13 +1,14 @@
 """What a rank's folder holds beside its trace, folded into the rank's summary: the environment its manifest and
 meta.json record (versions, host, capture times, whether GPU metrics were captured) and its GPU metrics
-(gpu_metrics.jsonl.gz) over the window the trace recorded. A file that cannot be read becomes a rank error,
-never an exception."""
+(gpu_metrics.jsonl.gz) over the window the trace recorded, read within max_gpu_metrics_file_bytes (refused from its
+size, before it is downloaded). A file that cannot be read becomes a rank error, never an exception."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from stepscope_analyzer.storage_io import StorageError, Store
+from stepscope_analyzer.limits import LimitExceededError
+from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankEnvironment, RankError, RankReport
 
@@ -61,8 +62,9 @@ def rank_extras(
 
     local_rank = manifest.meta.local_rank if manifest and manifest.meta else None
     try:
-        metrics, skipped = read_gpu_metrics(store.read(gpu_metrics_key), window=_window(summary), local_rank=local_rank)
-    except (StorageError, GpuMetricsError) as exc:
+        raw = read_bounded(store, gpu_metrics_key, "max_gpu_metrics_file_bytes")
+        metrics, skipped = read_gpu_metrics(raw, window=_window(summary), local_rank=local_rank)
+    except (StorageError, GpuMetricsError, LimitExceededError) as exc:
         errors.append(RankError(rank=summary.rank, source=gpu_metrics_key, message=f"gpu metrics unreadable: {exc}"))
         return update, errors
     if skipped:

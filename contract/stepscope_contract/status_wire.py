@@ -3,7 +3,8 @@ analyzer Job). Pure.
 
 Both read the status typed (a field that does not validate is dropped, never the whole status) and write only the
 merge patch of the fields they changed, built from the model: a key can only be one the CRD knows, so nothing is
-silently pruned by the API server, and neither writer overwrites a field the other owns without changing it.
+silently pruned by the API server, and neither writer overwrites a field the other owns without changing it. A patch
+never carries NaN or Infinity (stepscope_contract.finite).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from stepscope_contract.finite import finite_wire
 from stepscope_contract.session import ProfileSessionStatus
 
 
@@ -40,5 +42,5 @@ def status_patch(before: ProfileSessionStatus, after: ProfileSessionStatus) -> d
             continue
         key = info.alias or name
         wire = after.model_dump(mode="json", by_alias=True, include={name}, exclude_none=True)
-        patch[key] = wire.get(key)
+        patch[key] = finite_wire(wire.get(key))
     return patch

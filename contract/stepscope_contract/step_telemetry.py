@@ -27,7 +27,7 @@ from __future__ import annotations
 import struct
 from typing import Annotated, Final
 
-from pydantic import Field
+from pydantic import ConfigDict, Field
 
 from stepscope_contract.session import CamelModel
 
@@ -82,7 +82,10 @@ def ring_name(rank: int) -> str:
 
 
 class RankSteps(CamelModel):
-    """One training process's recent steps, oldest first (the lists have one entry per step)."""
+    """One training process's recent steps, oldest first (the lists have one entry per step). NaN and Infinity are
+    refused: a reply that holds one is not telemetry, and nothing derived from it may reach a status."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     rank: Annotated[int, Field(ge=0)]
     world_size: Annotated[int, Field(ge=1)] = 1
@@ -113,6 +116,8 @@ class RankSteps(CamelModel):
 
 class PodSteps(CamelModel):
     """`GET /v1/steps` of one sidecar: every rank of its pod."""
+
+    model_config = ConfigDict(allow_inf_nan=False)
 
     pod: str | None = None
     ranks: Annotated[list[RankSteps], Field(max_length=MAX_RANKS_PER_POD)] = Field(default_factory=list)

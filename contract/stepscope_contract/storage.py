@@ -144,6 +144,26 @@ def session_dir_name(name: str, uid: str) -> str:
     return f"{sanitize_segment(name)}-{uid8}"
 
 
+def namespace_location(base: StorageLocation, namespace: str) -> StorageLocation:
+    """`<base>/<namespace>/`: every session folder of the namespace and its sessions index."""
+    return base.child(namespace)
+
+
+def confinement_error(uri: str, folder: StorageLocation) -> str | None:
+    """Why `uri` does not lie inside `folder` (scheme, bucket and whole path segments), or None when it does."""
+    try:
+        target = parse_storage_uri(uri)
+    except StorageUriError as exc:
+        return str(exc)
+    if target.scheme is not folder.scheme or target.bucket != folder.bucket:
+        return f"{uri} is not in the store of {folder.uri}/"
+    inside = [p for p in folder.prefix.split("/") if p]
+    segments = [p for p in target.prefix.split("/") if p]
+    if segments[: len(inside)] != inside or len(segments) == len(inside):
+        return f"{uri} is not inside {folder.uri}/"
+    return None
+
+
 def session_location(base: StorageLocation, namespace: str, name: str, uid: str) -> StorageLocation:
     return base.child(namespace, session_dir_name(name, uid))
 

@@ -13,7 +13,8 @@ in a job that spends its whole step in backward() are never one.
   every rank's step lasts as long as the slowest one's, and only the time before it waits tells them apart.
 - step time regression: the job's step time (per step, the median over ranks, aligned from the newest step) over the
   last `steps` steps exceeds the median of the `baselineSteps` before them by more than `thresholdPercent`. The
-  baseline rolls: a slowdown that lasts becomes the new normal, and the condition clears.
+  baseline rolls: a slowdown that lasts becomes the new normal, and the condition clears. A baseline that is empty or
+  of 0 ms is not judged (a note says so).
 """
 
 from __future__ import annotations
@@ -150,7 +151,11 @@ def regression(ranks: Sequence[RankSteps], spec: StepTimeRegression) -> tuple[Fi
         have = max((len(_normal(r, r.duration_ms)) for r in ranks), default=0)
         return None, f"stepTimeRegression: {min(have, len(job) or have)} normal steps of the job, {minimum} needed"
     window, base = job[-spec.steps :], job[: -spec.steps]
+    if not base:
+        return None, f"stepTimeRegression: no baseline steps before the last {spec.steps}"
     baseline = statistics.median(base)
+    if not baseline > 0:  # steps of 0 ms (or a hostile series): no ratio to judge, never a division by zero
+        return None, f"stepTimeRegression: the baseline's median step is {baseline:g} ms; nothing to compare with"
     recent = statistics.median(window)
     threshold = baseline * (1.0 + spec.threshold_percent / 100.0)
     above = sum(1 for v in window if v > threshold)

@@ -14,6 +14,7 @@ from pydantic import ValidationError
 
 from stepscope_contract.constants import TRIGGER_LABEL
 from stepscope_contract.errors import describe_validation_error
+from stepscope_contract.finite import finite_wire
 from stepscope_contract.session import JobKind, TargetSpec
 from stepscope_contract.step_telemetry import MAX_STEPS_PER_REQUEST, RankSteps
 from stepscope_contract.trigger import (
@@ -112,8 +113,9 @@ def observe(pods: int, pull: Pull) -> TelemetryObservation:
 
 
 def status_patch(status: ProfileTriggerStatus) -> dict[str, Any]:
-    """The status as a merge patch: unset top-level fields as null (removed), no nulls inside (schema-valid)."""
-    patch: dict[str, Any] = status.model_dump(mode="json", by_alias=True, exclude_none=True)
+    """The status as a merge patch: unset top-level fields as null (removed), no nulls inside (schema-valid), no NaN
+    or Infinity anywhere (stepscope_contract.finite)."""
+    patch: dict[str, Any] = finite_wire(status.model_dump(mode="json", by_alias=True, exclude_none=True))
     for name, info in ProfileTriggerStatus.model_fields.items():
         alias = info.alias or name
         if getattr(status, name) is None:

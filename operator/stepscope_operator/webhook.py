@@ -8,6 +8,12 @@ without kopf (tests).
 Two paths, so that the webhook never needs to read Namespaces: the MutatingWebhookConfiguration sends pods labelled
 `stepscope.dev/inject: "true"` to `/mutate` and unlabelled pods of namespaces so labelled to `/mutate-namespace`.
 The webhook never blocks a pod: anything it cannot understand is allowed unchanged, with a warning.
+
+Port 9443 takes bodies from whatever can reach it, so what a body may cost is bounded: at most MAX_REVIEW_BYTES (an
+AdmissionReview of a Pod is tens of kB; larger bodies are refused with 413 before they are buffered), and the review
+is decoded in two steps: first its envelope (the request's uid, kind and operation; every other field is skipped
+without building objects), then the pod only when the review is a Pod CREATE (decoded by msgspec, bounded in depth).
+The chart's NetworkPolicy admits the port only from the API server.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+import msgspec
 from aiohttp import web
 
 from stepscope_contract.constants import INJECT_LABEL
@@ -36,7 +43,7 @@ POD_PATH = "/mutate"
 NAMESPACE_PATH = "/mutate-namespace"
 DEFAULT_CERT_DIR = "/etc/stepscope/webhook-tls"
 CERT_RELOAD_SECONDS = 60.0
-MAX_REVIEW_BYTES = 8 * 1024 * 1024
+MAX_REVIEW_BYTES = 1024 * 1024
 
 _CONFIG_KEY: web.AppKey[InjectionConfig] = web.AppKey("config", InjectionConfig)
 
@@ -86,12 +93,58 @@ def review_response(body: Any, namespace_labels: Mapping[str, str] | None, confi
     return _review(uid, patch=patch)
 
 
+class _Kind(msgspec.Struct):
+    kind: str = ""
+
+
+class _Request(msgspec.Struct):
+    """The fields the webhook decides on, typed as scalars (a deep structure in one of them is refused while it is
+    read); the pod stays raw bytes until it is needed; every other field is skipped."""
+
+    uid: str = ""
+    kind: _Kind | None = None
+    operation: str = "CREATE"
+    namespace: str = ""
+    object: msgspec.Raw = msgspec.Raw(b"null")
+
+
+class _Envelope(msgspec.Struct):
+    request: _Request | None = None
+
+
+_ENVELOPE = msgspec.json.Decoder(_Envelope)
+
+
+def decode_review(raw: bytes) -> dict[str, Any] | str:
+    """The review as `review_response` reads it, built shallow (the pod decoded only for a Pod CREATE), or why the
+    body is not an AdmissionReview."""
+    try:
+        envelope = _ENVELOPE.decode(raw)
+    except msgspec.ValidationError as exc:
+        return f"not an AdmissionReview ({str(exc)[:200]})"
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        return "the AdmissionReview is not JSON (or nested too deep)"
+    req = envelope.request
+    if req is None:
+        return {}
+    kind = req.kind.kind if req.kind is not None else ""
+    pod: Any = None
+    if kind == "Pod" and req.operation == "CREATE":
+        try:
+            pod = msgspec.json.decode(req.object)
+        except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # nested too deep, or not UTF-8
+            pod = None
+    request = {"uid": req.uid, "kind": {"kind": kind}, "operation": req.operation, "namespace": req.namespace}
+    return {"request": {**request, "object": pod}}
+
+
 async def _handle(request: web.Request, namespace_labels: Mapping[str, str] | None) -> web.Response:
     config = request.app[_CONFIG_KEY]
-    try:
-        body = json.loads(await request.read())
-    except (ValueError, UnicodeDecodeError):
-        return web.json_response(_review("", warnings=["stepscope: the AdmissionReview is not JSON"]))
+    if request.content_length is not None and request.content_length > MAX_REVIEW_BYTES:
+        raise web.HTTPRequestEntityTooLarge(max_size=MAX_REVIEW_BYTES, actual_size=request.content_length)
+    body = decode_review(await request.read())  # read() refuses more than client_max_size as it reads
+    if isinstance(body, str):
+        return web.json_response(_review("", warnings=[f"stepscope: {body}; pod admitted unchanged"]))
     return web.json_response(review_response(body, namespace_labels, config))
 
 

@@ -20,7 +20,7 @@ DEFAULT_LAST = 256
 
 async def get_steps(request: web.Request) -> web.Response:
     raw = request.query.get("last", str(DEFAULT_LAST))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_STEPS_PER_REQUEST:
+    if not (raw.isascii() and raw.isdigit() and len(raw) <= 6) or not 1 <= int(raw) <= MAX_STEPS_PER_REQUEST:
         raise web.HTTPBadRequest(reason=f"last must be a whole number within 1..{MAX_STEPS_PER_REQUEST}")
     rings = read_rings(request.app[HOOK_DIR_KEY], int(raw))
     body = PodSteps(pod=request.app[POD_KEY] or None, ranks=[rank_steps(r) for r in rings])

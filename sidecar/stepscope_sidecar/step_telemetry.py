@@ -74,8 +74,11 @@ class Ring:
         return [s for s in self.steps if not s.profiled]
 
 
+MAX_SECONDS = 1e12  # beyond any wall time or duration: what lies past it is garbage (and x1000 must stay finite)
+
+
 def _finite(value: float) -> bool:
-    return math.isfinite(value) and value >= 0.0
+    return math.isfinite(value) and 0.0 <= value <= MAX_SECONDS
 
 
 def parse_ring(data: bytes, last: int) -> Ring | None:

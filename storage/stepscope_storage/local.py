@@ -44,7 +44,10 @@ class LocalStore:
             if size > most and not truncate:
                 raise TooLargeError(key, size)
             with path.open("rb") as fh:
-                return fh.read(most)
+                data = fh.read(most if truncate else most + 1)  # a file that grew since its size was read
+            if len(data) > most:
+                raise TooLargeError(key, len(data))
+            return data
         except OSError as exc:
             raise StorageError(f"cannot read {key}: {exc.strerror or exc}") from exc
 

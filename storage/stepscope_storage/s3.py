@@ -157,7 +157,13 @@ class S3Store:
             if most is not None and size > most and not truncate:
                 body.close()
                 raise TooLargeError(key, size)
-            return bytes(body.read() if most is None else body.read(most))
+            if most is None:
+                return bytes(body.read())
+            data = bytes(body.read(most if truncate else most + 1))  # a length the reply did not announce
+            if len(data) > most:
+                body.close()
+                raise TooLargeError(key, len(data))
+            return data
         except TooLargeError:
             raise
         except Exception as exc:

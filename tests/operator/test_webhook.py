@@ -179,6 +179,11 @@ async def test_unlabelled_pod_of_a_labelled_namespace_is_injected(client: Client
         b"[]",
         json.dumps({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).encode(),
         json.dumps({"request": {"kind": {"kind": "Pod"}, "object": {"spec": {}}}}).encode(),  # no uid
+        json.dumps({"request": {"uid": [[{}]], "kind": {"kind": "Pod"}, "object": {"spec": {}}}}).encode(),
+        json.dumps({"request": {"uid": "u", "kind": "Pod", "object": {"spec": {}}}}).encode(),
+        b'{"request": {"uid": "u", "kind": {"kind": "Pod"}, "object": ' + b"[" * 5000 + b"]" * 5000 + b"}}",
+        b'{"request": {"uid": "u", "kind": {"kind": "Pod"}, "object": {"spec": {"a\xff\xff": 1}}}}',
+        b'{"request": {"uid": "u\xff", "kind": {"kind": "Pod"}, "object": {"spec": {}}}}',
     ],
 )
 async def test_malformed_review_is_allowed_with_a_warning(client: Client, body: bytes) -> None:

@@ -72,7 +72,7 @@ def test_recent_steps_are_served_with_the_token_only(training: tuple[Sidecar, Pa
     assert rank.seconds_since_last_step is not None and rank.seconds_since_last_step < 30
     assert sc.call("GET", "/v1/steps", token=None)[0] == 401
     assert sc.call("GET", "/v1/steps", token="wrong")[0] == 401
-    for bad in ("0", "100000", "x"):
+    for bad in ("0", "100000", "x", "²", "%C2%B2", "1" * 40):
         assert sc.call("GET", f"/v1/steps?last={bad}")[0] == 400
 
 

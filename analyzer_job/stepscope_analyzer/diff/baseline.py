@@ -4,8 +4,9 @@ except `find_baseline` and `load_baseline`, which read storage.
 
 A baseline named by session is looked up in the sessions index of the session's own storage and namespace
 (stepscope_contract.session_index), so it may have been deleted since; a baseline URI, or the report an index entry
-points at, must lie in the same store (scheme and bucket) as the session's storage: the analyzer reads it with the
-session's credentials, and nothing else is reachable through a baseline.
+points at, must lie inside the session's own namespace folder, `<storage.uri>/<namespace>/`: the analyzer reads it
+with the session's credentials, which reach every team's folder of the bucket, so a baseline in another namespace's
+folder (another team's op names), another bucket or another scheme is refused (reason BaselineRefused, with why).
 """
 
 from __future__ import annotations
@@ -24,10 +25,9 @@ from stepscope_contract.session import (
     GateChange,
     ProfileSessionSpec,
     ReportSummary,
-    same_store,
 )
 from stepscope_contract.session_index import MAX_INDEX_BYTES, SessionIndexEntry, session_index_key
-from stepscope_contract.storage import parse_storage_uri
+from stepscope_contract.storage import confinement_error, namespace_location, parse_storage_uri
 
 MAX_REPORT_CHANGES = 20
 NAME_CHARS = 256
@@ -53,7 +53,7 @@ def find_baseline(spec: ProfileSessionSpec, namespace: str, store: Store) -> Bas
     if wanted is None:
         raise BaselineError("NoBaseline", "the session names no baseline")
     if wanted.uri is not None:
-        return Baseline(_in_store(wanted.uri, spec), None)
+        return Baseline(_confined(wanted.uri, spec, namespace, "spec.baseline.uri"), None)
     assert wanted.session is not None
     key = session_index_key(parse_storage_uri(spec.storage.uri), namespace, wanted.session)
     try:
@@ -65,12 +65,18 @@ def find_baseline(spec: ProfileSessionSpec, namespace: str, store: Store) -> Bas
         entry = SessionIndexEntry.model_validate_json(store.read(key, most=MAX_INDEX_BYTES))
     except (StorageError, ValidationError, ValueError) as exc:
         raise BaselineError("BaselineUnreadable", f"the index entry {store.uri(key)}: {str(exc)[:300]}") from None
-    return Baseline(_in_store(entry.report_json, spec), wanted.session)
+    return Baseline(_confined(entry.report_json, spec, namespace, f"the index entry {store.uri(key)}"), wanted.session)
 
 
-def _in_store(uri: str, spec: ProfileSessionSpec) -> str:
-    if not same_store(uri, spec.storage.uri):
-        raise BaselineError("BaselineRefused", f"the baseline {uri} is outside the session's store {spec.storage.uri}")
+def _confined(uri: str, spec: ProfileSessionSpec, namespace: str, what: str) -> str:
+    """`uri` when it lies inside `<storage.uri>/<namespace>/`; BaselineRefused saying why otherwise."""
+    folder = namespace_location(parse_storage_uri(spec.storage.uri), namespace)
+    why = confinement_error(uri, folder)
+    if why is not None:
+        raise BaselineError(
+            "BaselineRefused",
+            f"{what} names {uri}: a baseline must lie in this namespace's folder {folder.uri}/ ({why})",
+        )
     return uri
 
 

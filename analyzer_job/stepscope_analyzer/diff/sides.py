@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from stepscope_analyzer.pipeline import discover, summarize_all
 from stepscope_analyzer.reduction import reduce_outcomes
-from stepscope_analyzer.storage_io import StorageError, Store, location_of, open_store
+from stepscope_analyzer.storage_io import StorageError, Store, TooLargeError, location_of, open_store
 from stepscope_contract.report import Report
 from stepscope_contract.storage import REPORT_JSON, StorageLocation, StorageUriError, report_location
 from stepscope_storage import Credentials, EndpointSettings
@@ -37,9 +37,11 @@ def _quiet(_: str) -> None:
 
 
 def _read_report(store: Store, key: str) -> Report:
-    data = store.read(key)
-    if len(data) > MAX_REPORT_BYTES:
-        raise SideError(f"{store.uri(key)} is {len(data)} bytes, more than a report may be ({MAX_REPORT_BYTES})")
+    try:
+        data = store.read(key, most=MAX_REPORT_BYTES)  # refused from its size, before it is downloaded
+    except TooLargeError as exc:
+        message = f"{store.uri(key)} is {exc.size} bytes, more than a report may be ({MAX_REPORT_BYTES})"
+        raise SideError(message) from None
     try:
         return Report.model_validate_json(data)
     except (ValidationError, ValueError) as exc:

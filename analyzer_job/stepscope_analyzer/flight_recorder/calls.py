@@ -71,17 +71,23 @@ def format_frame(frame: Frame) -> str:
     return f"{PurePosixPath(frame.filename.replace(chr(92), '/')).name}:{frame.line} in {frame.name}"
 
 
-def call_site(frames: list[Frame]) -> str | None:
+def call_site_frame(frames: list[Frame]) -> Frame | None:
     """The innermost frame of the training code (frames run innermost first); for code installed as a package,
     the innermost frame outside torch; else the innermost frame."""
     for frame in frames:
         if frame.filename and not is_library(frame.filename):
-            return format_frame(frame)
+            return frame
     for frame in frames:
         path = frame.filename.replace("\\", "/")
         if frame.filename and "/torch/" not in path and "/stepscope_hook/" not in path:
-            return format_frame(frame)
-    return format_frame(frames[0]) if frames else None
+            return frame
+    return frames[0] if frames else None
+
+
+def call_site(frames: list[Frame]) -> str | None:
+    """'file.py:line in function' of `call_site_frame`."""
+    frame = call_site_frame(frames)
+    return format_frame(frame) if frame is not None else None
 
 
 def _completed(dump: Dump, entry: Entry, seq: int) -> bool:

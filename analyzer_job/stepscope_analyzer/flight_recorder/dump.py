@@ -5,12 +5,16 @@ written as JSON by stepscope's hook; stepscope never unpickles anything), plus a
 reason, the dump time and the global ranks of every process group (gloo leaves `pg_config` empty). Whatever a file
 holds, reading it is bounded: compressed and inflated size, entries, frames, tensors, text lengths and process
 groups; a file beyond a bound is rejected with a message that names the bound, like a bad trace.
+
+What the analysis keeps of a dump is `compact`: each entry holds only the frame that names its call site (the one
+`calls.call_site` picks), so a rank's dump costs about its entries and tensor sizes (`retained_cost`), which the
+loader charges against one budget per analysis.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 from msgspec import Meta
@@ -137,12 +141,12 @@ def _ranks_text(text: str) -> list[int]:
     return sorted(set(value))
 
 
-def inflate(raw: bytes, origin: str) -> bytes:
+def inflate(raw: bytes, origin: str, max_json: int = MAX_JSON_BYTES, max_stored: int = MAX_COMPRESSED_BYTES) -> bytes:
     """The JSON bytes of a dump file (gzip or plain), refusing what exceeds the bounds."""
-    if len(raw) > MAX_COMPRESSED_BYTES:
-        raise FlightRecorderError(f"{origin} is {len(raw):,} bytes, more than the {MAX_COMPRESSED_BYTES:,} allowed")
+    if len(raw) > max_stored:
+        raise FlightRecorderError(f"{origin} is {len(raw):,} bytes, more than the {max_stored:,} allowed")
     try:
-        data, complete = inflate_bounded(raw, MAX_JSON_BYTES)
+        data, complete = inflate_bounded(raw, max_json)
     except InflateError as exc:
         raise FlightRecorderError(f"{origin} {exc}") from exc
     if not complete:
@@ -150,12 +154,98 @@ def inflate(raw: bytes, origin: str) -> bytes:
     return data
 
 
-def parse_dump(raw: bytes, origin: str = "flight_recorder.json.gz") -> Dump:
+def parse_dump(
+    raw: bytes,
+    origin: str = "flight_recorder.json.gz",
+    max_json: int = MAX_JSON_BYTES,
+    max_stored: int = MAX_COMPRESSED_BYTES,
+) -> Dump:
     """Decode one dump file; FlightRecorderError says what is wrong with it."""
-    data = inflate(raw, origin)
+    data = inflate(raw, origin, max_json, max_stored)
+    del raw
     try:
         return _DECODER.decode(data)
     except msgspec.ValidationError as exc:
         raise FlightRecorderError(f"{origin} is not a usable Flight Recorder dump: {str(exc)[:500]}") from exc
     except msgspec.DecodeError as exc:
         raise FlightRecorderError(f"{origin} is not valid JSON: {str(exc)[:300]}") from exc
+
+
+ENTRY_COST = 256  # bytes of a compacted Entry beyond what it shares (measured with tracemalloc)
+TEXT_COST = 56  # a str beyond its characters
+LIST_COST = 64  # a list beyond its pointers
+POINTER = 8
+INT_COST = 32
+
+
+class Interner:
+    """One analysis's table of the values dumps repeat (texts, dtype lists, tensor sizes, call-site frames): equal
+    values are kept once, across entries and ranks, and `cost` counts the bytes of the distinct ones."""
+
+    def __init__(self) -> None:
+        self._seen: dict[object, Any] = {}
+        self.cost = 0
+
+    def _keep(self, key: object, value: Any, cost: int) -> Any:
+        kept = self._seen.get(key)
+        if kept is None:
+            self._seen[key] = kept = value
+            self.cost += cost
+        return kept
+
+    def text(self, value: str) -> str:
+        return str(self._keep(("t", value), value, TEXT_COST + len(value) + LIST_COST))  # the str and its key
+
+    def texts(self, values: list[str]) -> list[str]:
+        key = ("ts", *values)
+        kept: list[str] = self._keep(key, [self.text(v) for v in values], 2 * (LIST_COST + POINTER * len(values)))
+        return kept
+
+    def sizes(self, values: list[list[int]]) -> list[list[int]]:
+        key = ("s", *(tuple(d) for d in values))
+        lists = LIST_COST + POINTER * len(values) + sum(LIST_COST + POINTER * len(d) for d in values)
+        ints = sum(1 for d in values for v in d if not -5 <= v <= 256)  # small ints are shared by Python
+        cost = 2 * lists + INT_COST * ints  # the lists and their key
+        kept: list[list[int]] = self._keep(key, values, cost)
+        return kept
+
+    def frames(self, frame: Frame | None) -> list[Frame]:
+        if frame is None:
+            return []
+        key = ("f", frame.name, frame.filename, frame.line)
+        cost = 2 * LIST_COST + POINTER * 5 + 64 + TEXT_COST * 2 + len(frame.name) + len(frame.filename)
+        kept: list[Frame] = self._keep(key, [frame], cost)
+        return kept
+
+
+def compact(dump: Dump, interner: Interner | None = None) -> Dump:
+    """The dump with each entry's frames cut to the one that names its call site (calls.call_site_frame) and its
+    repeated values shared through `interner`; nothing the analysis reads changes."""
+    from stepscope_analyzer.flight_recorder.calls import call_site_frame
+
+    table = interner if interner is not None else Interner()
+    entries = [
+        msgspec.structs.replace(
+            entry,
+            process_group=table.texts(entry.process_group),
+            profiling_name=table.text(entry.profiling_name),
+            input_sizes=table.sizes(entry.input_sizes),
+            output_sizes=table.sizes(entry.output_sizes),
+            input_dtypes=table.texts(entry.input_dtypes),
+            output_dtypes=table.texts(entry.output_dtypes),
+            state=table.text(entry.state),
+            frames=table.frames(call_site_frame(entry.frames)),
+        )
+        for entry in dump.entries
+    ]
+    return msgspec.structs.replace(dump, entries=entries)
+
+
+def own_cost(dump: Dump) -> int:
+    """About how many bytes a compacted dump holds beyond what its interner shares (the per-analysis budget counts
+    this plus the interner's growth)."""
+    cost = ENTRY_COST * len(dump.entries)
+    groups = dump.stepscope.process_groups.values() if dump.stepscope is not None else ()
+    cost += sum(LIST_COST + POINTER * len(g.ranks) for g in groups)
+    cost += sum(256 + len(c.ranks) for c in dump.pg_config.values()) + 256 * len(dump.pg_status)
+    return cost

@@ -186,3 +186,21 @@ STEPSCOPE_STORAGE_CREDENTIALS_SECRET: {{ .Values.storage.credentialsSecret.name 
 STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY: {{ .Values.storage.credentialsSecret.accessKeyIdKey | quote }}
 STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY: {{ .Values.storage.credentialsSecret.secretAccessKeyKey | quote }}
 {{- end }}
+
+{{/* The CIDRs the webhook port is admitted from (JSON list): webhook.networkPolicy.apiServerCIDRs, and with
+lookupApiServer the addresses of the `kubernetes` Endpoints in `default` (none under `helm template`). */}}
+{{- define "stepscope.apiServerCIDRs" -}}
+{{- $cidrs := list }}
+{{- range .Values.webhook.networkPolicy.apiServerCIDRs }}
+{{- $cidrs = append $cidrs . }}
+{{- end }}
+{{- if .Values.webhook.networkPolicy.lookupApiServer }}
+{{- $endpoints := lookup "v1" "Endpoints" "default" "kubernetes" }}
+{{- range (($endpoints | default dict).subsets | default list) }}
+{{- range (.addresses | default list) }}
+{{- $cidrs = append $cidrs (printf "%s/%s" .ip (ternary "128" "32" (contains ":" .ip))) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- $cidrs | uniq | toJson }}
+{{- end }}
