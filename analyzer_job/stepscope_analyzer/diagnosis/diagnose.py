@@ -8,9 +8,12 @@ from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
 from stepscope_analyzer.diagnosis.job_numbers import step_numbers
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
+from stepscope_analyzer.diagnosis.layout import job_layout, layout_model
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
+from stepscope_analyzer.diagnosis.peers import find_slow_peers
+from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
-from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
@@ -73,15 +76,21 @@ def diagnose(
     hang = find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok})
     hangs, hang_ranks = hang.hangs, hang.slow_ranks
     hung = {h.rank for h in hangs} | {s.rank for s in hang_ranks}
-    slow = hang_ranks + find_slow_ranks([r for r in ok if r.rank not in hung], cfg)
+    layout = job_layout(ok)
+    slow = hang_ranks + find_slow_peers([r for r in ok if r.rank not in hung], cfg, layout)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
     numbers = step_numbers(ok, slow)
+    shape = layout_model(layout, ok) if layout is not None else None
+    micro = shape.microbatches if shape is not None else None
+    findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, persistent=bool(slow))
+    numbers = with_finding_numbers(numbers, findings, slow, hangs)
     coverage = Coverage(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
     )
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
+    verdict = verdict or finding_verdict(findings, slow, hangs, numbers, coverage, layout=shape)
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
         ranks_analysed=len(ok),
@@ -97,6 +106,8 @@ def diagnose(
         flight_recorder=hang.flight_recorder,
         bottlenecks=bottlenecks,
         communication=communication_summary(ok, cfg.max_collectives),
-        next_steps=next_steps(slow, bottlenecks, errored),
+        next_steps=[f.remedy for f in findings] + next_steps(slow, bottlenecks, errored),
+        layout=shape,
+        findings=findings,
     )
     return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)

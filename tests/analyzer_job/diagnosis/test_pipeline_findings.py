@@ -1,0 +1,80 @@
+"""A pipeline job's shape compared as such: a heavy stage is a stage imbalance (move layers), not two slow ranks;
+warm-up and cool-down of a 1F1B schedule with few microbatches are a bubble; microbatches of varying length with
+no persistent rank are a data imbalance, not stragglers. Each with its evidence, remedy and estimated gain; a
+healthy pipeline has none."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope_analyzer.diagnosis import diagnose
+from stepscope_analyzer.diagnosis.causes import cause_row
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
+from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_contract.report import Cause
+from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
+
+pytestmark = pytest.mark.unit
+
+
+def _causes(shape: PipeShape) -> list[Cause]:
+    return [f.cause for f in diagnose(pipeline_job(shape)).findings]
+
+
+def test_a_heavy_last_stage_is_a_stage_imbalance() -> None:
+    """pp4 x dp2, the last stage holding layers for 1.65x the others' compute (8 microbatches: no bubble)."""
+    ranks = pipeline_job(PipeShape(pp=4, dp=2, microbatches=8, stage_scale={3: 1.65}))
+    d = diagnose(ranks)
+    assert d.slow_ranks == []
+    assert [f.cause for f in d.findings] == [Cause.STAGE_IMBALANCE]
+    f = d.findings[0]
+    assert f.stage == 3 and f.ranks == [6, 7]
+    assert "pipeline stage 3 (rank 6-7) computes 1.6" in f.summary
+    assert f.remedy.startswith("Move layers from the heavy stage (rank 6-7)")
+    assert len(f.evidence) == 4 and all("stage" in e.metric for e in f.evidence)
+    # balanced stages: the pipeline would run at the mean stage's pace instead of the heaviest's
+    assert 0.1 * d.median_step_us < f.gain_us < 0.5 * d.median_step_us
+    assert d.expected_step_us == pytest.approx(d.median_step_us - f.gain_us)
+    assert d.verdict.startswith("Pipeline stage 3 (rank 6-7) computes")
+    assert "cause stage_imbalance" in d.verdict and "8 ranks = 4 stages x 2 replicas" in d.verdict
+    assert d.next_steps[0] == f.remedy
+
+
+def test_stages_within_the_ratio_are_not_imbalanced() -> None:
+    assert _causes(PipeShape(pp=4, dp=2, microbatches=8, stage_scale={3: 1.15})) == []
+
+
+def test_few_microbatches_leave_a_bubble() -> None:
+    d = diagnose(pipeline_job(PipeShape(pp=4, dp=2, microbatches=4)))
+    assert [f.cause for f in d.findings] == [Cause.PIPELINE_BUBBLE]
+    f = d.findings[0]
+    assert "4 stages with 4 microbatches idle 43%" in f.summary
+    assert f.evidence[0].value == pytest.approx(3 / 7) and f.evidence[0].baseline == pytest.approx(3 / 11)
+    assert f.gain_us == pytest.approx(d.median_step_us * (3 / 7 - 3 / 11), rel=0.01)
+    assert f.remedy == cause_row(Cause.PIPELINE_BUBBLE).next_step.format(r="0-7")
+
+
+def test_enough_microbatches_leave_no_bubble_worth_naming() -> None:
+    assert _causes(PipeShape(pp=4, dp=2, microbatches=8)) == []
+    assert _causes(PipeShape(pp=2, dp=2, microbatches=4)) == []
+
+
+def test_varying_sequence_lengths_are_a_data_imbalance_not_stragglers() -> None:
+    """pp2 x dp8, microbatches of varying length per replica and step, a heavier last stage (1.2x)."""
+    ranks = pipeline_job(PipeShape(pp=2, dp=8, steps=8, microbatch_spread=0.6, stage_scale={1: 1.2}))
+    assert find_slow_ranks(with_collective_waits(ranks), DiagnosisConfig())  # against every rank: noise as stragglers
+    d = diagnose(ranks)
+    assert d.slow_ranks == []
+    assert [f.cause for f in d.findings] == [Cause.DATA_IMBALANCE]
+    f = d.findings[0]
+    assert f.gain_us > DiagnosisConfig().floor_us(d.median_step_us)
+    assert "bucket sequences by length" in f.remedy
+    assert f.evidence[0].unit == "cv" and f.evidence[0].value >= 0.15
+
+
+def test_a_healthy_pipeline_has_no_findings() -> None:
+    for seed in range(5):
+        d = diagnose(pipeline_job(PipeShape(pp=4, dp=2, microbatches=8, seed=seed)))
+        assert d.slow_ranks == [] and d.findings == [], d.verdict
+        assert d.verdict.startswith("No slow rank") and "4 stages x 2 replicas" in d.verdict
