@@ -15,6 +15,7 @@ from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
+from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
 from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, RankReport, RankStatus
@@ -85,6 +86,7 @@ def diagnose(
     shape = layout_model(layout, ok) if layout is not None else None
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, persistent=bool(slow))
+    findings += tp_stragglers(layout, slow, ok)
     numbers = with_finding_numbers(numbers, findings, slow, hangs)
     coverage = Coverage(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
