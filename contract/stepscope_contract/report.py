@@ -491,6 +491,16 @@ class JobFinding(ReportModel):
     evidence: list[Evidence] = Field(default_factory=list)
 
 
+class WhatIf(ReportModel):
+    """The step time if one thing ran differently, from a replay of the recorded steps' dependencies."""
+
+    kind: str = Field(description="like_peers | balanced_stages | median_work")
+    change: str = Field(description="the change in words: 'rank 13 ran like its peers'")
+    step_us: float = Field(description="the step time with the change, µs")
+    gain_us: float = Field(description="µs per step saved")
+    speedup: float | None = None
+
+
 class Diagnosis(ReportModel):
     verdict: str = Field(description="one line a person reads first")
     ranks_analysed: int = Field(default=0, description="ranks whose traces were compared")
@@ -524,6 +534,9 @@ class Diagnosis(ReportModel):
     )
     findings: list[JobFinding] = Field(
         default_factory=list, description="causes of the job's shape: stage imbalance, pipeline bubble, data imbalance"
+    )
+    what_if: list[WhatIf] = Field(
+        default_factory=list, description="pipeline jobs: the step time under each what-if, from a replay of the steps"
     )
 
 

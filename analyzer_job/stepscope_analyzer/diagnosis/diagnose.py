@@ -13,6 +13,7 @@ from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.peers import find_slow_peers
 from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
+from stepscope_analyzer.diagnosis.replay import step_work, what_ifs, with_replayed_gains
 from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
@@ -87,6 +88,8 @@ def diagnose(
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, persistent=bool(slow))
     findings += tp_stragglers(layout, slow, ok)
+    whatifs = what_ifs(step_work(layout, ok, micro), [s.rank for s in slow], numbers.median_step_us) if layout else []
+    findings = with_replayed_gains(findings, whatifs)
     numbers = with_finding_numbers(numbers, findings, slow, hangs)
     coverage = Coverage(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
@@ -111,5 +114,6 @@ def diagnose(
         next_steps=[f.remedy for f in findings] + next_steps(slow, bottlenecks, errored),
         layout=shape,
         findings=findings,
+        what_if=whatifs,
     )
     return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)

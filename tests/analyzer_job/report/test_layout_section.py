@@ -33,6 +33,7 @@ def test_the_grid_shows_every_stage_and_replica_and_the_slow_cell() -> None:
     assert [int(rank) for _, rank in cells] == list(range(8))
     assert [int(rank) for bad, rank in cells if bad] == [5]
     assert 'id="findings"' in section and "pipeline_bubble" in section
+    assert "rank 5 ran like its peers" in section[section.index('id="what-if"') :]
 
 
 def test_a_data_parallel_job_has_no_layout_section() -> None:
