@@ -86,7 +86,7 @@ def diagnose(
     numbers = step_numbers(ok, slow)
     shape = layout_model(layout, ok) if layout is not None else None
     micro = shape.microbatches if shape is not None else None
-    findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, persistent=bool(slow))
+    findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
     findings += tp_stragglers(layout, slow, ok)
     whatifs = what_ifs(step_work(layout, ok, micro), [s.rank for s in slow], numbers.median_step_us) if layout else []
     findings = with_replayed_gains(findings, whatifs)

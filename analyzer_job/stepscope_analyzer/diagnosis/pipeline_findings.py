@@ -155,17 +155,17 @@ def pipeline_findings(
     microbatches: int | None,
     cfg: DiagnosisConfig,
     *,
-    persistent: bool,
+    slow: set[int],
 ) -> list[JobFinding]:
-    """The job-shape findings, the largest gain first; `persistent`: a rank was found slow among its peers (then the
-    varying compute is its, not the data's)."""
+    """The job-shape findings, the largest gain first; `slow`: the ranks found slow among their peers (their stages
+    are measured without them, and varying compute is theirs, not the data's)."""
     if layout is None or layout.stages < 2 or len(ranks) < 2:
         return []
-    compute = {s.rank: s.tested["compute"] for s in rank_samples(ranks)}
+    compute = {s.rank: s.tested["compute"] for s in rank_samples(ranks) if s.rank not in slow}
     threshold = STAGE_RATIO if all(r.device == "cuda" for r in ranks) else CPU_STAGE_RATIO
     found = [
         stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold),
         pipeline_bubble(layout, ranks, step_us, microbatches),
-        None if persistent else data_imbalance(layout, compute, step_us, cfg),
+        None if slow else data_imbalance(layout, compute, step_us, cfg),
     ]
     return sorted((f for f in found if f is not None), key=lambda f: -f.gain_us)
