@@ -19,7 +19,7 @@ from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
 from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
-from stepscope_contract.report import Diagnosis, RankReport, RankStatus
+from stepscope_contract.report import Diagnosis, ProcessGroup, RankReport, RankStatus
 
 
 def _hang_evidence(ranks: list[RankReport], hang_evidence: list[HangEvidence] | None) -> list[HangEvidence]:
@@ -43,6 +43,16 @@ def _nodes_of(
         if not node_of.get(rank):
             node_of[rank] = node
     return node_of
+
+
+def dumped_groups(dumps: dict[int, Dump] | None) -> list[ProcessGroup]:
+    """The process groups the ranks' Flight Recorder dumps list (name, description, members)."""
+    out = []
+    for dump in (dumps or {}).values():
+        for name, ranks in dump.group_ranks().items():
+            cfg = next((c for k, c in dump.pg_config.items() if (c.name or k) == name), None)
+            out.append(ProcessGroup(name=name, desc=cfg.desc if cfg else "", ranks=ranks))
+    return out
 
 
 def diagnose(
@@ -78,7 +88,7 @@ def diagnose(
     hang = find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok})
     hangs, hang_ranks = hang.hangs, hang.slow_ranks
     hung = {h.rank for h in hangs} | {s.rank for s in hang_ranks}
-    layout = job_layout(ok)
+    layout = job_layout(ok, dumped_groups(flight_recorder))
     slow = hang_ranks + find_slow_peers([r for r in ok if r.rank not in hung], cfg, layout)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
     slow_nodes = find_slow_nodes(slow, node_of)

@@ -1,8 +1,9 @@
 """The job's parallel layout: rank -> (pipeline stage, data-parallel replica, tensor-parallel position). Pure.
 
-From the process groups the ranks' traces list (RankReport.process_groups, distributedInfo.pg_config), or, where a
-trace lists none, from who meets whom: the ranks that share a process group in their collectives' labels. Each
-rank lists only the groups it belongs to; the union over the ranks is the job's groups. A group's dimension comes
+From the process groups the ranks' traces list (RankReport.process_groups, distributedInfo.pg_config), else the
+groups of the ranks' Flight Recorder dumps (their pg_config), or, where neither lists any, from who meets whom: the
+ranks that share a process group in their collectives' labels. Each rank lists only the groups it belongs to; the
+union over the ranks is the job's groups. A group's dimension comes
  1. from its description, as frameworks name them: torchtitan's DeviceMesh (`mesh_pp`, `mesh_dp_shard`, `mesh_tp`),
     Megatron (`PIPELINE_MODEL_PARALLEL_GROUP`, `DATA_PARALLEL_GROUP`, `TENSOR_MODEL_PARALLEL_GROUP`), or any
     description whose words name exactly one dimension (pp/pipe/pipeline, dp/data/fsdp/shard/replicate,
@@ -28,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_contract.report import LayoutRank, ParallelLayout, RankReport
+from stepscope_contract.report import LayoutRank, ParallelLayout, ProcessGroup, RankReport
 
 WORDS = {
     "pp": frozenset({"pp", "pipe", "pipeline"}),
@@ -78,15 +79,17 @@ def dimension_of(desc: str) -> str | None:
     return named[0] if len(named) == 1 else None
 
 
-def _groups(ranks: list[RankReport], world: int) -> tuple[list[Group], str]:
-    """The job's groups smaller than the world (and larger than one), from pg_config, else from collective labels."""
-    seen: dict[tuple[int, ...], str] = {}
-    for r in ranks:
-        for g in r.process_groups:
+def _groups(ranks: list[RankReport], world: int, dumped: list[ProcessGroup]) -> tuple[list[Group], str]:
+    """The job's groups smaller than the world (and larger than one), from the traces' pg_config, else the Flight
+    Recorder's, else from collective labels."""
+    for source, listed in (("process groups", [g for r in ranks for g in r.process_groups]),
+                           ("the Flight Recorder's process groups", dumped)):  # fmt: skip
+        seen: dict[tuple[int, ...], str] = {}
+        for g in listed:
             if 1 < len(g.ranks) < world:
                 seen.setdefault(tuple(g.ranks), g.desc)
-    if seen:
-        return [Group(m, d) for m, d in seen.items()], "process groups"
+        if seen:
+            return [Group(m, d) for m, d in seen.items()], source
     members: dict[str, set[int]] = defaultdict(set)
     for r in ranks:
         for c in r.collectives:
@@ -143,12 +146,12 @@ def _exchanges_messages(ranks: list[RankReport]) -> bool:
     return any(any(w in c.name.lower() for w in P2P_WORDS) for r in ranks for c in r.collectives)
 
 
-def job_layout(ranks: list[RankReport]) -> Layout | None:
+def job_layout(ranks: list[RankReport], dumped: list[ProcessGroup] | None = None) -> Layout | None:
     """The layout of the analysed ranks, or None for a job without pipeline stages or tensor parallelism (or whose
-    traces say nothing of it)."""
+    traces say nothing of it); `dumped`: the process groups of the ranks' Flight Recorder dumps."""
     sizes = [r.world_size for r in ranks if r.world_size]
     world = max(sizes) if sizes else len(ranks)
-    groups, source = _groups(ranks, world)
+    groups, source = _groups(ranks, world, dumped or [])
     if not groups:
         return None
     dims = _by_dimension(groups, _exchanges_messages(ranks))

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import pytest
 
+from stepscope_analyzer.diagnosis.diagnose import dumped_groups
 from stepscope_analyzer.diagnosis.layout import dimension_of, job_layout, layout_model
+from stepscope_analyzer.flight_recorder.dump import Dump, PgConfig
 from stepscope_contract.report import Collective, ProcessGroup, RankReport
 from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
 
@@ -108,3 +110,23 @@ def test_a_data_parallel_job_has_no_layout() -> None:
     whole = [ProcessGroup(name="0", desc="default_pg")]
     assert job_layout([RankReport(rank=r, world_size=4, process_groups=whole) for r in range(4)]) is None
     assert job_layout([RankReport(rank=r, world_size=4) for r in range(4)]) is None
+
+
+def test_the_flight_recorders_groups_stand_in_for_the_traces() -> None:
+    """Traces without pg_config members (older Kineto): the groups of the Flight Recorder dumps place the ranks."""
+    bare = [r.model_copy(update={"process_groups": []}) for r in pipeline_job(PipeShape(pp=2, dp=2, steps=2))]
+    dumped = [
+        ProcessGroup(name="1", desc="mesh_pp", ranks=[0, 2]),
+        ProcessGroup(name="2", desc="mesh_pp", ranks=[1, 3]),
+        ProcessGroup(name="3", desc="mesh_dp", ranks=[0, 1]),
+        ProcessGroup(name="4", desc="mesh_dp", ranks=[2, 3]),
+    ]
+    layout = job_layout(bare, dumped)
+    assert layout is not None and layout.source == "the Flight Recorder's process groups"
+    assert [layout.stage[r] for r in range(4)] == [0, 0, 1, 1]
+
+
+def test_the_dumps_groups_are_read_with_their_descriptions() -> None:
+    dump = Dump(pg_config={"1": PgConfig(name="1", desc="mesh_pp", ranks="[0, 2]")})
+    assert dumped_groups({0: dump}) == [ProcessGroup(name="1", desc="mesh_pp", ranks=[0, 2])]
+    assert dumped_groups(None) == []
