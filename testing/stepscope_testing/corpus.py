@@ -10,7 +10,9 @@ transformer on sequences whose length varies from step to step (healthy, a 2x-ba
 with and without input shapes), and hangs (one rank stuck in data loading, one in a different collective) whose
 verdict the hang diagnosis owns. Pipeline-parallel jobs (torch.distributed.pipelining, 1F1B over gloo; pp2 x dp2 and
 pp4 x dp2, their groups named as torchtitan and Megatron name them or not at all): healthy, a slow worker, a heavy
-last stage, sequence lengths that vary per microbatch.
+last stage, sequence lengths that vary per microbatch; and 3D GPU jobs (pipeline x data x tensor parallel, NCCL
+traces from a 1F1B timing model): healthy, a slow GPU (its last-stage peers waiting in the collective or on the
+host), a heavy stage, varying sequence lengths, a TP-group straggler, too few microbatches.
 """
 
 from __future__ import annotations
@@ -21,6 +23,8 @@ from typing import Any
 
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 from stepscope_testing.gpu_jobs import GpuJob, write_job
+from stepscope_testing.gpu_pipeline_jobs import GpuPipeJob
+from stepscope_testing.gpu_pipeline_jobs import write_job as write_gpu_pipeline
 from stepscope_testing.pipeline_jobs import PipeJob
 from stepscope_testing.pipeline_jobs import run_job as run_pipeline
 
@@ -40,7 +44,7 @@ GPU_SOURCES = {
 class Scenario:
     name: str
     group: str
-    job: GlooJob | GpuJob | PipeJob
+    job: GlooJob | GpuJob | PipeJob | GpuPipeJob
 
     @property
     def truth(self) -> dict[str, Any]:
@@ -57,6 +61,8 @@ class Scenario:
     def generate(self, out: Path) -> Path:
         if isinstance(self.job, PipeJob):
             return run_pipeline(self.job, out, quiet=PIPE_QUIET)
+        if isinstance(self.job, GpuPipeJob):
+            return write_gpu_pipeline(self.job, out)
         if isinstance(self.job, GlooJob):
             return run_job(self.job, out, timeout_s=240.0 if self.is_hang else 900.0, quiet=QUIET)
         return write_job(self.job, out)
@@ -363,6 +369,31 @@ def pipelines() -> list[Scenario]:
     ]
 
 
+def _gpu_pipe(group: str, name: str, pp: int, dp: int, **kw: Any) -> Scenario:
+    return Scenario(name, group, GpuPipeJob(name=name, pp=pp, dp=dp, **kw))
+
+
+def gpu_pipelines() -> list[Scenario]:
+    """3D GPU jobs (stepscope_testing.gpu_pipeline_jobs), 8 microbatches unless said: healthy at several seeds and
+    shapes, a GPU 1.3x slower (with the other replicas' last stage waiting in the collective, or on the host with
+    the GPU idle), a last stage with 1.65x the work, microbatches of varying length (+-50%), a TP rank 1.3x slower,
+    4 microbatches over 4 stages."""
+    return [
+        *(_gpu_pipe("balanced", f"gpu-pp4dp2-balanced-{s}", 4, 2, seed=s) for s in range(3)),
+        _gpu_pipe("balanced", "gpu-pp2dp8-balanced", 2, 8, seed=3),
+        _gpu_pipe("balanced", "gpu-pp2dp2tp2-balanced", 2, 2, tp=2, seed=4),
+        _gpu_pipe("pipeline", "gpu-pp4dp4-slow-worker-1.3x", 4, 4, rank_scale={13: 1.3}, seed=5),
+        _gpu_pipe(
+            "pipeline", "gpu-pp4dp4-slow-worker-host-wait", 4, 4, rank_scale={13: 1.3}, wait_on_host=True, seed=6
+        ),
+        _gpu_pipe("pipeline", "gpu-pp4dp4-slow-first-stage-1.3x", 4, 4, rank_scale={1: 1.3}, seed=7),
+        _gpu_pipe("pipeline", "gpu-pp4dp2-heavy-stage-1.65x", 4, 2, stage_scale={3: 1.65}, seed=8),
+        _gpu_pipe("pipeline", "gpu-pp2dp8-seqlen", 2, 8, microbatch_spread=0.5, seed=9),
+        _gpu_pipe("pipeline", "gpu-pp2dp2tp2-tp-straggler", 2, 2, tp=2, rank_scale={5: 1.3}, seed=10),
+        _gpu_pipe("pipeline", "gpu-pp4dp2-bubble", 4, 2, microbatches=4, seed=11),
+    ]
+
+
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    return balanced() + uniform() + stragglers + hangs() + held_out() + pipelines()
+    return balanced() + uniform() + stragglers + hangs() + held_out() + pipelines() + gpu_pipelines()

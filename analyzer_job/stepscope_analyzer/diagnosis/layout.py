@@ -174,13 +174,19 @@ def median_compute_us(r: RankReport) -> float:
 
 
 def microbatches(layout: Layout, ranks: list[RankReport]) -> int | None:
-    """Microbatches per step: the first stage's point-to-point sends per step (one activation per microbatch)."""
+    """Microbatches per step: the first stage's point-to-point sends per step (one activation per microbatch; where
+    sends and receives share one kernel name, as NCCL's SendRecv kernels do, half of those)."""
     counts = []
     for r in ranks:
-        if layout.stage.get(r.rank) == 0 and r.steps.count > 0:
-            sends = [c.count for c in r.collectives if "send" in c.name.lower() and not c.name.startswith("c10d::")]
-            if sends:
-                counts.append(max(sends) / r.steps.count)
+        if layout.stage.get(r.rank) != 0 or r.steps.count <= 0:
+            continue
+        sends = []
+        for c in r.collectives:
+            name = c.name.lower()
+            if "send" in name and not name.startswith("c10d::"):
+                sends.append(c.count / (2 if "recv" in name else 1))
+        if sends:
+            counts.append(max(sends) / r.steps.count)
     return round(float(np.median(counts))) if counts else None
 
 

@@ -13,10 +13,10 @@ without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
   at BUBBLE_SHARE or more, and with the ranks measured blocked at least half that share of their step, it is
   named, with what twice the microbatches would leave;
 - data imbalance: no rank is slow among its peers, but every rank's compute varies from step to step by at least
-  DATA_CV (its coefficient of variation over the steps, median over the ranks): the inputs' sizes vary (unpacked
-  sequences) and in every step the replicas of a stage wait for whichever drew the longest inputs. What it costs:
-  per step, the most a stage's replica computes beyond the median replica, averaged over the steps, the largest
-  stage's.
+  DATA_CV (CPU ranks: CPU_DATA_CV; its coefficient of variation over the steps, median over the ranks): the
+  inputs' sizes vary (unpacked sequences) and in every step the replicas of a stage wait for whichever drew the
+  longest inputs. What it costs: per step, the most a stage's replica computes beyond the median replica, averaged
+  over the steps, the largest stage's.
 """
 
 from __future__ import annotations
@@ -40,8 +40,12 @@ CPU_STAGE_RATIO = 1.8
 pp4 x dp2 job on two oversubscribed cores computed 1.73x the others' median, after the contention correction)"""
 BUBBLE_SHARE = 1 / 3
 """a schedule whose warm-up and cool-down take this share of the step is worth more microbatches"""
-DATA_CV = 0.15
-"""a rank's compute per step varying this much (coefficient of variation over its steps) means varying inputs"""
+DATA_CV = 0.05
+"""a GPU rank's compute per step varying this much (coefficient of variation over its steps) means varying inputs
+(healthy GPU ranks vary by about 1%)"""
+CPU_DATA_CV = 0.15
+"""the same for CPU ranks, whose compute the contention correction leaves noisier (healthy ranks of pp4 x dp2 on two
+oversubscribed cores: up to 0.17 on one rank, under 0.1 on the median rank)"""
 
 
 def _stage_compute(layout: Layout, compute: dict[int, F64]) -> dict[int, list[float]]:
@@ -122,9 +126,11 @@ def pipeline_bubble(
                       evidence=evidence)  # fmt: skip
 
 
-def data_imbalance(layout: Layout, compute: dict[int, F64], step_us: float, cfg: DiagnosisConfig) -> JobFinding | None:
+def data_imbalance(
+    layout: Layout, compute: dict[int, F64], step_us: float, cfg: DiagnosisConfig, threshold: float = DATA_CV
+) -> JobFinding | None:
     spreads = [float(np.std(v) / np.mean(v)) for v in compute.values() if v.size >= 3 and np.mean(v) > 0]
-    if not spreads or median(spreads) < DATA_CV:
+    if not spreads or median(spreads) < threshold:
         return None
     cost = 0.0
     for stage in sorted(set(layout.stage.get(r, 0) for r in compute)):
@@ -162,10 +168,11 @@ def pipeline_findings(
     if layout is None or layout.stages < 2 or len(ranks) < 2:
         return []
     compute = {s.rank: s.tested["compute"] for s in rank_samples(ranks) if s.rank not in slow}
-    threshold = STAGE_RATIO if all(r.device == "cuda" for r in ranks) else CPU_STAGE_RATIO
+    gpu = all(r.device == "cuda" for r in ranks)
+    threshold = STAGE_RATIO if gpu else CPU_STAGE_RATIO
     found = [
         stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold),
         pipeline_bubble(layout, ranks, step_us, microbatches),
-        None if slow else data_imbalance(layout, compute, step_us, cfg),
+        None if slow else data_imbalance(layout, compute, step_us, cfg, DATA_CV if gpu else CPU_DATA_CV),
     ]
     return sorted((f for f in found if f is not None), key=lambda f: -f.gain_us)
