@@ -138,7 +138,8 @@ def _report(shape: PipeShape, rank: int, steps: list[StepPhases], durations: lis
     n = len(steps)
     compute = sum(p.forward + p.backward for p in steps)
     blocked = sum(p.communication_wait for p in steps)
-    sends = [Collective(name="nccl:send", count=shape.microbatches * n, total_us=0.1 * blocked)]
+    covered = n - 1 if shape.device == "cuda" and n > 1 else n  # a GPU summary's collectives leave out the last step
+    sends = [Collective(name="nccl:send", count=shape.microbatches * covered, total_us=0.1 * blocked)]
     ordered = sorted(durations)
     return RankReport(
         rank=rank,
@@ -158,7 +159,7 @@ def _report(shape: PipeShape, rank: int, steps: list[StepPhases], durations: lis
         window_us=sum(durations),
         job_fingerprint=f"nccl/{shape.pp * shape.dp}/0:default_pg[{shape.pp * shape.dp}]",
         process_groups=_groups(shape, rank),
-        collectives=[*sends, Collective(name="nccl:all_reduce", count=n, total_us=0.9 * blocked)],
+        collectives=[*sends, Collective(name="nccl:all_reduce", count=covered, total_us=0.9 * blocked)],
         step_phases=steps,
         phases=StepPhases(
             forward=sum(p.forward for p in steps) / n,

@@ -175,10 +175,12 @@ def median_compute_us(r: RankReport) -> float:
 
 def microbatches(layout: Layout, ranks: list[RankReport]) -> int | None:
     """Microbatches per step: the first stage's point-to-point sends per step (one activation per microbatch; where
-    sends and receives share one kernel name, as NCCL's SendRecv kernels do, half of those)."""
+    sends and receives share one kernel name, as NCCL's SendRecv kernels do, half of those). A GPU rank's
+    collectives leave out its last recorded step, as HTA's breakdowns do (analyses.hta_filter)."""
     counts = []
     for r in ranks:
-        if layout.stage.get(r.rank) != 0 or r.steps.count <= 0:
+        covered = r.steps.count - 1 if r.device == "cuda" and r.steps.count > 1 else r.steps.count
+        if layout.stage.get(r.rank) != 0 or covered <= 0:
             continue
         sends = []
         for c in r.collectives:
@@ -186,7 +188,7 @@ def microbatches(layout: Layout, ranks: list[RankReport]) -> int | None:
             if "send" in name and not name.startswith("c10d::"):
                 sends.append(c.count / (2 if "recv" in name else 1))
         if sends:
-            counts.append(max(sends) / r.steps.count)
+            counts.append(max(sends) / covered)
     return round(float(np.median(counts))) if counts else None
 
 
