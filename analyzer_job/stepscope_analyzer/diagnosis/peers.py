@@ -4,7 +4,8 @@ same work (its stage in the other replicas and tensor-parallel positions, diagno
 Stages legitimately differ (the last computes the loss, stages hold different layers) and wait for one another in
 the schedule: compared with every rank, a heavy stage reads as slow ranks, and the fast replicas' ranks that idle
 while a slow replica finishes read as host work. Among peers, the slow-rank test (diagnosis.slow_ranks) is the
-data-parallel one: the same costs, noise and consistency tests, the same check that the peers wait for the rank.
+data-parallel one: the same costs, noise and consistency tests, the same check that the peers wait for the rank
+(for a share of its excess: PEER_WAIT_SHARE).
 Stages are compared with each other as stages (diagnosis.pipeline_findings). A job without stages is compared as
 one group of peers.
 
@@ -17,6 +18,8 @@ equal compute) keeps it.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.layout import Layout
@@ -34,6 +37,13 @@ def _peer_evidence(layout: Layout, rank: int, peers: list[int]) -> Evidence:
         unit="ranks",
         detail=f"compared with its peers, the ranks of pipeline stage {stage} in the other replicas (rank {others})",
     )
+
+
+PEER_WAIT_SHARE = 0.35
+"""among peers, the other replicas must wait for a slow rank at least this share of its wall-clock excess
+(DiagnosisConfig.wait_share elsewhere): they wait for it only at the replicas' join, and on shared CPU cores its
+wall-clock excess holds stretches of waiting for a CPU as well; in a pp2 x dp2 job recorded at a load of 20 on 2
+cores, the 2x rank's peer waited 23 ms per step for its 55 ms of wall-clock excess (25 ms without the stretches)"""
 
 
 def _compute(p: StepPhases) -> float:
@@ -64,11 +74,12 @@ def find_slow_peers(ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layou
     if layout is None or layout.stages < 2:
         return find_slow_ranks(ranks, cfg)
     by_rank = {r.rank: r for r in ranks}
+    peer_cfg = dataclasses.replace(cfg, wait_share=min(cfg.wait_share, PEER_WAIT_SHARE))
     out: list[SlowRank] = []
     for cohort in layout.peers(list(by_rank)):
         if len(cohort) < 2:
             continue  # a stage without replicas has no peers: only the stage comparison speaks of it
-        for s in find_slow_ranks(waiting_not_work([by_rank[r] for r in cohort]), cfg):
+        for s in find_slow_ranks(waiting_not_work([by_rank[r] for r in cohort]), peer_cfg):
             out.append(s.model_copy(update={"evidence": [*s.evidence, _peer_evidence(layout, s.rank, cohort)]}))
     out.sort(key=lambda s: (-s.excess_us, s.rank))
     return out
