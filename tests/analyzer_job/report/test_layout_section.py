@@ -1,5 +1,6 @@
 """The report's parallel layout section: the layout in words, the findings with their gain and remedy, and a
-stage x replica grid of compute per step where the slow cell stands out; absent for a data-parallel job."""
+stage x replica grid of compute per step where the slow cell stands out; absent for a data-parallel job. Without a
+slow rank the status summary's cause is the top finding's."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import re
 import pytest
 
 from stepscope_analyzer.diagnosis import diagnose
+from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.report import build_report, html_bytes
 from stepscope_contract.report import RankReport, Report
 from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
@@ -39,3 +41,10 @@ def test_the_grid_shows_every_stage_and_replica_and_the_slow_cell() -> None:
 def test_a_data_parallel_job_has_no_layout_section() -> None:
     report, html = _html(synthetic_job(JobShape(world_size=4)))
     assert report.diagnosis.layout is None and 'id="parallel-layout"' not in html
+
+
+def test_the_status_summary_names_the_top_finding_without_a_slow_rank() -> None:
+    report, _ = _html(pipeline_job(PipeShape(pp=4, dp=2, microbatches=8, stage_scale={3: 1.65})))
+    summary = build_status_summary(report)
+    assert summary.slowest_rank is None and summary.cause == "stage_imbalance"
+    assert summary.estimated_speedup == pytest.approx(report.diagnosis.estimated_speedup, rel=1e-3)
