@@ -5,10 +5,11 @@ With the layout (diagnosis.layout) and each rank's compute per recorded step (fo
 without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
 - stage imbalance: a stage's compute per step (the median of its ranks') is at least STAGE_RATIO (CPU ranks:
   CPU_STAGE_RATIO) times the median of the other stages', every one of its ranks computes more than every rank of
-  the other stages, and the excess reaches the user's floor. The pipeline runs at its slowest stage's pace, for
-  every microbatch and the schedule's warm-up and cool-down: balanced stages (the same total compute spread evenly)
-  would save (M + S - 1) / M times the stage's excess over the stages' mean per step (M microbatches, S stages), at
-  most the step's share of it;
+  the other stages, and its excess in wall-clock time reaches the user's floor. The pipeline runs at its slowest
+  stage's pace, for every microbatch and the schedule's warm-up and cool-down: balanced stages (the same total
+  compute spread evenly) would save (M + S - 1) / M times the stage's excess over the stages' mean per step (M
+  microbatches, S stages), at most the step's share of it (diagnosis.replay's what-if replaces this estimate
+  where the steps can be replayed);
 - pipeline bubble: a 1F1B schedule idles each stage (S - 1) / (M + S - 1) of its step in warm-up and cool-down;
   at BUBBLE_SHARE or more, and with the ranks measured blocked at least half that share of their step, it is
   named, with what twice the microbatches would leave;
@@ -64,7 +65,10 @@ def stage_imbalance(
     cfg: DiagnosisConfig,
     *,
     threshold: float = STAGE_RATIO,
+    wall: dict[int, F64] | None = None,
 ) -> JobFinding | None:
+    """`compute`: per rank, compute per step as tested (without CPU-contention stretches); `wall`: the same in
+    wall-clock time (what the job pays), which the user's floor applies to (default: `compute`)."""
     stages = _stage_compute(layout, compute)
     if len(stages) < 2:
         return None
@@ -73,7 +77,9 @@ def stage_imbalance(
     others = [level[s] for s in level if s != heavy]
     rest = median(others)
     separated = min(stages[heavy]) > max(v for s, vs in stages.items() if s != heavy for v in vs)
-    if rest <= 0 or level[heavy] < threshold * rest or not separated or level[heavy] - rest < cfg.floor_us(step_us):
+    paid = {s: median(v) for s, v in _stage_compute(layout, wall if wall is not None else compute).items()}
+    excess = paid[heavy] - median([v for s, v in paid.items() if s != heavy])
+    if rest <= 0 or level[heavy] < threshold * rest or not separated or excess < cfg.floor_us(step_us):
         return None
     mean = float(np.mean(list(level.values())))
     m, s = microbatches or 1, len(stages)
@@ -167,11 +173,13 @@ def pipeline_findings(
     are measured without them, and varying compute is theirs, not the data's)."""
     if layout is None or layout.stages < 2 or len(ranks) < 2:
         return []
-    compute = {s.rank: s.tested["compute"] for s in rank_samples(ranks) if s.rank not in slow}
+    samples = [s for s in rank_samples(ranks) if s.rank not in slow]
+    compute = {s.rank: s.tested["compute"] for s in samples}
+    wall = {s.rank: s.costs["compute"] for s in samples}
     gpu = all(r.device == "cuda" for r in ranks)
     threshold = STAGE_RATIO if gpu else CPU_STAGE_RATIO
     found = [
-        stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold),
+        stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold, wall=wall),
         pipeline_bubble(layout, ranks, step_us, microbatches),
         None if slow else data_imbalance(layout, compute, step_us, cfg, DATA_CV if gpu else CPU_DATA_CV),
     ]

@@ -5,11 +5,14 @@ healthy pipeline has none."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from stepscope_analyzer.diagnosis import diagnose
 from stepscope_analyzer.diagnosis.causes import cause_row
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.layout import job_layout
+from stepscope_analyzer.diagnosis.pipeline_findings import stage_imbalance
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
 from stepscope_contract.report import Cause
@@ -78,3 +81,16 @@ def test_a_healthy_pipeline_has_no_findings() -> None:
         d = diagnose(pipeline_job(PipeShape(pp=4, dp=2, microbatches=8, seed=seed)))
         assert d.slow_ranks == [] and d.findings == [], d.verdict
         assert d.verdict.startswith("No slow rank") and "4 stages x 2 replicas" in d.verdict
+
+
+def test_the_floor_applies_to_what_the_job_pays() -> None:
+    """On shared CPU cores a stage's tested compute (contention taken out) may sit below the user's floor of a step
+    the contention stretched; its wall-clock excess is what the floor applies to."""
+    layout = job_layout(pipeline_job(PipeShape(pp=2, dp=2, steps=2)))
+    assert layout is not None
+    tested = {0: np.full(4, 20_000.0), 1: np.full(4, 21_000.0), 2: np.full(4, 50_000.0), 3: np.full(4, 52_000.0)}
+    wall = {r: v * 4 for r, v in tested.items()}
+    cfg, step = DiagnosisConfig(), 1_000_000.0  # floor: 50 ms; tested excess 30 ms, wall-clock excess 120 ms
+    assert stage_imbalance(layout, tested, step, 4, cfg, threshold=1.8) is None
+    found = stage_imbalance(layout, tested, step, 4, cfg, threshold=1.8, wall=wall)
+    assert found is not None and found.stage == 1 and found.ranks == [2, 3]
