@@ -13,20 +13,25 @@ without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
 - pipeline bubble: a 1F1B schedule idles each stage (S - 1) / (M + S - 1) of its step in warm-up and cool-down;
   at BUBBLE_SHARE or more, and with the ranks measured blocked at least half that share of their step, it is
   named, with what twice the microbatches would leave;
-- data imbalance: no rank is slow among its peers, but every rank's compute varies from step to step by at least
-  DATA_CV (CPU ranks: CPU_DATA_CV; its coefficient of variation over the steps, median over the ranks): the
-  inputs' sizes vary (unpacked sequences) and in every step the replicas of a stage wait for whichever drew the
-  longest inputs. What it costs: per step, the most a stage's replica computes beyond the median replica, averaged
-  over the steps, the largest stage's.
+- data imbalance: no rank is slow among its peers, but the ranks' work varies from step to step (GPU ranks: compute
+  per step by DATA_CV, its coefficient of variation, median rank; CPU ranks: their op calls' least times between
+  even and odd steps by DATA_FLOOR_NOISE, function `variation`): the inputs' sizes vary (unpacked sequences) and in
+  every step the replicas of a stage wait for whichever drew the longest inputs. What it costs: per step, the most
+  a stage's replica computes beyond the median replica in wall-clock time, averaged over the steps, the largest
+  stage's.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 
 from stepscope_analyzer.diagnosis.causes import cause_row
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.floor_test import floor_effects
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.stats import median
@@ -44,6 +49,9 @@ BUBBLE_SHARE = 1 / 3
 DATA_CV = 0.05
 """a GPU rank's compute per step varying this much (coefficient of variation over its steps) means varying inputs
 (healthy GPU ranks vary by about 1%)"""
+DATA_FLOOR_NOISE = 0.25
+"""CPU ranks: the split-half noise of their call floors (a log ratio) at which the work varies with the inputs;
+fixed-shape pipeline jobs on two oversubscribed cores showed up to 0.08, sequence lengths of 8-96 tokens 0.7"""
 CPU_DATA_CV = 0.15
 """the same for CPU ranks, whose compute the contention correction leaves noisier (healthy ranks of pp4 x dp2 on two
 oversubscribed cores: up to 0.17 on one rank, under 0.1 on the median rank)"""
@@ -132,15 +140,50 @@ def pipeline_bubble(
                       evidence=evidence)  # fmt: skip
 
 
-def data_imbalance(
-    layout: Layout, compute: dict[int, F64], step_us: float, cfg: DiagnosisConfig, threshold: float = DATA_CV
-) -> JobFinding | None:
+@dataclass(frozen=True)
+class Variation:
+    """How much the ranks' work varies from step to step, and how that was measured."""
+
+    value: float
+    threshold: float
+    metric: str
+    unit: str
+    words: str
+
+
+def variation(ranks: list[RankReport], layout: Layout, compute: dict[int, F64], gpu: bool) -> Variation:
+    """GPU ranks: the median rank's coefficient of variation of compute per step. CPU ranks: the split-half noise
+    of their call floors (diagnosis.floor_test, the largest of a stage's, the median over the stages) where they
+    carry floors, as contention does not move a call's least time and the correction for it divides longer steps
+    out; else the compute's variation against CPU_DATA_CV."""
     spreads = [float(np.std(v) / np.mean(v)) for v in compute.values() if v.size >= 3 and np.mean(v) > 0]
-    if not spreads or median(spreads) < threshold:
+    cv = median(spreads) if spreads else 0.0
+    if gpu:
+        return Variation(cv, DATA_CV, "compute variation over steps", "cv",
+                         f"compute per step varies {cv:.0%} (coefficient of variation, median rank)")  # fmt: skip
+    noises = []
+    for peers in layout.peers([r.rank for r in ranks]):
+        effects = floor_effects([r for r in ranks if r.rank in peers])
+        if effects:
+            noises.append(max(e.noise for e in effects.values()))
+    if noises:
+        noise = median(noises)
+        return Variation(noise, DATA_FLOOR_NOISE, "op calls' least time, even vs odd steps", "log ratio",
+                         f"the same op calls' least time differs by {math.exp(noise):.2f}x between even and odd "
+                         "steps (median stage): their work changes with the inputs")  # fmt: skip
+    return Variation(cv, CPU_DATA_CV, "compute variation over steps", "cv",
+                     f"compute per step varies {cv:.0%} (coefficient of variation, median rank)")  # fmt: skip
+
+
+def data_imbalance(
+    layout: Layout, wall: dict[int, F64], step_us: float, cfg: DiagnosisConfig, varies: Variation
+) -> JobFinding | None:
+    """`wall`: compute per step in wall-clock time (its cost); `varies`: how much the work varies."""
+    if varies.value < varies.threshold:
         return None
     cost = 0.0
-    for stage in sorted(set(layout.stage.get(r, 0) for r in compute)):
-        rows = [v for r, v in compute.items() if layout.stage.get(r, 0) == stage]
+    for stage in sorted(set(layout.stage.get(r, 0) for r in wall)):
+        rows = [v for r, v in wall.items() if layout.stage.get(r, 0) == stage]
         n = min(v.size for v in rows)
         if len(rows) < 2 or n == 0:
             continue
@@ -149,14 +192,14 @@ def data_imbalance(
     if cost < cfg.floor_us(step_us):
         return None
     summary = (
-        f"data imbalance: every rank's compute varies from step to step ({median(spreads):.0%} on the median rank), "
-        f"no rank persistently: the replicas of a stage wait for whichever drew the largest inputs"
+        f"data imbalance: {varies.words}, no rank persistently slower: the replicas of a stage wait for whichever "
+        "drew the largest inputs"
     )
-    evidence = [Evidence(metric="compute variation over steps", value=median(spreads), baseline=DATA_CV, unit="cv",
-                         detail=f"coefficient of variation of compute per step, median over {len(spreads)} ranks; "
-                         f"the replicas' wait for the largest inputs: {cost / 1000:,.1f} ms per step")]  # fmt: skip
-    return JobFinding(cause=Cause.DATA_IMBALANCE, summary=summary, ranks=sorted(compute), gain_us=round(cost, 1),
-                      remedy=cause_row(Cause.DATA_IMBALANCE).next_step.format(r=format_rank_set(sorted(compute))),
+    evidence = [Evidence(metric=varies.metric, value=varies.value, baseline=varies.threshold, unit=varies.unit,
+                         detail=f"{varies.words}; the replicas' wait for the largest inputs: {cost / 1000:,.1f} ms "
+                         "per step")]  # fmt: skip
+    return JobFinding(cause=Cause.DATA_IMBALANCE, summary=summary, ranks=sorted(wall), gain_us=round(cost, 1),
+                      remedy=cause_row(Cause.DATA_IMBALANCE).next_step.format(r=format_rank_set(sorted(wall))),
                       evidence=evidence)  # fmt: skip
 
 
@@ -181,6 +224,6 @@ def pipeline_findings(
     found = [
         stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold, wall=wall),
         pipeline_bubble(layout, ranks, step_us, microbatches),
-        None if slow else data_imbalance(layout, compute, step_us, cfg, DATA_CV if gpu else CPU_DATA_CV),
+        None if slow else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
     ]
     return sorted((f for f in found if f is not None), key=lambda f: -f.gain_us)

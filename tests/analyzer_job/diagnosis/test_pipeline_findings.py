@@ -15,7 +15,7 @@ from stepscope_analyzer.diagnosis.layout import job_layout
 from stepscope_analyzer.diagnosis.pipeline_findings import stage_imbalance
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
-from stepscope_contract.report import Cause
+from stepscope_contract.report import CallFloors, Cause, RankReport
 from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
 
 pytestmark = pytest.mark.unit
@@ -94,3 +94,24 @@ def test_the_floor_applies_to_what_the_job_pays() -> None:
     assert stage_imbalance(layout, tested, step, 4, cfg, threshold=1.8) is None
     found = stage_imbalance(layout, tested, step, 4, cfg, threshold=1.8, wall=wall)
     assert found is not None and found.stage == 1 and found.ranks == [2, 3]
+
+
+def _with_floors(ranks: list[RankReport], odd_factor: float) -> list[RankReport]:
+    """CPU ranks whose 40 op calls take their least time in even steps and `odd_factor` times it in odd ones."""
+    floors = [1_000.0 + 10.0 * k for k in range(40)]
+    out = []
+    for r in ranks:
+        f = CallFloors(calls=[f"aten::addmm#{k}" for k in range(40)], floor_us=floors, even_us=floors,
+                       odd_us=[x * odd_factor for x in floors], steps=r.steps.count)  # fmt: skip
+        out.append(r.model_copy(update={"call_floors": f}))
+    return out
+
+
+def test_on_cpu_ranks_inputs_that_vary_show_in_the_call_floors() -> None:
+    """The contention correction divides longer steps out on CPU ranks; the op calls' least times in even and odd
+    steps tell inputs that vary (the same calls 2x apart) from fixed-shape work (equal)."""
+    ranks = pipeline_job(PipeShape(pp=2, dp=4, steps=8, microbatch_spread=0.6, device="cpu"))
+    varying = diagnose(_with_floors(ranks, 2.0))
+    assert [f.cause for f in varying.findings] == [Cause.DATA_IMBALANCE]
+    assert "differs by 2.00x between even and odd steps" in varying.findings[0].summary
+    assert diagnose(_with_floors(ranks, 1.0)).findings == []
