@@ -369,6 +369,19 @@ def pipelines() -> list[Scenario]:
     ]
 
 
+def pipelines_held_out() -> list[Scenario]:
+    """Real pipeline jobs recorded after the pipeline rules were set, with seeds and shapes no rule was tuned on: a
+    healthy pp2 x dp2 and pp4 x dp2, a slow worker on the first stage of pp4, a last stage with 1.75x the layers
+    (7 blocks against 4), sequence lengths per microbatch on pp4 with Megatron's names."""
+    return [
+        _pipe("balanced", "cpu-pp2dp2-balanced-70", 2, 2, seed=70, names="megatron"),
+        _pipe("balanced", "cpu-pp4dp2-balanced-71", 4, 2, seed=71),
+        _pipe("pipeline", "cpu-pp4dp2-slow-worker-72", 4, 2, fault="slow_worker", slow_rank=1, amount=2, seed=72),
+        _pipe("pipeline", "cpu-pp2dp2-heavy-stage-73", 2, 2, fault="heavy_stage", amount=1.75, layers=4, seed=73),
+        _pipe("pipeline", "cpu-pp4dp2-seqlen-74", 4, 2, fault="seqlen", seed=74, names="megatron"),
+    ]
+
+
 def _gpu_pipe(group: str, name: str, pp: int, dp: int, **kw: Any) -> Scenario:
     return Scenario(name, group, GpuPipeJob(name=name, pp=pp, dp=dp, **kw))
 
@@ -396,4 +409,5 @@ def gpu_pipelines() -> list[Scenario]:
 
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    return balanced() + uniform() + stragglers + hangs() + held_out() + pipelines() + gpu_pipelines()
+    pipes = pipelines() + pipelines_held_out() + gpu_pipelines()
+    return balanced() + uniform() + stragglers + hangs() + held_out() + pipes
