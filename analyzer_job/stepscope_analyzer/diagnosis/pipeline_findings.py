@@ -49,9 +49,10 @@ BUBBLE_SHARE = 1 / 3
 DATA_CV = 0.05
 """a GPU rank's compute per step varying this much (coefficient of variation over its steps) means varying inputs
 (healthy GPU ranks vary by about 1%)"""
-DATA_FLOOR_NOISE = 0.25
+DATA_FLOOR_NOISE = 0.15
 """CPU ranks: the split-half noise of their call floors (a log ratio) at which the work varies with the inputs;
-fixed-shape pipeline jobs on two oversubscribed cores showed up to 0.08, sequence lengths of 8-96 tokens 0.7"""
+fixed-shape pipeline jobs on two oversubscribed cores showed up to 0.08 on a stage, sequence lengths of 8-96 tokens
+per microbatch 0.2-0.74 (the median stage: 0.23 over 6 steps of pp4, 0.72 of pp2)"""
 CPU_DATA_CV = 0.15
 """the same for CPU ranks, whose compute the contention correction leaves noisier (healthy ranks of pp4 x dp2 on two
 oversubscribed cores: up to 0.17 on one rank, under 0.1 on the median rank)"""
