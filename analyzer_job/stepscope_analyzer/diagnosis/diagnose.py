@@ -105,7 +105,7 @@ def diagnose(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
     )
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
-    verdict = verdict or finding_verdict(findings, slow, hangs, numbers, coverage, layout=shape)
+    verdict = verdict or finding_verdict(findings, slow, hangs, numbers, coverage, layout=shape, nodes=slow_nodes)
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
         ranks_analysed=len(ok),

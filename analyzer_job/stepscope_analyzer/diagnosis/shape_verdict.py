@@ -8,7 +8,7 @@ import dataclasses
 from stepscope_analyzer.diagnosis.causes import cause_row
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers
 from stepscope_analyzer.diagnosis.verdict import Coverage, verdict_line
-from stepscope_contract.report import Hang, JobFinding, ParallelLayout, SlowRank
+from stepscope_contract.report import Hang, JobFinding, ParallelLayout, SlowNode, SlowRank
 
 
 def with_finding_numbers(
@@ -29,15 +29,16 @@ def finding_verdict(
     coverage: Coverage,
     *,
     layout: ParallelLayout | None,
+    nodes: list[SlowNode],
 ) -> str | None:
     """The verdict line of a job with a layout, or None to leave it to the data-parallel verdict."""
     if layout is None or hangs:
         return None
     if slow:
-        line = verdict_line(slow, hangs, [], numbers, coverage).rstrip(".")
+        line = verdict_line(slow, hangs, nodes, numbers, coverage).rstrip(".")
         return f"{line}; {layout.summary}, each rank compared with its peers."
     if not findings:
-        line = verdict_line(slow, hangs, [], numbers, coverage).rstrip(".")
+        line = verdict_line(slow, hangs, nodes, numbers, coverage).rstrip(".")
         return f"{line}; {layout.summary}."
     top = findings[0]
     gain = ""

@@ -65,3 +65,9 @@ def test_a_data_parallel_job_is_compared_as_before() -> None:
     d = diagnose(ranks)
     assert [(s.rank, s.cause) for s in d.slow_ranks] == [(3, Cause.COMPUTE)]
     assert d.layout is None and d.findings == []
+
+
+def test_the_verdict_keeps_the_slow_node() -> None:
+    ranks = [r.model_copy(update={"node": f"node-{r.rank // 2}"}) for r in pipeline_job(SLOW_LAST_STAGE)]
+    d = diagnose(ranks)
+    assert d.verdict.startswith("Rank 13 on node node-6 slows the job")
