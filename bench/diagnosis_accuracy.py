@@ -3,9 +3,11 @@
 Each scenario is generated once into the cache folder (real gloo jobs take a while; GPU jobs are derived from the
 shared real Kineto traces), then analysed as a user would (`stepscope analyze FOLDER -o OUT`), and its report.json's
 diagnosis is scored against the scenario's truth: right when the slow ranks and their causes are exactly the
-truth's (none for balanced and uniformly slower jobs). Hang scenarios are listed with their verdicts; their culprit
-is the hang diagnosis' to name. The real GPU jobs recorded with the hook on an H200 (tests/analyzer_job/fixtures/
-gpu_jobs, see its README; more with `--recorded DIR`) are scored the same way, as they are. Prints a table
+truth's (none for balanced and uniformly slower jobs), and for pipeline-parallel jobs the findings of the job's shape
+(stage imbalance, bubble, data imbalance) exactly the truth's and the layout's stages and replicas the job's. Hang
+scenarios are listed with their verdicts; their culprit is the hang diagnosis' to name. The real GPU jobs recorded
+with the hook on an H200 (tests/analyzer_job/fixtures/gpu_jobs, see its README; more with `--recorded DIR`) are
+scored the same way, as they are. Prints a table
 (scenario, truth, right?, the 1-minute load average of the machine when a real job was recorded, verdict) and the
 false-alarm rate over the balanced runs.
 
@@ -37,8 +39,19 @@ def _pairs(items: list[dict[str, Any]]) -> set[tuple[int, str]]:
     return {(int(s["rank"]), str(s["cause"])) for s in items}
 
 
+def _shape_right(truth: dict[str, Any], d: dict[str, Any]) -> bool:
+    """Pipeline jobs: the findings and the layout are the truth's; other jobs: no findings."""
+    found = sorted(str(f["cause"]) for f in d.get("findings", []))
+    if "findings" not in truth:
+        return not found
+    layout = d.get("layout") or {}
+    want = truth.get("layout", {})
+    same = (layout.get("stages"), layout.get("replicas")) == (want.get("stages"), want.get("replicas"))
+    return found == sorted(truth["findings"]) and same
+
+
 def _text(pairs: set[tuple[int, str]]) -> str:
-    return ", ".join(f"{r}:{c}" for r, c in sorted(pairs)) or "none"
+    return ", ".join(f"{r}:{c}" if r >= 0 else c for r, c in sorted(pairs)) or "none"
 
 
 def ensure(s: Scenario, cache: Path, regenerate: bool) -> Path:
@@ -96,7 +109,10 @@ def main(argv: list[str] | None = None) -> int:
         d = report.get("diagnosis", {})
         got = _pairs(d.get("slow_ranks", []))
         want = _pairs(s.truth["slow_ranks"])
-        right = None if s.is_hang else got == want
+        right = None if s.is_hang else got == want and _shape_right(s.truth, d)
+        if "findings" in s.truth:
+            got |= {(-1, str(f["cause"])) for f in d.get("findings", [])}
+            want |= {(-1, f) for f in s.truth["findings"]}
         machine = json.loads((folder / "truth.json").read_text()).get("machine") or {}
         load = f"{machine['load_before']:.1f}" if "load_before" in machine else "-"
         rows.append((s, _text(want), f"{load:>5}  {_text(got)} (exit {code}) {d.get('verdict', '')[:90]}", right))

@@ -24,6 +24,10 @@ class Cause(StrEnum):
     COMMUNICATION = "communication"  # its collectives are slow themselves (not waiting for a late peer)
     MEMORY = "memory"  # memory copies/sets or allocator work
     HANG = "hang"  # did not reach a step boundary
+    STAGE_IMBALANCE = "stage_imbalance"  # a pipeline stage computes more per step than the others (layers badly split)
+    PIPELINE_BUBBLE = "pipeline_bubble"  # the stages idle in the schedule's warm-up and cool-down
+    DATA_IMBALANCE = "data_imbalance"  # work per step varies with the inputs (sequence lengths), no persistent rank
+    TP_STRAGGLER = "tp_straggler"  # one rank of a tensor-parallel group delays its group's collectives
 
 
 class RankStatus(StrEnum):
@@ -359,6 +363,14 @@ class CallFloors(ReportModel):
     steps: int = Field(default=0, ge=0, description="recorded steps the floors are taken over")
 
 
+class ProcessGroup(ReportModel):
+    """One process group a rank belongs to, as its trace's distributedInfo.pg_config lists it."""
+
+    name: str = Field(description="the group's name (torch numbers them in creation order, the same on every rank)")
+    desc: str = Field(default="", description="its description: 'mesh_pp', 'DATA_PARALLEL_GROUP', 'undefined', ...")
+    ranks: list[int] = Field(default_factory=list, description="its members' global ranks, in group-rank order")
+
+
 class RankReport(ReportModel):
     rank: Annotated[int, Field(ge=0)]
     status: RankStatus = RankStatus.OK
@@ -416,6 +428,9 @@ class RankReport(ReportModel):
     job_fingerprint: str | None = Field(
         default=None, description="backend, world size and process groups of the trace, to tell jobs apart"
     )
+    process_groups: list[ProcessGroup] = Field(
+        default_factory=list, description="the process groups the trace says this rank belongs to (pg_config)"
+    )
     top_kernels: list[KernelStat] = Field(default_factory=list)
     top_functions: list[Bottleneck] = Field(default_factory=list)
     collectives: list[Collective] = Field(default_factory=list)
@@ -440,6 +455,50 @@ class RankReport(ReportModel):
     trace_link: str | None = Field(
         default=None, description="the trace relative to report.html (works in a downloaded session folder)"
     )
+
+
+class LayoutRank(ReportModel):
+    """One rank's place in the job's parallel layout."""
+
+    rank: Annotated[int, Field(ge=0)]
+    stage: int = Field(default=0, description="pipeline stage, 0 = first")
+    replica: int = Field(default=0, description="data-parallel replica")
+    tp: int = Field(default=0, description="position in its tensor-parallel group")
+    compute_us: float | None = Field(default=None, description="median compute per step (forward+backward+optimizer)")
+
+
+class ParallelLayout(ReportModel):
+    """The job's parallel layout: rank -> (pipeline stage, data-parallel replica, tensor-parallel position)."""
+
+    stages: int = 1
+    replicas: int = 1
+    tp: int = 1
+    source: str = Field(description="process groups (named | unnamed) | collectives (who meets whom)")
+    summary: str = Field(description="'4 ranks = 2 stages x 2 replicas, from process groups'")
+    microbatches: int | None = Field(default=None, description="per step, from the first stage's sends")
+    ranks: list[LayoutRank] = Field(default_factory=list)
+
+
+class JobFinding(ReportModel):
+    """A cause of the job's own shape (a stage, the schedule, the data) rather than of one rank."""
+
+    cause: Cause
+    summary: str = Field(description="the finding in one sentence")
+    ranks: list[int] = Field(default_factory=list, description="the ranks it concerns (a stage's, a group's)")
+    stage: int | None = None
+    gain_us: float = Field(default=0.0, description="estimated µs per step saved by the remedy")
+    remedy: str = ""
+    evidence: list[Evidence] = Field(default_factory=list)
+
+
+class WhatIf(ReportModel):
+    """The step time if one thing ran differently, from a replay of the recorded steps' dependencies."""
+
+    kind: str = Field(description="like_peers | balanced_stages | median_work")
+    change: str = Field(description="the change in words: 'rank 13 ran like its peers'")
+    step_us: float = Field(description="the step time with the change, µs")
+    gain_us: float = Field(description="µs per step saved")
+    speedup: float | None = None
 
 
 class Diagnosis(ReportModel):
@@ -470,6 +529,15 @@ class Diagnosis(ReportModel):
     bottlenecks: list[Bottleneck] = Field(default_factory=list)
     communication: list[Collective] = Field(default_factory=list)
     next_steps: list[str] = Field(default_factory=list)
+    layout: ParallelLayout | None = Field(
+        default=None, description="the job's parallel layout, when it has pipeline stages or tensor parallelism"
+    )
+    findings: list[JobFinding] = Field(
+        default_factory=list, description="causes of the job's shape: stage imbalance, pipeline bubble, data imbalance"
+    )
+    what_if: list[WhatIf] = Field(
+        default_factory=list, description="pipeline jobs: the step time under each what-if, from a replay of the steps"
+    )
 
 
 class RankError(ReportModel):

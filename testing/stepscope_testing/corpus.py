@@ -8,7 +8,11 @@ annotations (collate_fn, plain Python, time.sleep in logging, GC pressure, a use
 once, GPU jobs (balanced, uniform, a ~7% compute straggler, host stalls, one rank's memory copies 3-4x slower), a
 transformer on sequences whose length varies from step to step (healthy, a 2x-batch rank, a Python stall; recorded
 with and without input shapes), and hangs (one rank stuck in data loading, one in a different collective) whose
-verdict the hang diagnosis owns.
+verdict the hang diagnosis owns. Pipeline-parallel jobs (torch.distributed.pipelining, 1F1B over gloo; pp2 x dp2 and
+pp4 x dp2, their groups named as torchtitan and Megatron name them or not at all): healthy, a slow worker, a heavy
+last stage, sequence lengths that vary per microbatch; and 3D GPU jobs (pipeline x data x tensor parallel, NCCL
+traces from a 1F1B timing model): healthy, a slow GPU (its last-stage peers waiting in the collective or on the
+host), a heavy stage, varying sequence lengths, a TP-group straggler, too few microbatches.
 """
 
 from __future__ import annotations
@@ -19,11 +23,17 @@ from typing import Any
 
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 from stepscope_testing.gpu_jobs import GpuJob, write_job
+from stepscope_testing.gpu_pipeline_jobs import GpuPipeJob
+from stepscope_testing.gpu_pipeline_jobs import write_job as write_gpu_pipeline
+from stepscope_testing.pipeline_jobs import PipeJob
+from stepscope_testing.pipeline_jobs import run_job as run_pipeline
 
 HTA_TRACES = Path("/work/shared/data/traces/hta")
 QUIET = (3.0, 600.0)
 """before each real gloo job: wait up to 10 minutes for a 1-minute load average of at most 3 (the machine is
 shared; the load it ran under is recorded in truth.json)"""
+PIPE_QUIET = (4.0, 120.0)
+"""pipeline jobs are short: wait up to 2 minutes for a load average of at most 4"""
 GPU_SOURCES = {
     "ddp": "nccl_2rank_rank0.json.gz",  # DDP CNN on A100s, all-reduce
     "dlrm": "nccl_8rank_rank3.json.gz",  # recommendation model: all-to-all + all-reduce
@@ -34,7 +44,7 @@ GPU_SOURCES = {
 class Scenario:
     name: str
     group: str
-    job: GlooJob | GpuJob
+    job: GlooJob | GpuJob | PipeJob | GpuPipeJob
 
     @property
     def truth(self) -> dict[str, Any]:
@@ -49,6 +59,10 @@ class Scenario:
         return self.truth.get("kind") == "balanced"
 
     def generate(self, out: Path) -> Path:
+        if isinstance(self.job, PipeJob):
+            return run_pipeline(self.job, out, quiet=PIPE_QUIET)
+        if isinstance(self.job, GpuPipeJob):
+            return write_gpu_pipeline(self.job, out)
         if isinstance(self.job, GlooJob):
             return run_job(self.job, out, timeout_s=240.0 if self.is_hang else 900.0, quiet=QUIET)
         return write_job(self.job, out)
@@ -321,6 +335,79 @@ def held_out() -> list[Scenario]:
     ]
 
 
+def _pipe(group: str, name: str, pp: int, dp: int, **kw: Any) -> Scenario:
+    return Scenario(name, group, PipeJob(name=name, pp=pp, dp=dp, **kw))
+
+
+def pipelines() -> list[Scenario]:
+    """Real pipeline-parallel jobs (1F1B, 4 microbatches): healthy (groups named as torchtitan or Megatron name
+    them, or unnamed), a worker computing twice as long as its peers, a last stage with twice the layers, sequence
+    lengths drawn per microbatch. pp4 with 4 microbatches idles 3/7 of its step in warm-up and cool-down."""
+    return [
+        _pipe("balanced", "cpu-pp2dp2-balanced-titan", 2, 2, seed=0),
+        _pipe("balanced", "cpu-pp2dp2-balanced-megatron", 2, 2, seed=1, names="megatron"),
+        _pipe("balanced", "cpu-pp2dp2-balanced-unnamed", 2, 2, seed=2, names="none"),
+        _pipe("balanced", "cpu-pp4dp2-balanced-titan", 4, 2, seed=3),
+        _pipe("balanced", "cpu-pp4dp2-balanced-unnamed", 4, 2, seed=4, names="none"),
+        _pipe("pipeline", "cpu-pp2dp2-slow-worker-2x", 2, 2, fault="slow_worker", slow_rank=2, amount=2, seed=5),
+        _pipe(
+            "pipeline",
+            "cpu-pp2dp2-slow-worker-first-2x",
+            2,
+            2,
+            fault="slow_worker",
+            slow_rank=1,
+            amount=2,
+            seed=6,
+            names="megatron",
+        ),
+        _pipe("pipeline", "cpu-pp4dp2-slow-worker-2x", 4, 2, fault="slow_worker", slow_rank=5, amount=2, seed=7),
+        _pipe("pipeline", "cpu-pp2dp2-heavy-stage-2x", 2, 2, fault="heavy_stage", amount=2, seed=8),
+        _pipe("pipeline", "cpu-pp4dp2-heavy-stage-2x", 4, 2, fault="heavy_stage", amount=2, seed=9, names="none"),
+        _pipe("pipeline", "cpu-pp2dp2-seqlen", 2, 2, fault="seqlen", seed=10),
+        _pipe("pipeline", "cpu-pp4dp2-seqlen", 4, 2, fault="seqlen", seed=11),
+    ]
+
+
+def pipelines_held_out() -> list[Scenario]:
+    """Real pipeline jobs recorded after the pipeline rules were set, with seeds and shapes no rule was tuned on: a
+    healthy pp2 x dp2 and pp4 x dp2, a slow worker on the first stage of pp4, a last stage with 1.75x the layers
+    (7 blocks against 4), sequence lengths per microbatch on pp4 with Megatron's names."""
+    return [
+        _pipe("balanced", "cpu-pp2dp2-balanced-70", 2, 2, seed=70, names="megatron"),
+        _pipe("balanced", "cpu-pp4dp2-balanced-71", 4, 2, seed=71),
+        _pipe("pipeline", "cpu-pp4dp2-slow-worker-72", 4, 2, fault="slow_worker", slow_rank=1, amount=2, seed=72),
+        _pipe("pipeline", "cpu-pp2dp2-heavy-stage-73", 2, 2, fault="heavy_stage", amount=1.75, layers=4, seed=73),
+        _pipe("pipeline", "cpu-pp4dp2-seqlen-74", 4, 2, fault="seqlen", seed=74, names="megatron"),
+    ]
+
+
+def _gpu_pipe(group: str, name: str, pp: int, dp: int, **kw: Any) -> Scenario:
+    return Scenario(name, group, GpuPipeJob(name=name, pp=pp, dp=dp, **kw))
+
+
+def gpu_pipelines() -> list[Scenario]:
+    """3D GPU jobs (stepscope_testing.gpu_pipeline_jobs), 8 microbatches unless said: healthy at several seeds and
+    shapes, a GPU 1.3x slower (with the other replicas' last stage waiting in the collective, or on the host with
+    the GPU idle), a last stage with 1.65x the work, microbatches of varying length (+-50%), a TP rank 1.3x slower,
+    4 microbatches over 4 stages."""
+    return [
+        *(_gpu_pipe("balanced", f"gpu-pp4dp2-balanced-{s}", 4, 2, seed=s) for s in range(3)),
+        _gpu_pipe("balanced", "gpu-pp2dp8-balanced", 2, 8, seed=3),
+        _gpu_pipe("balanced", "gpu-pp2dp2tp2-balanced", 2, 2, tp=2, seed=4),
+        _gpu_pipe("pipeline", "gpu-pp4dp4-slow-worker-1.3x", 4, 4, rank_scale={13: 1.3}, seed=5),
+        _gpu_pipe(
+            "pipeline", "gpu-pp4dp4-slow-worker-host-wait", 4, 4, rank_scale={13: 1.3}, wait_on_host=True, seed=6
+        ),
+        _gpu_pipe("pipeline", "gpu-pp4dp4-slow-first-stage-1.3x", 4, 4, rank_scale={1: 1.3}, seed=7),
+        _gpu_pipe("pipeline", "gpu-pp4dp2-heavy-stage-1.65x", 4, 2, stage_scale={3: 1.65}, seed=8),
+        _gpu_pipe("pipeline", "gpu-pp2dp8-seqlen", 2, 8, microbatch_spread=0.5, seed=9),
+        _gpu_pipe("pipeline", "gpu-pp2dp2tp2-tp-straggler", 2, 2, tp=2, rank_scale={5: 1.3}, seed=10),
+        _gpu_pipe("pipeline", "gpu-pp4dp2-bubble", 4, 2, microbatches=4, seed=11),
+    ]
+
+
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    return balanced() + uniform() + stragglers + hangs() + held_out()
+    pipes = pipelines() + pipelines_held_out() + gpu_pipelines()
+    return balanced() + uniform() + stragglers + hangs() + held_out() + pipes

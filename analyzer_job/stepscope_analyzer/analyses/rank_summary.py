@@ -32,7 +32,15 @@ from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
 from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
-from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StepPhases, StreamIdle
+from stepscope_contract.report import (
+    Bottleneck,
+    IdleBreakdown,
+    KernelStat,
+    ProcessGroup,
+    RankReport,
+    StepPhases,
+    StreamIdle,
+)
 
 F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -85,6 +93,7 @@ def summarize_parsed(
     else:
         steps = step_stats(ev)
     report = RankReport(rank=resolved, world_size=trace.world_size, steps=steps, job_fingerprint=job_fingerprint(trace))
+    report.process_groups = process_groups(trace)
     _wall_clock(report, trace, windows)
     if has_kernels and (cpus_per_trace() if threads is None else threads) > 1:
         with ThreadPoolExecutor(1, thread_name_prefix="stepscope-phases") as beside:
@@ -102,18 +111,53 @@ def summarize_parsed(
     return report
 
 
+MAX_GROUPS = 64
+"""process groups kept per rank (a job's groups per rank are a handful: default, pipeline, data, tensor, ...)"""
+
+
+MAX_MEMBERS = 1024
+"""members kept per process group"""
+
+
 def job_fingerprint(trace: ParsedTrace) -> str | None:
-    """backend/world size/process groups from distributedInfo ("gloo/4/0:default_pg[4]"), if the trace says."""
+    """backend/world size/the groups that span the whole world ("gloo/4/0:default_pg[4]"), if the trace says.
+
+    Groups of fewer ranks (pipeline, data-parallel, tensor-parallel groups) are left out: each rank lists only the
+    groups it belongs to, so they differ between ranks of one job (process_groups holds them; job_groups checks
+    that the ranks agree on them)."""
     info = trace.distributed_info
     if not info:
         return None
-    groups = info.get("pg_config")
+    world = info.get("world_size")
     pgs = []
-    if isinstance(groups, list):
-        for g in groups[:32]:
-            if isinstance(g, dict):
-                pgs.append(f"{g.get('pg_name')}:{g.get('pg_desc')}[{g.get('pg_size')}]")
-    return f"{info.get('backend')}/{info.get('world_size')}/{','.join(pgs)}"[:512]
+    for g in _pg_entries(info):
+        if g.get("pg_size") == world or g.get("pg_size") is None:
+            pgs.append(f"{g.get('pg_name')}:{g.get('pg_desc')}[{g.get('pg_size')}]")
+    return f"{info.get('backend')}/{world}/{','.join(pgs)}"[:512]
+
+
+def _pg_entries(info: dict[str, object]) -> list[dict[str, object]]:
+    groups = info.get("pg_config")
+    if not isinstance(groups, list):
+        return []
+    return [g for g in groups[:MAX_GROUPS] if isinstance(g, dict)]
+
+
+def process_groups(trace: ParsedTrace) -> list[ProcessGroup]:
+    """The process groups of distributedInfo.pg_config with their members; a group of the whole world keeps no
+    member list (every rank), a larger group than MAX_MEMBERS keeps none either (summaries stay small)."""
+    info = trace.distributed_info
+    if not info:
+        return []
+    world = info.get("world_size")
+    out = []
+    for g in _pg_entries(info):
+        members = g.get("ranks")
+        listed = members if isinstance(members, list) and len(members) <= MAX_MEMBERS else []
+        whole = g.get("pg_size") == world
+        ranks = [] if whole else [int(r) for r in listed if isinstance(r, int) and 0 <= r < 1 << 24]
+        out.append(ProcessGroup(name=str(g.get("pg_name"))[:64], desc=str(g.get("pg_desc") or "")[:128], ranks=ranks))
+    return out
 
 
 def _wall_clock(report: RankReport, trace: ParsedTrace, windows: StepWindows | None) -> None:

@@ -2,7 +2,9 @@
 
 One row per cause: the rank cost it is measured by (and the step phases that make that cost), how that cost is
 labelled in the evidence, which per-rank entries (function categories, HTA kernel class) name what differs, the
-verdict's words and the next step to suggest. Adding a cause means adding a row here (and a test).
+verdict's words and the next step to suggest. Adding a cause means adding a row here (and a test). The rows of a
+pipeline job's shape (stage imbalance, bubble, data imbalance) are not a rank's cost: diagnosis.pipeline_findings
+measures them, and their next step is the remedy.
 """
 
 from __future__ import annotations
@@ -99,6 +101,54 @@ CAUSES: tuple[CauseRow, ...] = (
         wait_weight=0.0,
         verdict="it stopped reaching step boundaries (hang)",
         next_step="Read rank {r}'s stacks below: it is where the job is stuck; the other ranks wait for it.",
+    ),
+    CauseRow(
+        cause=Cause.STAGE_IMBALANCE,
+        cost="",
+        phases=(),
+        label="a pipeline stage's compute per step against the other stages'",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="a pipeline stage holds more work than the others (layers badly split between stages)",
+        next_step="Move layers from the heavy stage (rank {r}) to the others, so that every stage computes about "
+        "the same per microbatch (count the embedding, the output layer and the loss on the first and last stage).",
+    ),
+    CauseRow(
+        cause=Cause.PIPELINE_BUBBLE,
+        cost="",
+        phases=(),
+        label="share of the step the stages idle in the schedule's warm-up and cool-down",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="the pipeline schedule leaves its stages idle in warm-up and cool-down",
+        next_step="Give the pipeline (rank {r}) more microbatches per step (smaller microbatches, the same batch), or "
+        "an interleaved schedule (virtual stages per rank: Interleaved1F1B, ScheduleInterleavedZeroBubble).",
+    ),
+    CauseRow(
+        cause=Cause.DATA_IMBALANCE,
+        cost="",
+        phases=(),
+        label="variation of compute per step with the inputs, no rank persistently slower",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="the inputs' sizes vary from microbatch to microbatch (sequence lengths), so replicas wait in turn",
+        next_step="Even out the work per microbatch on rank {r}: bucket sequences by length, pack them to a fixed "
+        "token count, or balance tokens rather than samples per batch (record input shapes to see the lengths).",
+    ),
+    CauseRow(
+        cause=Cause.TP_STRAGGLER,
+        cost="",
+        phases=(),
+        label="one rank of a tensor-parallel group computes more than its group-mates",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="one rank of a tensor-parallel group delays its group's collectives every layer",
+        next_step="Rank {r} holds its whole tensor-parallel group back in every layer's collective: check its GPU "
+        "(clocks, throttling, a different device) and its NVLink/PCIe links against its group-mates'.",
     ),
 )
 

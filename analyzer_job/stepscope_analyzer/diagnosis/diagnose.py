@@ -8,13 +8,18 @@ from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
 from stepscope_analyzer.diagnosis.job_numbers import step_numbers
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
+from stepscope_analyzer.diagnosis.layout import job_layout, layout_model
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
+from stepscope_analyzer.diagnosis.peers import find_slow_peers
+from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
-from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_analyzer.diagnosis.replay import step_work, what_ifs, with_replayed_gains
+from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
+from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
 from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
-from stepscope_contract.report import Diagnosis, RankReport, RankStatus
+from stepscope_contract.report import Diagnosis, ProcessGroup, RankReport, RankStatus
 
 
 def _hang_evidence(ranks: list[RankReport], hang_evidence: list[HangEvidence] | None) -> list[HangEvidence]:
@@ -38,6 +43,16 @@ def _nodes_of(
         if not node_of.get(rank):
             node_of[rank] = node
     return node_of
+
+
+def dumped_groups(dumps: dict[int, Dump] | None) -> list[ProcessGroup]:
+    """The process groups the ranks' Flight Recorder dumps list (name, description, members)."""
+    out = []
+    for dump in (dumps or {}).values():
+        for name, ranks in dump.group_ranks().items():
+            cfg = next((c for k, c in dump.pg_config.items() if (c.name or k) == name), None)
+            out.append(ProcessGroup(name=name, desc=cfg.desc if cfg else "", ranks=ranks))
+    return out
 
 
 def diagnose(
@@ -73,15 +88,24 @@ def diagnose(
     hang = find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok})
     hangs, hang_ranks = hang.hangs, hang.slow_ranks
     hung = {h.rank for h in hangs} | {s.rank for s in hang_ranks}
-    slow = hang_ranks + find_slow_ranks([r for r in ok if r.rank not in hung], cfg)
+    layout = job_layout(ok, dumped_groups(flight_recorder))
+    slow = hang_ranks + find_slow_peers([r for r in ok if r.rank not in hung], cfg, layout)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
     numbers = step_numbers(ok, slow)
+    shape = layout_model(layout, ok) if layout is not None else None
+    micro = shape.microbatches if shape is not None else None
+    findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
+    findings += tp_stragglers(layout, slow, ok)
+    whatifs = what_ifs(step_work(layout, ok, micro), [s.rank for s in slow], numbers.median_step_us) if layout else []
+    findings = with_replayed_gains(findings, whatifs)
+    numbers = with_finding_numbers(numbers, findings, slow, hangs)
     coverage = Coverage(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
     )
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
+    verdict = verdict or finding_verdict(findings, slow, hangs, numbers, coverage, layout=shape, nodes=slow_nodes)
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
         ranks_analysed=len(ok),
@@ -97,6 +121,9 @@ def diagnose(
         flight_recorder=hang.flight_recorder,
         bottlenecks=bottlenecks,
         communication=communication_summary(ok, cfg.max_collectives),
-        next_steps=next_steps(slow, bottlenecks, errored),
+        next_steps=[f.remedy for f in findings] + next_steps(slow, bottlenecks, errored),
+        layout=shape,
+        findings=findings,
+        what_if=whatifs,
     )
     return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)

@@ -1,7 +1,8 @@
 """The short report summary that goes into the ProfileSession's status, for `kubectl get` and pipelines. Pure.
 
-It carries the culprit (slowest rank = the top slow rank, and its cause), the top bottleneck (waiting for other
-ranks left out) and the job's numbers, each the same figure as in report.json."""
+It carries the culprit (slowest rank = the top slow rank, and its cause; without one, the cause of the job's top
+finding: a pipeline stage imbalance, bubble or data imbalance), the top bottleneck (waiting for other ranks left
+out) and the job's numbers, each the same figure as in report.json."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def build_status_summary(report: Report) -> ReportSummary:
         verdict=safe_text(d.verdict, 1024),
         slowest_rank=top.rank if top else None,
         slowest_node=safe_text(node, 253) if node else None,
-        cause=top.cause.value if top else None,
+        cause=top.cause.value if top else (d.findings[0].cause.value if d.findings else None),
         top_bottleneck=safe_text(d.bottlenecks[0].name, 256) if d.bottlenecks else None,
         slow_ranks=sorted(s.rank for s in d.slow_ranks)[:MAX_LISTED],
         hung_ranks=sorted(h.rank for h in d.hangs)[:MAX_LISTED],
