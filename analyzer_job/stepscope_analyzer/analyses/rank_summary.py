@@ -238,7 +238,15 @@ def _gpu(report: RankReport, trace: ParsedTrace, *, keep: Mask, is_gpu: Mask, la
         sel = ktype == kt
         times = per_name(ev.name_id[rows][sel], ts[sel], end[sel], tb.comp_union)
         tops.extend(
-            bottlenecks(ev.names, times, category, window, is_compute=kt == KernelType.COMPUTATION, top_n=top_n)
+            bottlenecks(
+                ev.names,
+                times,
+                category,
+                window,
+                is_compute=kt == KernelType.COMPUTATION,
+                top_n=top_n,
+                once=kt == KernelType.COMMUNICATION,
+            )
         )
     tops.extend(
         _host_bottlenecks(
@@ -307,7 +315,7 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
     comm_sel = cb.comm_mask & in_window
     end = ev.ts + ev.dur
     times = per_name(ev.name_id[comm_sel], ev.ts[comm_sel], end[comm_sel], cb.compute_union)
-    tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n))
+    tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n, once=True))
     tops.sort(key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = tops[: top_n * 2]
     report.collectives = collectives(
