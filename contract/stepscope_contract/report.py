@@ -24,6 +24,7 @@ class Cause(StrEnum):
     COMMUNICATION = "communication"  # its collectives are slow themselves (not waiting for a late peer)
     MEMORY = "memory"  # memory copies/sets or allocator work
     HANG = "hang"  # did not reach a step boundary
+    DESYNC = "desync"  # called another collective (op, sizes, group) than its peers at the same point: the job stands
 
 
 class RankStatus(StrEnum):
@@ -421,6 +422,12 @@ class RankReport(ReportModel):
     collectives: list[Collective] = Field(default_factory=list)
     phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
     step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
+    step_ops_outside_work: list[float] = Field(
+        default_factory=list,
+        description="CPU-only ranks, per recorded step: µs of tensor ops on the training thread that run outside "
+        "the step's work (in phase other, not in forward, backward, the optimizer or data loading): work that is "
+        "compute, whatever phase it falls in; empty when the steps have no phases",
+    )
     step_dilation: list[float] = Field(
         default_factory=list,
         description="CPU-only ranks, per recorded step: how much waiting for a CPU stretched the training thread's "
@@ -444,6 +451,12 @@ class RankReport(ReportModel):
 
 class Diagnosis(ReportModel):
     verdict: str = Field(description="one line a person reads first")
+    headline: str | None = Field(
+        default=None,
+        description="the one name that stands for the cause (status.summary.topBottleneck): what the slowest rank "
+        "runs in its excess (its top evidence), where a hung rank is stuck or which collective a desynchronised "
+        "rank called; with no culprit, the top bottleneck across ranks",
+    )
     ranks_analysed: int = Field(default=0, description="ranks whose traces were compared")
     ranks_expected: int | None = Field(default=None, description="the job's world size, when the traces say it")
     median_step_us: float = Field(default=0.0, description="the job's step time: median over ranks and steps, µs")

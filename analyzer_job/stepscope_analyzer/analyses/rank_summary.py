@@ -25,6 +25,7 @@ from stepscope_analyzer.analyses.step_phases import (
     cpu_step_phases,
     gpu_step_phases,
     mean_phases,
+    ops_outside_work,
     step_windows,
 )
 from stepscope_analyzer.analyses.steps import stats_of, step_numbers, step_rows, step_stats
@@ -136,6 +137,7 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
         return []
     ev = trace.events
     phases, _, sets = cpu_step_phases(ev, windows)
+    report.step_ops_outside_work = ops_outside_work(sets, windows)
     gaps = host_gap_functions(ev, windows, sets, report.window_us, top_n=min(top_n, 10))
     merged = sorted(report.top_functions + gaps, key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = merged[: top_n * 2]

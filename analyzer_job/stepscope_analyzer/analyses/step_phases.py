@@ -203,6 +203,11 @@ def cpu_step_phases(ev: TraceColumns, steps: StepWindows) -> tuple[list[StepPhas
     return per_step(sets, steps), regions, sets
 
 
+def ops_outside_work(sets: PhaseSets, steps: StepWindows) -> list[float]:
+    """Per step, µs of training-thread ops in phase other (outside forward, backward, optimizer, data loading)."""
+    return [round(float(x), 1) for x in intervals.lengths_within(sets.sets["other_ops"], steps.start, steps.end)]
+
+
 def mean_phases(rows: list[StepPhases]) -> StepPhases | None:
     if not rows:
         return None

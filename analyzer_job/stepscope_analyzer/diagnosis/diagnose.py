@@ -12,7 +12,7 @@ from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
-from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
+from stepscope_analyzer.diagnosis.verdict import Coverage, headline, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, RankReport, RankStatus
 
@@ -84,6 +84,7 @@ def diagnose(
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
+        headline=headline(slow, hangs, bottlenecks),
         ranks_analysed=len(ok),
         ranks_expected=world,
         median_step_us=numbers.median_step_us,

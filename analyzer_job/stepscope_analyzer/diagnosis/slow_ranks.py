@@ -47,6 +47,7 @@ from stepscope_analyzer.diagnosis.rank_costs import COSTS
 from stepscope_analyzer.diagnosis.stall_flags import stall_flags
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD, Effect, effects
+from stepscope_analyzer.diagnosis.what_ran import by_what_ran, ops_evidence
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
 TAKE_OVER_SHARE = 0.5
@@ -183,13 +184,13 @@ def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: D
     return round(min(0.99, max(0.05, value)), 2)
 
 
-def _flag_evidence(flag: Flag, view: JobView, rank: int) -> list[Evidence]:
-    """The flagged cost's evidence: the median test's, the call floors' where they decided, and the stalls' where
-    the rank stalls on it."""
+def _flag_evidence(flag: Flag, view: JobView, rank: int, gain: float | None) -> list[Evidence]:
+    """The flagged cost's evidence: the median test's (with `gain`, the verdict's figure, where it differs), the
+    call floors' where they decided, and the stalls' where the rank stalls on it."""
     out = []
     if flag.persistent:
         wall = wall_excess(view, rank, flag.cost)
-        out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us))
+        out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us, gain_us=gain))
     if flag.floors is not None:
         out.append(floor_evidence(flag.floors))
     if flag.late is not None:
@@ -213,7 +214,8 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         if not waited_for(view, rank, flags, cfg):
             continue
         primary = flags[0]
-        cause = _refine_cause(by_rank, rank, primary)
+        flagged_cause = _refine_cause(by_rank, rank, primary)
+        cause = by_what_ran(by_rank, rank, flagged_cause, primary.wall_excess_us)
         lateness = view.lateness(rank)
         gain = min(excess, lateness) if view.has_collectives else excess
         stall = next((f.stall for f in flags if f.stall is not None), None)
@@ -222,11 +224,15 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         if gain < cfg.floor_us(step):
             continue  # what fixing it would save is below the user's floor (the others hardly wait for it)
         phase = _phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
-        evidence = [e for f in flags for e in _flag_evidence(f, view, rank)]
+        evidence = [e for f in flags for e in _flag_evidence(f, view, rank, gain if f is primary else None)]
         if phase is not None:
             evidence.append(phase_evidence(view, rank, phase, stall is not None))
+        ops = ops_evidence(by_rank, rank) if cause is not flagged_cause else None
+        if ops is not None:
+            evidence.append(ops)
         if view.has_collectives:
-            evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait))
+            blocked = float(np.median(view.samples[rank].phases["communication_wait"]))
+            evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait, blocked))
         if cause not in tables:
             tables[cause] = {r.rank: name_times(r, cause, float(max(view.samples[r.rank].steps, 1))) for r in ranks}
         evidence.extend(name_evidence(rank, cause, tables[cause], view.step_us, cfg.max_evidence))

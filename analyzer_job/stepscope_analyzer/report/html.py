@@ -8,6 +8,7 @@ from typing import Any
 
 import jinja2
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.report.bytecode_cache import bytecode_cache
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
 from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
@@ -16,7 +17,7 @@ from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
 from stepscope_analyzer.report.trace_access import trace_access
-from stepscope_contract.report import Cause, RankReport, RankStatus, Report
+from stepscope_contract.report import RankReport, RankStatus, Report
 
 MAX_TABLE_NAME = 160
 MAX_TABLE_RANKS = 1024
@@ -64,7 +65,7 @@ def render_html(report: Report) -> str:
     if top is None:
         severity = "error" if not ok and not d.hangs else "ok"
     else:
-        severity = "hang" if top.cause is Cause.HANG else "slow"
+        severity = "hang" if top.cause in STANDSTILL else "slow"
     return (
         _environment()
         .get_template("report.html.j2")
