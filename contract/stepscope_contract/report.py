@@ -444,6 +444,10 @@ class RankReport(ReportModel):
     )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
     environment: RankEnvironment | None = None
+    stacks_uri: str | None = Field(default=None, description="the Python stacks the rank uploaded when it hung")
+    flight_recorder_uri: str | None = Field(default=None, description="the rank's Flight Recorder dump, when uploaded")
+    stacks_link: str | None = Field(default=None, description="stacks_uri relative to report.html")
+    flight_recorder_link: str | None = Field(default=None, description="flight_recorder_uri relative to report.html")
     trace_link: str | None = Field(
         default=None, description="the trace relative to report.html (works in a downloaded session folder)"
     )

@@ -14,6 +14,7 @@ from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diagnosis.what_ran import OPS_LABEL
 from stepscope_analyzer.pipeline import discover, summarize_all
 from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_analyzer.storage_io import LocalStore, location_of
 from stepscope_contract.report import Cause, Report
 
@@ -87,3 +88,54 @@ def test_a_desync_is_its_own_cause_with_its_own_advice() -> None:
     assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.DESYNC)]
     assert d.next_steps[0] == cause_row(Cause.DESYNC).next_step.format(r=2)
     assert cause_row(Cause.DESYNC).next_step != cause_row(Cause.HANG).next_step
+
+
+def page(mode: str) -> str:
+    """report.html as it is written into the session's report/ folder (links relative to it)."""
+    report = with_trace_links(analyse(mode), location_of(str(SESSIONS / mode / "report")))
+    return html_bytes(report).decode()
+
+
+def test_every_per_rank_figure_is_per_step_and_says_so() -> None:
+    """Defect 4: the per-rank table holds per-step means only (no window totals beside a per-step median, no memcpy
+    column on CPU ranks), the same figures the culprit's evidence quotes; the headline's figure is in the evidence."""
+    report = analyse("compute")
+    text = page("compute")
+    assert "in collectives / step" in text and "of which waiting / step" in text and "host / step" in text
+    assert "memory copies / step" not in text and ">memory<" not in text
+    (slow,) = report.diagnosis.slow_ranks
+    r2 = next(r for r in report.ranks if r.rank == 2)
+    (wait,) = [e for e in slow.evidence if e.metric == "collective wait per step"]
+    assert wait.value == pytest.approx(r2.collective_wait_time / r2.steps.count)  # the table's "waiting / step"
+    assert r2.phases is not None and f"{r2.phases.communication_wait / 1000:,.2f} ms per step" in wait.detail
+    cost = slow.evidence[0]
+    assert f"the job waits {slow.excess_us / 1000:,.2f} ms per step for it" in cost.detail  # the verdict's figure
+    step = report.diagnosis.median_step_us
+    for c in report.diagnosis.communication:  # per step: never more than a step
+        assert c.total_us / r2.steps.count <= step
+
+
+@pytest.mark.parametrize("mode", ["hang", "desync"])
+def test_a_standstill_report_names_the_culprit_in_its_counts_and_leaves_out_empty_sections(mode: str) -> None:
+    """Defect 5: counts and states from the hang diagnosis (one culprit, three waiting), no 0.0% slowdown, the
+    wavefront's rows start at its own sequence number, each rank's stacks and Flight Recorder dump linked, and no
+    section without data (time breakdown, phases, timeline, bottlenecks, communication, errors)."""
+    text = page(mode)
+    assert "rank 2 holds the job up; ranks 0, 1, 3 wait for it" in text
+    assert " hung</dd>" not in text and "0.0%" not in text
+    assert ("stuck: the culprit" if mode == "hang" else "called another collective: the culprit") in text
+    assert text.count("waiting in ") >= 3
+    for r in range(4):
+        assert f'href="../traces/rank{r}/stacks.txt"' in text
+        assert f'href="../traces/rank{r}/flight_recorder.json.gz"' in text
+        assert (SESSIONS / mode / "traces" / f"rank{r}" / "flight_recorder.json.gz").is_file()
+    for empty in ("breakdown", "phases", "timeline", "bottlenecks", "communication", "errors", "gpu"):
+        assert f'id="{empty}"' not in text
+    fr = analyse(mode).diagnosis.flight_recorder
+    assert fr is not None
+    for front in fr.wavefronts:
+        title = f"seq {front.seq}: "
+        assert title in text
+        rows = text.split(title, 1)[1].split("</table>", 1)[0]
+        waiting = [row for row in rows.split("<tr") if ">waiting<" in row]
+        assert waiting and all(f"seq {front.seq} (not completed)" in row for row in waiting)

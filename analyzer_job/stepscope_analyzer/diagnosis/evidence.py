@@ -44,9 +44,9 @@ def cost_evidence(
     if gain_us is not None and abs(gain_us - wall_excess) >= 0.05 * max(wall_excess, 1.0):
         saves = f", of which the job waits {gain_us / 1000:,.2f} ms per step for it (what fixing it saves)"
     detail = (
-        f"+{wall_excess / 1000:,.2f} ms per step ({share:.1f}% of the median step){saves}; higher than the other "
-        "ranks in "
-        f"{e.steps_above} of {e.steps} steps; {e.z:.1f}x the job's noise for this cost (±{e.noise_us / 1000:,.2f} ms"
+        f"+{wall_excess / 1000:,.2f} ms per step (medians; {share:.1f}% of the median step){saves}; higher than "
+        f"the other ranks in {e.steps_above} of {e.steps} steps; {e.z:.1f}x the job's noise for this cost "
+        f"(±{e.noise_us / 1000:,.2f} ms"
         f"{', measured without CPU-contention stretches' if contended else ''})"
     )
     return Evidence(metric=row_for_cost(cost).label, value=value, baseline=value - wall_excess, detail=detail)
@@ -100,8 +100,8 @@ def wait_evidence(mine: float, others: float, measured: bool, blocked: float) ->
     per step (step phase communication_wait: the wait plus the transfer itself)."""
     how = "measured" if measured else "estimated: blocked in collectives beyond the least-blocked rank"
     detail = (
-        f"the other ranks wait {max(others - mine, 0.0) / 1000:,.2f} ms per step more than this one ({how}); it "
-        f"is blocked in collectives {blocked / 1000:,.2f} ms per step (phase communication_wait), of which "
+        f"the other ranks wait {max(others - mine, 0.0) / 1000:,.2f} ms per step more than this one (means; {how}); "
+        f"it is blocked in collectives {blocked / 1000:,.2f} ms per step (phase communication_wait), of which "
         f"{mine / 1000:,.2f} ms waiting for other ranks"
     )
     return Evidence(metric=WAIT_LABEL, value=mine, baseline=others, detail=detail)

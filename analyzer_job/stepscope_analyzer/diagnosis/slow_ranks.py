@@ -148,7 +148,7 @@ def _phase_of(view: JobView, rank: int, cost: str, mean: bool = False) -> str | 
 
 def phase_evidence(view: JobView, rank: int, phase: str, mean: bool = False) -> Evidence:
     mine, theirs = _per_step_of(view, rank, phase, mean)
-    how = "per step on average" if mean else "per step"
+    how = "per step on average" if mean else "per step (median)"
     detail = f"step phase {phase}: {mine / 1000:,.2f} ms {how} vs {theirs / 1000:,.2f} ms on the other ranks"
     return Evidence(metric=f"phase {phase}", value=mine, baseline=theirs, detail=detail)
 
@@ -231,7 +231,7 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         if ops is not None:
             evidence.append(ops)
         if view.has_collectives:
-            blocked = float(np.median(view.samples[rank].phases["communication_wait"]))
+            blocked = float(np.mean(view.samples[rank].phases["communication_wait"]))  # as the wait: the mean
             evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait, blocked))
         if cause not in tables:
             tables[cause] = {r.rank: name_times(r, cause, float(max(view.samples[r.rank].steps, 1))) for r in ranks}

@@ -80,7 +80,11 @@ def render_html(report: Report) -> str:
             breakdown=breakdown_chart(ok, highlight),
             timeline=step_timeline(ok, highlight),
             bottlenecks=bottleneck_chart(d.bottlenecks),
-            hang=hang_view(d),
+            hang=hang_view(d, report.ranks),
+            standstill={c.value for c in STANDSTILL},
+            per_step={r.rank: per_step_figures(r) for r in ok},
+            any_gpu=any(r.device == "cuda" for r in ok),
+            steps_per_rank=_steps_per_rank(ok),
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
             **_explanations(report, ok, highlight),
         )
@@ -88,6 +92,26 @@ def render_html(report: Report) -> str:
 
 
 MAX_STEP_VIEWS = 4
+
+
+def per_step_figures(r: RankReport) -> dict[str, float]:
+    """The per-rank table's figures, each per step (means over the recorded steps), as the evidence quotes them:
+    blocked in collectives (phase communication_wait), of which waiting for other ranks, host time (data loading
+    + other), memory copies (GPU ranks)."""
+    n = max(r.steps.count, 1)
+    blocked = r.phases.communication_wait if r.phases is not None else r.communication_time / n
+    return {
+        "blocked": blocked,
+        "waiting": r.collective_wait_time / n,
+        "host": r.host_time / n,
+        "copies": r.memory_time / n,
+    }
+
+
+def _steps_per_rank(ok: list[RankReport]) -> int:
+    """The recorded steps of a typical rank (the communication table's per-step figures divide by it)."""
+    counts = sorted(r.steps.count for r in ok if r.steps.count > 0)
+    return counts[len(counts) // 2] if counts else 1
 
 
 def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> dict[str, Any]:
