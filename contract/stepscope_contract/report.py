@@ -201,6 +201,34 @@ class StepPhases(ReportModel):
     other: float = 0.0
 
 
+class PhaseSpan(ReportModel):
+    """A stretch of one step in one phase, in time order: offsets from the step's start, µs."""
+
+    phase: str = Field(description="a StepPhases key")
+    start_us: float
+    end_us: float
+    label: str = Field(default="", description="what runs there: the collective, the user's region")
+
+
+class TimelineRow(ReportModel):
+    """One row of the step timeline: a rank's spans in the timeline's step; a row may stand for a group of ranks
+    (a large job's healthy ranks, in groups of similar step time), drawn as its `rank`."""
+
+    rank: int
+    ranks: str = Field(default="", description="the ranks the row stands for, as a rank set ('4-19'), when several")
+    step_us: float
+    spans: list[PhaseSpan] = Field(default_factory=list)
+
+
+class StepTimeline(ReportModel):
+    """The job's slowest recorded step, every rank (or group of ranks) a row of its phases in time order."""
+
+    step_index: int = Field(description="index of the step among each rank's recorded steps")
+    step_number: int | None = Field(default=None, description="its ProfilerStep#N, where numbered")
+    rows: list[TimelineRow] = Field(default_factory=list)
+    ranks_total: int = Field(default=0, description="the ranks the rows stand for")
+
+
 class MetricStats(ReportModel):
     """Mean, least and largest value of one GPU metric over the captured window."""
 
@@ -428,6 +456,11 @@ class RankReport(ReportModel):
         "the step's work (in phase other, not in forward, backward, the optimizer or data loading): work that is "
         "compute, whatever phase it falls in; empty when the steps have no phases",
     )
+    step_spans: list[list[PhaseSpan]] = Field(
+        default_factory=list,
+        description="CPU-only ranks, per recorded step: its phases in time order (stretches under 1% of the step "
+        "merged into a neighbour, at most 32 per step); report.json keeps them in `timeline` for one step only",
+    )
     step_dilation: list[float] = Field(
         default_factory=list,
         description="CPU-only ranks, per recorded step: how much waiting for a CPU stretched the training thread's "
@@ -551,6 +584,9 @@ class Report(ReportModel):
         default="",
         description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
         "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )
+    timeline: StepTimeline | None = Field(
+        default=None, description="the slowest recorded step of every rank, phases in time order (CPU ranks)"
     )
     vs_baseline: VsBaseline | None = Field(
         default=None, description="against spec.baseline, when the session names one"

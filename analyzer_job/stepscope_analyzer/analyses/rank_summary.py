@@ -28,6 +28,7 @@ from stepscope_analyzer.analyses.step_phases import (
     ops_outside_work,
     step_windows,
 )
+from stepscope_analyzer.analyses.step_spans import step_spans
 from stepscope_analyzer.analyses.steps import stats_of, step_numbers, step_rows, step_stats
 from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
@@ -138,6 +139,7 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
     ev = trace.events
     phases, _, sets = cpu_step_phases(ev, windows)
     report.step_ops_outside_work = ops_outside_work(sets, windows)
+    report.step_spans = step_spans(ev, windows, sets)
     gaps = host_gap_functions(ev, windows, sets, report.window_us, top_n=min(top_n, 10))
     merged = sorted(report.top_functions + gaps, key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = merged[: top_n * 2]

@@ -10,12 +10,13 @@ import jinja2
 
 from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.report.bytecode_cache import bytecode_cache
-from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
+from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart
 from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
+from stepscope_analyzer.report.timeline import timeline_chart
 from stepscope_analyzer.report.trace_access import trace_access
 from stepscope_contract.report import RankReport, RankStatus, Report
 
@@ -78,7 +79,7 @@ def render_html(report: Report) -> str:
             ranks=report.ranks[:MAX_TABLE_RANKS],
             ranks_cut=max(0, len(report.ranks) - MAX_TABLE_RANKS),
             breakdown=breakdown_chart(ok, highlight),
-            timeline=step_timeline(ok, highlight),
+            timeline=timeline_chart(report.timeline, highlight) if report.timeline else None,
             bottlenecks=bottleneck_chart(d.bottlenecks),
             hang=hang_view(d, report.ranks),
             standstill={c.value for c in STANDSTILL},
