@@ -4,6 +4,7 @@ drawn in at most MAX_ROWS rows with the slow rank on its own; the report keeps o
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -29,7 +30,7 @@ def test_each_step_is_its_phases_in_time_order() -> None:
     for spans, step in zip(r.step_spans, r.steps.durations_us, strict=True):
         assert 1 <= len(spans) <= MAX_SPANS
         assert spans[0].start_us == 0 and spans[-1].end_us == pytest.approx(step, abs=0.2)
-        assert all(a.end_us == b.start_us and a.phase != b.phase for a, b in zip(spans, spans[1:], strict=False))
+        assert all(a.end_us == b.start_us and a.phase != b.phase for a, b in itertools.pairwise(spans))
         (extra,) = [s for s in spans if s.label == "extra_compute"]  # the planted matmuls, named by their region
         assert extra.phase == "other" and extra.end_us - extra.start_us > 0.4 * step
         waits = [s for s in spans if s.phase == "communication_wait"]
@@ -50,15 +51,15 @@ def test_the_report_draws_the_slowest_step_of_every_rank() -> None:
     assert any(t.startswith("gloo:all_reduce") for t in names) and any(t.startswith("extra_compute") for t in names)
     (line,) = chart.lines  # every row's last collective ends on it
     at = float(line.points.split(",")[0])
-    for i, row in enumerate(tl.rows):
+    for i in range(len(tl.rows)):
         ends = [r.x + r.w for r in chart.rects if r.y == 4 + i * 16 and "communication wait" in r.title]
         assert max(ends) == pytest.approx(at, abs=1.0)
 
 
 def test_64_ranks_fit_in_bounded_rows_with_the_slow_rank_alone() -> None:
     base = next(r for r in analyse("compute").ranks if r.rank == 0)
-    spans = [[PhaseSpan(phase="forward", start_us=0, end_us=10_000),
-              PhaseSpan(phase="communication_wait", start_us=10_000, end_us=80_000, label="gloo:all_reduce")]] * 5  # fmt: skip
+    wait = PhaseSpan(phase="communication_wait", start_us=10_000, end_us=80_000, label="gloo:all_reduce")
+    spans = [[PhaseSpan(phase="forward", start_us=0, end_us=10_000), wait]] * 5
     ranks = []
     for k in range(64):
         step = 80_000.0 + 100.0 * k
