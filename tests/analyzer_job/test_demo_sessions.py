@@ -25,8 +25,13 @@ SESSIONS = Path(__file__).parent / "fixtures" / "demo_sessions"
 
 @functools.cache
 def analyse(mode: str) -> Report:
+    return analyse_folder(SESSIONS / mode)
+
+
+def analyse_folder(session: Path) -> Report:
+    """The report of a session folder, as `stepscope analyze` makes it (Flight Recorder dumps included)."""
     store = LocalStore()
-    layout = discover(store, location_of(str(SESSIONS / mode)))
+    layout = discover(store, location_of(str(session)))
     outcomes = summarize_all(store, layout)
     dumps = flight_recorder_dumps(store, layout)
     return reduce_outcomes(outcomes, include_missing=layout.session, notes=layout.notes, flight_recorder=dumps)
