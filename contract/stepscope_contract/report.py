@@ -229,6 +229,22 @@ class StepTimeline(ReportModel):
     ranks_total: int = Field(default=0, description="the ranks the rows stand for")
 
 
+class MemoryUsage(ReportModel):
+    """The allocator's totals over the recorded steps (torch.profiler's profile_memory `[memory]` events): CUDA
+    memory where the trace has CUDA events, else CPU memory."""
+
+    device: str = Field(description="cuda or cpu")
+    events: int = Field(default=0, description="allocator events inside the recorded steps")
+    peak_allocated_bytes: float = 0.0
+    peak_reserved_bytes: float = Field(default=0.0, description="0 on CPU (its allocator reserves nothing apart)")
+    t_ms: list[float] = Field(default_factory=list, description="ms since the first recorded step's start")
+    allocated_bytes: list[float] = Field(
+        default_factory=list, description="the total allocated at t_ms (the most in each of at most 240 bins)"
+    )
+    reserved_bytes: list[float] = Field(default_factory=list)
+    step_starts_ms: list[float] = Field(default_factory=list, description="each recorded step's start, ms")
+
+
 class MetricStats(ReportModel):
     """Mean, least and largest value of one GPU metric over the captured window."""
 
@@ -476,6 +492,9 @@ class RankReport(ReportModel):
         default=None, description="CPU-only ranks with at least 4 recorded steps: op calls at their least time"
     )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
+    memory: MemoryUsage | None = Field(
+        default=None, description="allocated and reserved memory over the recorded steps, where profile_memory was on"
+    )
     environment: RankEnvironment | None = None
     stacks_uri: str | None = Field(default=None, description="the Python stacks the rank uploaded when it hung")
     flight_recorder_uri: str | None = Field(default=None, description="the rank's Flight Recorder dump, when uploaded")

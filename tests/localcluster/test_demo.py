@@ -42,6 +42,10 @@ def _in_browser(tmp_path: Path) -> dict[str, Any]:
     seen: dict[str, Any] = probe(chromium, tmp_path / "session" / "report" / "report.html")
     empty = [s["title"] for s in seen["sections"] if not s["visible"] or s["contentHeight"] < 10]
     assert not empty, empty
+    ids = {s["id"] for s in seen["sections"]}
+    if "ranks" in ids and "holds the job up" not in seen["text"]:  # the ranks ran: their timeline and memory
+        assert "timeline" in ids and seen["timelineRects"] >= 8, ids
+        assert "memory" in ids and seen["memoryMarks"] >= 4, ids  # the demo's session records memory
     return seen
 
 

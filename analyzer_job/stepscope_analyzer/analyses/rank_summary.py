@@ -20,6 +20,7 @@ from stepscope_analyzer.analyses.gpu_breakdown import StreamIdle as StreamIdlePa
 from stepscope_analyzer.analyses.host_gaps import host_gap_functions
 from stepscope_analyzer.analyses.hta_filter import gpu_event_mask, hta_keep_mask
 from stepscope_analyzer.analyses.kernel_types import KernelType, kernel_types_of
+from stepscope_analyzer.analyses.memory import memory_usage
 from stepscope_analyzer.analyses.step_phases import (
     StepWindows,
     cpu_step_phases,
@@ -100,6 +101,7 @@ def summarize_parsed(
         _cpu(report, trace, top_n)
         phases = _cpu_phases(report, trace, windows, top_n)
     _set_phases(report, phases)
+    report.memory = memory_usage(ev, windows)
     report.environment = trace_environment(trace)
     return report
 

@@ -8,6 +8,7 @@ from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
 from stepscope_analyzer.diagnosis.job_numbers import step_numbers
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
+from stepscope_analyzer.diagnosis.memory_evidence import with_memory_evidence
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
@@ -100,4 +101,4 @@ def diagnose(
         communication=communication_summary(ok, cfg.max_collectives),
         next_steps=next_steps(slow, bottlenecks, errored),
     )
-    return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)
+    return with_comparisons(with_memory_evidence(with_gpu_evidence(diagnosis, ok), ok), ok)

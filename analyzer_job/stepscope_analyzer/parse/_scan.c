@@ -12,7 +12,8 @@
  *     common traces use: ph a known one-letter phase; cat and name strings without escapes; pid and tid integers
  *     (or null, or integral floats); ts and dur numbers (or null); args an object (or null) whose known keys
  *     (stream, correlation, External id, name) are numbers or null (name: anything);
- *   - integers within int64, finite floats.
+ *   - integers within int64, finite floats;
+ *   - no `[memory]` event (the allocator's, recorded with profile_memory): the Python path keeps those.
  * Values of other keys are validated and skipped. Strings are not checked for UTF-8 except names and categories
  * that become columns (decoded strictly; the Python path replaces bad bytes, so such a chunk goes there).
  * The scan itself runs without the GIL (another thread inflates the next blocks meanwhile).
@@ -875,6 +876,10 @@ static int scan_event(Cur *c, Out *o) {
     int64_t pid_v, tid_v;
     int is_row = (dur.kind == INT || dur.kind == FLOAT) && cat.kind == STR;
     if (!is_row) {
+        Span memory = {"[memory]", 8};
+        if (name.kind == STR && name.s.len == memory.len && memcmp(name.s.ptr, memory.ptr, memory.len) == 0) {
+            return 0; /* the allocator's events (profile_memory): the Python path keeps them */
+        }
         Span thread = {"thread_name", 11};
         if (phase == 'M' && has_args && name.kind == STR && name.s.len == thread.len &&
             memcmp(name.s.ptr, thread.ptr, thread.len) == 0) {

@@ -15,6 +15,7 @@ from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
+from stepscope_analyzer.report.memory_charts import memory_chart, memory_ranks
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
 from stepscope_analyzer.report.timeline import timeline_chart
 from stepscope_analyzer.report.trace_access import trace_access
@@ -128,6 +129,8 @@ def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> 
         "gpu_plots": gpu_charts(ok, highlight),
         "gpu_ranks": [r for r in ok if r.gpu_metrics is not None][:MAX_TABLE_RANKS],
         "gpu_note": gpu_metrics_note(report.ranks),
+        "memory_plot": memory_chart(ok, highlight),
+        "memory_ranks": memory_ranks(ok)[:MAX_TABLE_RANKS],
         "env_rows": environment_rows(report),
         "access": trace_access(report),
     }
