@@ -474,8 +474,9 @@ class RankReport(ReportModel):
     )
     step_spans: list[list[PhaseSpan]] = Field(
         default_factory=list,
-        description="CPU-only ranks, per recorded step: its phases in time order (stretches under 1% of the step "
-        "merged into a neighbour, at most 32 per step); report.json keeps them in `timeline` for one step only",
+        description="per recorded step: its phases in time order (GPU ranks: in the step's GPU window, stretched to "
+        "the step; stretches under 1% of the step folded into a neighbour, at most 32 per step); report.json keeps "
+        "them in `timeline` for one step only",
     )
     step_dilation: list[float] = Field(
         default_factory=list,
@@ -605,7 +606,7 @@ class Report(ReportModel):
         "only the first few of them also have a RankReport (status missing), so the report stays small",
     )
     timeline: StepTimeline | None = Field(
-        default=None, description="the slowest recorded step of every rank, phases in time order (CPU ranks)"
+        default=None, description="the slowest recorded step of every rank, phases in time order"
     )
     vs_baseline: VsBaseline | None = Field(
         default=None, description="against spec.baseline, when the session names one"

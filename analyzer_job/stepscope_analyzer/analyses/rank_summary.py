@@ -24,9 +24,10 @@ from stepscope_analyzer.analyses.memory import memory_usage
 from stepscope_analyzer.analyses.step_phases import (
     StepWindows,
     cpu_step_phases,
-    gpu_step_phases,
+    gpu_phase_sets,
     mean_phases,
     ops_outside_work,
+    per_step,
     step_windows,
 )
 from stepscope_analyzer.analyses.step_spans import step_spans
@@ -35,7 +36,15 @@ from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
 from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
-from stepscope_contract.report import Bottleneck, IdleBreakdown, KernelStat, RankReport, StepPhases, StreamIdle
+from stepscope_contract.report import (
+    Bottleneck,
+    IdleBreakdown,
+    KernelStat,
+    PhaseSpan,
+    RankReport,
+    StepPhases,
+    StreamIdle,
+)
 
 F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
@@ -93,10 +102,10 @@ def summarize_parsed(
         with ThreadPoolExecutor(1, thread_name_prefix="stepscope-phases") as beside:
             later = beside.submit(_gpu_phases, ev, windows)
             _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
-            phases = later.result()
+            phases, report.step_spans = later.result()
     elif has_kernels:
         _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
-        phases = _gpu_phases(ev, windows)
+        phases, report.step_spans = _gpu_phases(ev, windows)
     else:
         _cpu(report, trace, top_n)
         phases = _cpu_phases(report, trace, windows, top_n)
@@ -158,11 +167,16 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
     return phases
 
 
-def _gpu_phases(ev: TraceColumns, windows: StepWindows | None) -> list[StepPhases]:
+def _gpu_phases(ev: TraceColumns, windows: StepWindows | None) -> tuple[list[StepPhases], list[list[PhaseSpan]]]:
+    """The steps' phases and their spans in time order (within each step's GPU window)."""
     if windows is None:
-        return []
+        return [], []
     rows = np.flatnonzero((ev.stream != -1) & ev.cat_mask(*KERNEL_CATS))
-    return gpu_step_phases(ev, windows, rows, kernel_types_of(ev.names, ev.name_id[rows]))
+    found = gpu_phase_sets(ev, windows, rows, kernel_types_of(ev.names, ev.name_id[rows]))
+    if found is None:
+        return [], []
+    sets, first, stop = found
+    return per_step(sets, windows, (first, stop)), step_spans(ev, windows, sets, (first, stop))
 
 
 def _set_phases(report: RankReport, phases: list[StepPhases]) -> None:

@@ -1,5 +1,5 @@
-"""Each recorded step's phases in time order (CPU traces): the timeline a person reads, from the same phase sets as
-the step's phase totals (step_phases). Pure.
+"""Each recorded step's phases in time order: the timeline a person reads, from the same phase sets as the step's
+phase totals (step_phases); on GPU traces, the phases inside the step's GPU window, stretched to the step. Pure.
 
 Within a step, every instant holds one phase; the instants no named phase holds are `other`. Neighbouring stretches
 of one phase are joined, and stretches shorter than MIN_SHARE of the step go to their longer neighbour, so that a
@@ -128,18 +128,25 @@ class _Labels:
         return ""
 
 
-def step_spans(ev: TraceColumns, steps: StepWindows, sets: PhaseSets) -> list[list[PhaseSpan]]:
-    """Per step, its phases in time order (see the module docstring)."""
+def step_spans(
+    ev: TraceColumns, steps: StepWindows, sets: PhaseSets, windows: tuple[F64, F64] | None = None
+) -> list[list[PhaseSpan]]:
+    """Per step, its phases in time order (see the module docstring); with `windows` (GPU traces: each step's GPU
+    window, step_phases.gpu_phase_sets), the phases inside each window, stretched to the step's duration as the
+    step's phase totals are."""
     labels = _Labels(ev, steps)
+    starts, ends = windows if windows is not None else (steps.start, steps.end)
     out: list[list[PhaseSpan]] = []
-    for lo, hi in zip(steps.start.tolist(), steps.end.tolist(), strict=True):
-        pieces = _coarsen(_with_other(lo, hi, *_pieces(sets, lo, hi)), hi - lo)
+    for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        dur = float(steps.end[i] - steps.start[i])
+        factor = dur / (hi - lo) if hi > lo else 0.0
+        pieces = _coarsen(_with_other(lo, hi, *_pieces(sets, lo, hi)), hi - lo) if hi > lo else []
         out.append(
             [
                 PhaseSpan(
                     phase=PHASES[int(kind)],
-                    start_us=round(start - lo, 1),
-                    end_us=round(end - lo, 1),
+                    start_us=round((start - lo) * factor, 1),
+                    end_us=round((end - lo) * factor, 1),
                     label=labels.label(int(kind), (start + end) / 2),
                 )
                 for start, end, kind in pieces

@@ -74,3 +74,15 @@ def test_64_ranks_fit_in_bounded_rows_with_the_slow_rank_alone() -> None:
     chart = timeline_chart(tl, {37})
     assert len(chart.rects) <= MAX_ROWS * MAX_SPANS and chart.height <= 16 * MAX_ROWS + 30
     assert any(label.text.startswith("ranks ") and "(as " in label.text for label in chart.labels)
+
+
+def test_a_gpu_rank_s_steps_follow_its_gpu() -> None:
+    """GPU ranks: the phases inside each step's GPU window, stretched to the step as its phase totals are."""
+    trace = SESSIONS.parent / "gpu_jobs" / "gpu-2r-compute" / "ranks" / "1" / "trace.pt.trace.json.gz"
+    r = summarize_trace(trace)
+    assert r.device == "cuda" and len(r.step_spans) == r.steps.count
+    for spans, step, phases in zip(r.step_spans, r.steps.durations_us, r.step_phases, strict=True):
+        assert spans[0].start_us == 0 and spans[-1].end_us == pytest.approx(step, rel=1e-3)
+        assert all(a.end_us == b.start_us for a, b in itertools.pairwise(spans))
+        backward = sum(s.end_us - s.start_us for s in spans if s.phase == "backward")
+        assert backward == pytest.approx(phases.backward, abs=0.05 * step)  # the same phase sets, coarsened
