@@ -11,13 +11,14 @@ from dataclasses import dataclass
 from stepscope_analyzer.diagnosis.causes import STANDSTILL, cause_row
 from stepscope_analyzer.diagnosis.evidence import every_nth, named
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, per_step_words, slowdown_sentence
-from stepscope_analyzer.diagnosis.what_ran import HOST_PHASES
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import Bottleneck, Cause, Evidence, Hang, SlowNode, SlowRank
 
 WORK = frozenset({"kernel", "memory", "cpu_op", "collective", "runtime"})
 """what ran: tensor ops, kernels, copies, collectives"""
 PLACES = frozenset({"user_annotation", "python", "host_gap"})
+WHERE_IN_STEP = {"other": " outside forward/backward/optimizer", "data_loading": " while loading data"}
+"""how the advice places an excess that falls outside the step's work"""
 """where it ran: a user's region, a Python function, host time between two known places"""
 
 
@@ -121,7 +122,9 @@ def advice(s: SlowRank) -> str:
         work, place = place or work, None
     if work is None:
         return generic
-    outside = " outside forward/backward/optimizer" if s.phase in HOST_PHASES else ""
+    outside = {"other": " outside forward/backward/optimizer", "data_loading": " while loading data"}.get(
+        s.phase or "", ""
+    )
     where = f" in {place.metric}" if place is not None else ""
     verb = "spends" if s.cause is Cause.HOST else "runs"
     return f"Rank {s.rank} {verb} {_per_step(work)}{outside}{where}. {generic}"

@@ -13,7 +13,6 @@ from stepscope_contract.report import Cause, Evidence, RankReport
 
 OPS_SHARE = 0.5
 """share of a host excess that tensor ops must make up for it to be compute"""
-HOST_PHASES = frozenset({"data_loading", "other"})
 
 
 def ops_outside_work(r: RankReport) -> float | None:

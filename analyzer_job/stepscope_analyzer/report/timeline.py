@@ -112,6 +112,7 @@ def timeline_chart(tl: StepTimeline, highlight: set[int]) -> Chart:
     at = x0 + left * scale
     bottom = ROW_H * len(tl.rows) + 6
     chart.lines.append(Line(f"{at:.1f},0 {at:.1f},{bottom}", "#333", "the collective ends on every rank", 1.0))
-    chart.labels.append(Label(at, chart.height - 4, "collectives end", anchor="middle"))
-    chart.labels.append(Label(x0 + PLOT_W, chart.height - 4, f"{total / 1000:,.1f} ms"))
+    near_end = at > x0 + PLOT_W - 60
+    chart.labels.append(Label(at, chart.height - 4, "collectives end", anchor="end" if near_end else "middle"))
+    chart.labels.append(Label(x0, chart.height - 4, f"{total / 1000:,.1f} ms across", anchor="start"))
     return chart
