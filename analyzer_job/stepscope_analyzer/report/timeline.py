@@ -11,7 +11,7 @@ every step's spans; the report keeps the timeline's step only.
 from __future__ import annotations
 
 from stepscope_analyzer.diagnosis.stats import median
-from stepscope_analyzer.report.charts import PLOT_W, ROW_H, Chart, Label, Line, Rect
+from stepscope_analyzer.report.charts import PLOT_W, ROW_H, Chart, Label, Rect
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import PhaseSpan, RankReport, StepTimeline, TimelineRow
@@ -111,7 +111,7 @@ def timeline_chart(tl: StepTimeline, highlight: set[int]) -> Chart:
                 )
     at = x0 + left * scale
     bottom = ROW_H * len(tl.rows) + 6
-    chart.lines.append(Line(f"{at:.1f},0 {at:.1f},{bottom}", "#333", "the collective ends on every rank", 1.0))
+    chart.rects.append(Rect(at - 0.5, 0, 1.0, bottom, "#333", "the collective ends on every rank"))
     near_end = at > x0 + PLOT_W - 60
     chart.labels.append(Label(at, chart.height - 4, "collectives end", anchor="end" if near_end else "middle"))
     chart.labels.append(Label(x0, chart.height - 4, f"{total / 1000:,.1f} ms across", anchor="start"))
