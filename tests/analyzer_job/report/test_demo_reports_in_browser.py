@@ -1,6 +1,6 @@
 """The demo's reports (fixtures/demo_sessions: compute, host, hang, desync) in headless Chromium: the verdict and
-what to look at next as a person reads them, the timeline drawn for the sessions that ran, each hung rank's stacks
-and Flight Recorder dump linked to files that exist, and no section without content."""
+what to look at next as a person reads them, the timeline and memory drawn for the sessions that ran, each hung
+rank's stacks and Flight Recorder dump linked to files that exist, and no section without content."""
 
 from __future__ import annotations
 
@@ -66,6 +66,7 @@ def test_the_demo_report_reads_true_in_a_browser(mode: str, tmp_path: Path, chro
         assert any(t.startswith("gloo:all_reduce") for t in labels)
         assert any(t.startswith("extra_compute" if mode == "compute" else "data loading") for t in labels)
         assert "in collectives / step" in text
+        assert "memory" in ids and seen["memoryMarks"] >= 4  # the demo's session records memory: a line per rank
     else:
         assert ids.isdisjoint({"breakdown", "phases", "timeline", "bottlenecks", "communication", "errors"})
         assert "rank 2 holds the job up; ranks 0, 1, 3 wait for it" in text
