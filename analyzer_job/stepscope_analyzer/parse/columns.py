@@ -42,6 +42,8 @@ COLLECTIVE_ARGS = (
 
 MEMORY_EVENT = "[memory]"
 ALLOCATED, RESERVED, DEVICE_TYPE = "Total Allocated", "Total Reserved", "Device Type"
+FLOWS = ("s", "t", "f")
+"""flow events' phases: they carry nothing kept (the typed path decodes no field of theirs)"""
 MAX_MEMORY_EVENTS = 1_000_000
 """allocator events kept per trace (each a few numbers): the memory chart needs far fewer"""
 
@@ -239,7 +241,7 @@ class ColumnBuilder:
             if dur is None or cat is None:
                 if ev.get("ph") == "M" and ev.get("name") == "thread_name":
                     self._thread_name(ev)
-                elif ev.get("name") == MEMORY_EVENT and type(ev.get("args")) is dict:
+                elif ev.get("name") == MEMORY_EVENT and type(ev.get("args")) is dict and ev.get("ph") not in FLOWS:
                     a = ev["args"]
                     self._memory_event(ev.get("ts"), a.get(ALLOCATED), a.get(RESERVED), a.get(DEVICE_TYPE))
                 continue
@@ -347,6 +349,9 @@ class ColumnBuilder:
         self.seen += chunk.events
         for pid, tid, name in c["threads"]:
             self._thread_names[(pid, tid)] = name
+        for ts, text in c.get("memory", ()):
+            a = ARGS_DECODER.decode(text)
+            self._memory_event(ts, a.total_allocated, a.total_reserved, a.device_type)
         rows = int(c["rows"])
         if not rows:
             return
