@@ -84,6 +84,8 @@ def _base(read: RankRead, store: Store) -> dict[str, object]:
         "node": (manifest.node if manifest else None) or (meta.node if meta else None),
         "pod": (manifest.pod if manifest else None) or (meta.pod if meta else None),
         "trace_uri": store.uri(read.inp.trace_key) if read.inp.trace_key else None,
+        "stacks_uri": store.uri(read.inp.stacks_key) if read.inp.stacks_key else None,
+        "flight_recorder_uri": store.uri(read.inp.flight_recorder_key) if read.inp.flight_recorder_key else None,
         "world_size": meta.world_size if meta else None,
     }
 

@@ -24,12 +24,16 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "analyze": ("stepscope_analyzer.cli", "analyze_main", "analyse traces from a folder or storage URI"),
     "diff": ("stepscope_analyzer.diff.command", "diff_main", "compare a run with a baseline: the regression gate"),
     "analyzer-job": ("stepscope_analyzer.cli", "job_main", "the analyzer Job's entry point"),
-    "fetch": ("stepscope_storage.fetch", "main", "download a session's folder for HTA, TensorBoard or the report"),
+    "fetch": ("stepscope_operator.open_session", "fetch_main", "download a session's folder by name or storage URI"),
+    "open": ("stepscope_operator.open_session", "open_main", "show a session's report (by name) in the browser"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
     "check": ("stepscope_operator.check", "main", "verify an install: CRD, operator, webhook, storage"),
     "wait": ("stepscope_operator.wait", "main", "wait for a session and exit 0 passed, 1 gate failed, 2 failed"),
 }
+
+# a subcommand whose component is missing falls back to this one (fetch by URI needs no cluster)
+FALLBACKS: dict[str, tuple[str, str]] = {"fetch": ("stepscope_storage.fetch", "main")}
 
 # subcommand -> (module, function returning its argparse parser): what `--help` shows, checked by the tests.
 PARSERS: dict[str, tuple[str, str]] = {
@@ -39,7 +43,8 @@ PARSERS: dict[str, tuple[str, str]] = {
     "analyze": ("stepscope_analyzer.cli", "analyze_parser"),
     "diff": ("stepscope_analyzer.diff.command", "diff_parser"),
     "analyzer-job": ("stepscope_analyzer.session_job", "job_parser"),
-    "fetch": ("stepscope_storage.fetch", "build_parser"),
+    "fetch": ("stepscope_operator.open_session", "fetch_parser"),
+    "open": ("stepscope_operator.open_session", "open_parser"),
     "local-cluster": ("stepscope_local.cli", "build_parser"),
     "demo": ("stepscope_local.demo", "build_parser"),
     "check": ("stepscope_operator.check", "build_parser"),
@@ -94,6 +99,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
+        if name in FALLBACKS:
+            module_name, func_name = FALLBACKS[name]
+            fallback: Callable[[list[str]], int] = getattr(importlib.import_module(module_name), func_name)
+            return int(fallback(rest) or 0)
         print(
             f"stepscope {name}: this install lacks that component ({exc}); "
             f"install the matching extra, e.g. pip install 'stepscope[all]'",

@@ -105,13 +105,14 @@ def printer_columns() -> list[dict[str, Any]]:
             "name": "Cause",
             "type": "string",
             "jsonPath": ".status.summary.cause",
-            "description": "why it is slow: compute, host, memory, communication or hang",
+            "description": "why it is slow: compute, host, memory, communication, hang or desync",
         },
         {
             "name": "Bottleneck",
             "type": "string",
             "jsonPath": ".status.summary.topBottleneck",
-            "description": "top function by bottleneck ratio, waiting for other ranks left out",
+            "description": "what the slowest rank runs in its excess, or where a hung rank is stuck (no slow rank: the "
+            "top function by bottleneck ratio)",
         },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         {"name": "Report", "type": "string", "jsonPath": ".status.reportURL", "priority": 1},

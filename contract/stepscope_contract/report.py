@@ -28,6 +28,7 @@ class Cause(StrEnum):
     PIPELINE_BUBBLE = "pipeline_bubble"  # the stages idle in the schedule's warm-up and cool-down
     DATA_IMBALANCE = "data_imbalance"  # work per step varies with the inputs (sequence lengths), no persistent rank
     TP_STRAGGLER = "tp_straggler"  # one rank of a tensor-parallel group delays its group's collectives
+    DESYNC = "desync"  # called another collective (op, sizes, group) than its peers at the same point: the job stands
 
 
 class RankStatus(StrEnum):
@@ -202,6 +203,50 @@ class StepPhases(ReportModel):
     optimizer: float = 0.0
     communication_wait: float = Field(default=0.0, description="blocked on a collective, not overlapped work")
     other: float = 0.0
+
+
+class PhaseSpan(ReportModel):
+    """A stretch of one step in one phase, in time order: offsets from the step's start, µs."""
+
+    phase: str = Field(description="a StepPhases key")
+    start_us: float
+    end_us: float
+    label: str = Field(default="", description="what runs there: the collective, the user's region")
+
+
+class TimelineRow(ReportModel):
+    """One row of the step timeline: a rank's spans in the timeline's step; a row may stand for a group of ranks
+    (a large job's healthy ranks, in groups of similar step time), drawn as its `rank`."""
+
+    rank: int
+    ranks: str = Field(default="", description="the ranks the row stands for, as a rank set ('4-19'), when several")
+    step_us: float
+    spans: list[PhaseSpan] = Field(default_factory=list)
+
+
+class StepTimeline(ReportModel):
+    """The job's slowest recorded step, every rank (or group of ranks) a row of its phases in time order."""
+
+    step_index: int = Field(description="index of the step among each rank's recorded steps")
+    step_number: int | None = Field(default=None, description="its ProfilerStep#N, where numbered")
+    rows: list[TimelineRow] = Field(default_factory=list)
+    ranks_total: int = Field(default=0, description="the ranks the rows stand for")
+
+
+class MemoryUsage(ReportModel):
+    """The allocator's totals over the recorded steps (torch.profiler's profile_memory `[memory]` events): CUDA
+    memory where the trace has CUDA events, else CPU memory."""
+
+    device: str = Field(description="cuda or cpu")
+    events: int = Field(default=0, description="allocator events inside the recorded steps")
+    peak_allocated_bytes: float = 0.0
+    peak_reserved_bytes: float = Field(default=0.0, description="0 on CPU (its allocator reserves nothing apart)")
+    t_ms: list[float] = Field(default_factory=list, description="ms since the first recorded step's start")
+    allocated_bytes: list[float] = Field(
+        default_factory=list, description="the total allocated at t_ms (the most in each of at most 240 bins)"
+    )
+    reserved_bytes: list[float] = Field(default_factory=list)
+    step_starts_ms: list[float] = Field(default_factory=list, description="each recorded step's start, ms")
 
 
 class MetricStats(ReportModel):
@@ -436,6 +481,18 @@ class RankReport(ReportModel):
     collectives: list[Collective] = Field(default_factory=list)
     phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
     step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
+    step_ops_outside_work: list[float] = Field(
+        default_factory=list,
+        description="CPU-only ranks, per recorded step: µs of tensor ops on the training thread that run outside "
+        "the step's work (in phase other, not in forward, backward, the optimizer or data loading): work that is "
+        "compute, whatever phase it falls in; empty when the steps have no phases",
+    )
+    step_spans: list[list[PhaseSpan]] = Field(
+        default_factory=list,
+        description="per recorded step: its phases in time order (GPU ranks: in the step's GPU window, stretched to "
+        "the step; stretches under 1% of the step folded into a neighbour, at most 32 per step); report.json keeps "
+        "them in `timeline` for one step only",
+    )
     step_dilation: list[float] = Field(
         default_factory=list,
         description="CPU-only ranks, per recorded step: how much waiting for a CPU stretched the training thread's "
@@ -451,7 +508,14 @@ class RankReport(ReportModel):
         default=None, description="CPU-only ranks with at least 4 recorded steps: op calls at their least time"
     )
     gpu_metrics: GpuMetrics | None = Field(default=None, description="NVML samples over the window, when captured")
+    memory: MemoryUsage | None = Field(
+        default=None, description="allocated and reserved memory over the recorded steps, where profile_memory was on"
+    )
     environment: RankEnvironment | None = None
+    stacks_uri: str | None = Field(default=None, description="the Python stacks the rank uploaded when it hung")
+    flight_recorder_uri: str | None = Field(default=None, description="the rank's Flight Recorder dump, when uploaded")
+    stacks_link: str | None = Field(default=None, description="stacks_uri relative to report.html")
+    flight_recorder_link: str | None = Field(default=None, description="flight_recorder_uri relative to report.html")
     trace_link: str | None = Field(
         default=None, description="the trace relative to report.html (works in a downloaded session folder)"
     )
@@ -503,6 +567,12 @@ class WhatIf(ReportModel):
 
 class Diagnosis(ReportModel):
     verdict: str = Field(description="one line a person reads first")
+    headline: str | None = Field(
+        default=None,
+        description="the one name that stands for the cause (status.summary.topBottleneck): what the slowest rank "
+        "runs in its excess (its top evidence), where a hung rank is stuck or which collective a desynchronised "
+        "rank called; with no culprit, the top bottleneck across ranks",
+    )
     ranks_analysed: int = Field(default=0, description="ranks whose traces were compared")
     ranks_expected: int | None = Field(default=None, description="the job's world size, when the traces say it")
     median_step_us: float = Field(default=0.0, description="the job's step time: median over ranks and steps, µs")
@@ -602,6 +672,9 @@ class Report(ReportModel):
         default="",
         description="every rank the world size announces with nothing uploaded, as a rank set ('4-1023,2000'); "
         "only the first few of them also have a RankReport (status missing), so the report stays small",
+    )
+    timeline: StepTimeline | None = Field(
+        default=None, description="the slowest recorded step of every rank, phases in time order"
     )
     vs_baseline: VsBaseline | None = Field(
         default=None, description="against spec.baseline, when the session names one"

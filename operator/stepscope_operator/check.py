@@ -235,7 +235,7 @@ def check_webhook(ctx: Context) -> CheckResult:
 
 
 # ---- storage --------------------------------------------------------------------------------------------------------
-def _settings(ctx: Context) -> tuple[StorageDefaults, str]:
+def storage_settings(ctx: Context) -> tuple[StorageDefaults, str]:
     """The install's storage settings ConfigMap: in --install-namespace, else found by its labels (cluster-wide list,
     which may be forbidden: then the chart's usual namespace `stepscope`)."""
     query = {"labelSelector": SETTINGS_SELECTOR}
@@ -254,7 +254,7 @@ def _settings(ctx: Context) -> tuple[StorageDefaults, str]:
     return StorageDefaults.from_env(items[0].get("data") or {}), where
 
 
-def _credentials(ctx: Context, settings: StorageDefaults) -> tuple[Credentials | None, str]:
+def credentials_of(ctx: Context, settings: StorageDefaults) -> tuple[Credentials | None, str]:
     """(the credentials, where they came from); raises ValueError naming what is wrong."""
     if not settings.credentials_secret:
         return None, "the environment's own credentials (no credentials Secret configured)"
@@ -298,7 +298,7 @@ def _round_trip(settings: StorageDefaults, uri: str, credentials: Credentials | 
 
 
 def check_storage(ctx: Context) -> CheckResult:
-    settings, source = _settings(ctx)
+    settings, source = storage_settings(ctx)
     uri = ctx.storage_uri or settings.base
     if not uri:
         return fail("storage", f"{source} names no storage base (Helm value storage.bucket); pass --storage-uri")
@@ -309,7 +309,7 @@ def check_storage(ctx: Context) -> CheckResult:
     if location.scheme is Scheme.FILE:
         return skip("storage", f"{uri} is a folder on each pod's node; it cannot be checked from here")
     try:
-        credentials, creds_source = _credentials(ctx, settings)
+        credentials, creds_source = credentials_of(ctx, settings)
         written = _round_trip(settings, uri, credentials, ctx.probe_id)
     except Exception as exc:  # the store's own error names the problem (NoSuchBucket, InvalidAccessKeyId, ...)
         return fail("storage", f"{uri} via {settings.endpoint or 'the default endpoint'}: {str(exc)[:300]}")

@@ -5,12 +5,18 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzer_job" / "report"))
+
+from browser_probe import ensure_chromium, probe
 
 pytestmark = [
     pytest.mark.e2e,
@@ -19,6 +25,28 @@ pytestmark = [
         importlib.util.find_spec("stepscope_operator.main") is None, reason="the operator component is not installed"
     ),
 ]
+
+
+def _columns(out: str, cause: str, bottleneck: str) -> None:
+    """The last row `kubectl get profilesessions -w` printed has the CAUSE and BOTTLENECK columns given."""
+    rows = [line for line in out.splitlines() if re.match(r"^\s+demo\s+\S*Succeeded\s", line)]
+    assert rows, out[-3000:]
+    assert re.search(rf"\s{cause}\s+{re.escape(bottleneck)}(\s|$)", rows[-1]), rows[-1]
+
+
+def _in_browser(tmp_path: Path) -> dict[str, Any]:
+    """The session folder's report.html (its links work there) as headless Chromium shows it: no empty section."""
+    chromium, why = ensure_chromium()
+    if chromium is None:
+        pytest.skip(why)
+    seen: dict[str, Any] = probe(chromium, tmp_path / "session" / "report" / "report.html")
+    empty = [s["title"] for s in seen["sections"] if not s["visible"] or s["contentHeight"] < 10]
+    assert not empty, empty
+    ids = {s["id"] for s in seen["sections"]}
+    if "ranks" in ids and "holds the job up" not in seen["text"]:  # the ranks ran: their timeline and memory
+        assert "timeline" in ids and seen["timelineRects"] >= 8, ids
+        assert "memory" in ids and seen["memoryMarks"] >= 4, ids  # the demo's session records memory
+    return seen
 
 
 def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
@@ -48,6 +76,10 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
+    _columns(out, "host", "load_batch")  # where rank 2 spends its excess, not where the others wait for it
+    seen = _in_browser(tmp_path)
+    assert "Rank 2 spends " in seen["text"] and "of load_batch per step" in seen["text"]
+    assert seen["timelineRects"] >= 8 and "rank 2" in seen["timelineLabels"]
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     traces = tmp_path / "session" / "traces"  # `make demo`: .demo/session/traces
     assert sorted(p.name for p in traces.iterdir() if p.is_file()) == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
@@ -58,14 +90,40 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     assert all(len(frame) > 0 for frame in analysis.t.traces.values())
 
 
+def test_demo_compute_variant_is_compute_and_names_the_matmuls(tmp_path: Path) -> None:
+    """Extra matmuls between backward and the optimizer step: compute (what ran), not host (the phase)."""
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "stepscope"), "demo", "--workdir", str(tmp_path), "--slow-mode", "compute",
+         "--ready-timeout", "300", "--operator-health-timeout", "240", "--timeout", "480"],
+        capture_output=True,
+        text=True,
+        timeout=1000,
+        check=False,
+    )  # fmt: skip
+    out = result.stdout + result.stderr
+    assert result.returncode == 0, out[-4000:] + (tmp_path / "operator.log").read_text()[-4000:]
+    assert "verdict: Rank 2" in out and "more compute per step than the other ranks" in out, out[-4000:]
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "compute"
+    _columns(out, "compute", report["diagnosis"]["headline"])
+    assert report["diagnosis"]["headline"].startswith("aten::")
+    seen = _in_browser(tmp_path)
+    assert "Rank 2 runs " in seen["text"] and "outside forward/backward/optimizer in extra_compute" in seen["text"]
+    assert any(t.startswith("extra_compute") for t in seen["timelineLabels"])
+
+
 @pytest.mark.parametrize(
-    ("mode", "verdict"),
+    ("mode", "verdict", "bottleneck"),
     [
-        ("hang", "verdict: Hang: ranks 0, 1, 3 wait in all_reduce"),
-        ("desync", "verdict: Desync (collective mismatch): rank 2 called broadcast [1024] where ranks 0, 1, 3 called"),
+        ("hang", "verdict: Hang: ranks 0, 1, 3 wait in all_reduce", "stuck at train_ddp.py:"),
+        (
+            "desync",
+            "verdict: Desync (collective mismatch): rank 2 called broadcast [1024] where ranks 0, 1, 3 called",
+            "broadcast at train_ddp.py:",
+        ),
     ],
 )
-def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str, verdict: str) -> None:
+def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str, verdict: str, bottleneck: str) -> None:
     result = subprocess.run(
         [str(Path(sys.executable).parent / "stepscope"), "demo", "--workdir", str(tmp_path), "--slow-mode", mode],
         capture_output=True,
@@ -78,7 +136,12 @@ def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str,
     assert verdict in out, out[-4000:]
     report = json.loads((tmp_path / "report.json").read_text())
     d = report["diagnosis"]
-    assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(2, "hang")]
+    assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(2, mode)]
+    rows = [line for line in out.splitlines() if re.match(r"^\s+demo\s+\S*Succeeded\s", line)]
+    assert rows and re.search(rf"\s{mode}\s+{re.escape(bottleneck)}", rows[-1]), rows[-1:]
+    seen = _in_browser(tmp_path)
+    assert "rank 2 holds the job up; ranks 0, 1, 3 wait for it" in seen["text"]
+    assert len(seen["artifacts"]) == 8 and all(a["exists"] for a in seen["artifacts"]), seen["artifacts"]
     if mode == "hang":
         assert "rank 2 never reached it: it is stuck at train_ddp.py" in d["verdict"] and "wait_forever" in d["verdict"]
         [front] = d["flight_recorder"]["wavefronts"]

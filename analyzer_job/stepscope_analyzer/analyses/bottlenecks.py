@@ -136,8 +136,17 @@ def _per_name_loop(
 
 
 def bottlenecks(
-    names: list[str], times: list[NameTime], category: str, window: float, *, is_compute: bool, top_n: int
+    names: list[str],
+    times: list[NameTime],
+    category: str,
+    window: float,
+    *,
+    is_compute: bool,
+    top_n: int,
+    once: bool = False,
 ) -> list[Bottleneck]:
+    """Bottleneck rows of `times`; with `once` (collectives, which gloo records on two threads) a name's total is
+    its merged time, so that a call recorded twice counts once."""
     if window <= 0:
         return []
     rows = [
@@ -145,8 +154,8 @@ def bottlenecks(
             name=names[t.name_id],
             category=category,
             count=t.count,
-            total_us=t.total,
-            mean_us=t.total / t.count if t.count else 0.0,
+            total_us=t.merged if once else t.total,
+            mean_us=(t.merged if once else t.total) / t.count if t.count else 0.0,
             bottleneck_ratio=min(1.0, (t.merged if is_compute else t.exposed) / window),
         )
         for t in times

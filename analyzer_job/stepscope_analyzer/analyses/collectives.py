@@ -1,4 +1,8 @@
-"""Collectives per name and process group, with total and exposed (not overlapped by compute) time."""
+"""Collectives per name and process group, with total and exposed (not overlapped by compute) time.
+
+A collective's time is the union of its intervals across threads and streams: gloo runs the calls of one step
+(DDP's buckets) concurrently on its worker threads, so summed durations count the same wall-clock time twice and
+can exceed the window; the count is the calls."""
 
 from __future__ import annotations
 
@@ -70,7 +74,7 @@ def collectives(
                 name=name,
                 process_group=pg,
                 count=int(idx.size),
-                total_us=float(np.sum(end - ts)),
+                total_us=merged,
                 exposed_us=merged - intervals.intersection_length(u, compute),
             )
         )

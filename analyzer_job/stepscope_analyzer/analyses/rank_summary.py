@@ -20,13 +20,17 @@ from stepscope_analyzer.analyses.gpu_breakdown import StreamIdle as StreamIdlePa
 from stepscope_analyzer.analyses.host_gaps import host_gap_functions
 from stepscope_analyzer.analyses.hta_filter import gpu_event_mask, hta_keep_mask
 from stepscope_analyzer.analyses.kernel_types import KernelType, kernel_types_of
+from stepscope_analyzer.analyses.memory import memory_usage
 from stepscope_analyzer.analyses.step_phases import (
     StepWindows,
     cpu_step_phases,
-    gpu_step_phases,
+    gpu_phase_sets,
     mean_phases,
+    ops_outside_work,
+    per_step,
     step_windows,
 )
+from stepscope_analyzer.analyses.step_spans import step_spans
 from stepscope_analyzer.analyses.steps import stats_of, step_numbers, step_rows, step_stats
 from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
@@ -36,6 +40,7 @@ from stepscope_contract.report import (
     Bottleneck,
     IdleBreakdown,
     KernelStat,
+    PhaseSpan,
     ProcessGroup,
     RankReport,
     StepPhases,
@@ -99,14 +104,15 @@ def summarize_parsed(
         with ThreadPoolExecutor(1, thread_name_prefix="stepscope-phases") as beside:
             later = beside.submit(_gpu_phases, ev, windows)
             _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
-            phases = later.result()
+            phases, report.step_spans = later.result()
     elif has_kernels:
         _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
-        phases = _gpu_phases(ev, windows)
+        phases, report.step_spans = _gpu_phases(ev, windows)
     else:
         _cpu(report, trace, top_n)
         phases = _cpu_phases(report, trace, windows, top_n)
     _set_phases(report, phases)
+    report.memory = memory_usage(ev, windows)
     report.environment = trace_environment(trace)
     return report
 
@@ -180,6 +186,8 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
         return []
     ev = trace.events
     phases, _, sets = cpu_step_phases(ev, windows)
+    report.step_ops_outside_work = ops_outside_work(sets, windows)
+    report.step_spans = step_spans(ev, windows, sets)
     gaps = host_gap_functions(ev, windows, sets, report.window_us, top_n=min(top_n, 10))
     merged = sorted(report.top_functions + gaps, key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = merged[: top_n * 2]
@@ -196,11 +204,16 @@ def _cpu_phases(report: RankReport, trace: ParsedTrace, windows: StepWindows | N
     return phases
 
 
-def _gpu_phases(ev: TraceColumns, windows: StepWindows | None) -> list[StepPhases]:
+def _gpu_phases(ev: TraceColumns, windows: StepWindows | None) -> tuple[list[StepPhases], list[list[PhaseSpan]]]:
+    """The steps' phases and their spans in time order (within each step's GPU window)."""
     if windows is None:
-        return []
+        return [], []
     rows = np.flatnonzero((ev.stream != -1) & ev.cat_mask(*KERNEL_CATS))
-    return gpu_step_phases(ev, windows, rows, kernel_types_of(ev.names, ev.name_id[rows]))
+    found = gpu_phase_sets(ev, windows, rows, kernel_types_of(ev.names, ev.name_id[rows]))
+    if found is None:
+        return [], []
+    sets, first, stop = found
+    return per_step(sets, windows, (first, stop)), step_spans(ev, windows, sets, (first, stop))
 
 
 def _set_phases(report: RankReport, phases: list[StepPhases]) -> None:
@@ -282,7 +295,15 @@ def _gpu(report: RankReport, trace: ParsedTrace, *, keep: Mask, is_gpu: Mask, la
         sel = ktype == kt
         times = per_name(ev.name_id[rows][sel], ts[sel], end[sel], tb.comp_union)
         tops.extend(
-            bottlenecks(ev.names, times, category, window, is_compute=kt == KernelType.COMPUTATION, top_n=top_n)
+            bottlenecks(
+                ev.names,
+                times,
+                category,
+                window,
+                is_compute=kt == KernelType.COMPUTATION,
+                top_n=top_n,
+                once=kt == KernelType.COMMUNICATION,
+            )
         )
     tops.extend(
         _host_bottlenecks(
@@ -351,7 +372,7 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
     comm_sel = cb.comm_mask & in_window
     end = ev.ts + ev.dur
     times = per_name(ev.name_id[comm_sel], ev.ts[comm_sel], end[comm_sel], cb.compute_union)
-    tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n))
+    tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n, once=True))
     tops.sort(key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = tops[: top_n * 2]
     report.collectives = collectives(

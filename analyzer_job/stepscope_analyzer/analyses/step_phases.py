@@ -203,6 +203,11 @@ def cpu_step_phases(ev: TraceColumns, steps: StepWindows) -> tuple[list[StepPhas
     return per_step(sets, steps), regions, sets
 
 
+def ops_outside_work(sets: PhaseSets, steps: StepWindows) -> list[float]:
+    """Per step, µs of training-thread ops in phase other (outside forward, backward, optimizer, data loading)."""
+    return [round(float(x), 1) for x in intervals.lengths_within(sets.sets["other_ops"], steps.start, steps.end)]
+
+
 def mean_phases(rows: list[StepPhases]) -> StepPhases | None:
     if not rows:
         return None
@@ -281,11 +286,23 @@ def gpu_step_phases(
     ev: TraceColumns, steps: StepWindows, gpu_rows: I64, ktype: npt.NDArray[np.int8]
 ) -> list[StepPhases]:
     """Phases of each step on GPU traces (see the module docstring)."""
+    found = gpu_phase_sets(ev, steps, gpu_rows, ktype)
+    if found is None:
+        return []
+    sets, first, stop = found
+    return per_step(sets, steps, (first, stop))
+
+
+def gpu_phase_sets(
+    ev: TraceColumns, steps: StepWindows, gpu_rows: I64, ktype: npt.NDArray[np.int8]
+) -> tuple[PhaseSets, F64, F64] | None:
+    """The phase sets of a GPU trace and each step's GPU window [first, stop); None when no kernel was launched
+    inside a step."""
     launch_ts, launch_tid = _launch_of(ev, gpu_rows)
     step_of = steps.index_of(np.nan_to_num(launch_ts, nan=-np.inf))
     mine = step_of >= 0
     if not mine.any():
-        return []
+        return None
     rows, ktype, step_of = gpu_rows[mine], ktype[mine], step_of[mine]
     phase = _launch_phase(ev, steps, launch_ts[mine], launch_tid[mine])
     ts = ev.ts[rows]
@@ -313,4 +330,4 @@ def gpu_step_phases(
     loading = intervals.intersect(idle, _u(ev, main & name_mask(ev, DATA)))
     sets["data_loading"] = intervals.union(sets["data_loading"], loading)
     sets.pop("other")
-    return per_step(PhaseSets(sets), steps, (first, stop))
+    return PhaseSets(sets), first, stop

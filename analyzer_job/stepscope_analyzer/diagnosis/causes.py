@@ -48,7 +48,7 @@ CAUSES: tuple[CauseRow, ...] = (
         cost="compute",
         phases=("forward", "backward", "optimizer"),
         label="compute per step (forward + backward + optimizer)",
-        evidence_categories=frozenset({"cpu_op", "kernel", "python"}),
+        evidence_categories=frozenset({"cpu_op", "kernel", "python", "user_annotation"}),
         kernel_type="COMPUTATION",
         wait_weight=1.0,
         verdict="more compute per step than the other ranks",
@@ -151,6 +151,25 @@ CAUSES: tuple[CauseRow, ...] = (
         "(clocks, throttling, a different device) and its NVLink/PCIe links against its group-mates'.",
     ),
 )
+
+CAUSES += (
+    CauseRow(
+        cause=Cause.DESYNC,
+        cost="",
+        phases=(),
+        label="collective mismatch (Flight Recorder)",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="it called another collective than the other ranks at the same point (desync)",
+        next_step="Rank {r} took a code path the other ranks did not: read the mismatch and its call site below "
+        "(a condition on the rank, a data-dependent branch, a different model or process-group set-up); the job "
+        "stands until the ranks issue the same collectives in the same order.",
+    ),
+)
+
+STANDSTILL = frozenset({Cause.HANG, Cause.DESYNC})
+"""causes of a job that stands still: no step time to compare, the culprit named from stacks and dumps"""
 
 _BY_CAUSE = {row.cause: row for row in CAUSES}
 _BY_COST = {row.cost: row for row in CAUSES if row.cost}

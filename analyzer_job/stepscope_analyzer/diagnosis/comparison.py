@@ -10,8 +10,9 @@ holds a collective, such as DDP's backward) is left out too.
 
 from __future__ import annotations
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.stats import median
-from stepscope_contract.report import Cause, Diagnosis, NameComparison, RankReport
+from stepscope_contract.report import Diagnosis, NameComparison, RankReport
 
 MAX_ROWS = 12
 MIN_STEP_SHARE = 0.001
@@ -114,7 +115,7 @@ def with_comparisons(diagnosis: Diagnosis, ranks: list[RankReport]) -> Diagnosis
     slow = []
     for s in diagnosis.slow_ranks:
         rank = by_rank.get(s.rank)
-        if rank is None or s.cause is Cause.HANG:
+        if rank is None or s.cause in STANDSTILL:
             slow.append(s)
             continue
         others = [r for r in ranks if r.rank != s.rank]

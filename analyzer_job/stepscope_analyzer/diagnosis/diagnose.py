@@ -9,6 +9,7 @@ from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict,
 from stepscope_analyzer.diagnosis.job_numbers import step_numbers
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
 from stepscope_analyzer.diagnosis.layout import job_layout, layout_model
+from stepscope_analyzer.diagnosis.memory_evidence import with_memory_evidence
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
 from stepscope_analyzer.diagnosis.peers import find_slow_peers
 from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
@@ -17,7 +18,7 @@ from stepscope_analyzer.diagnosis.replay import step_work, what_ifs, with_replay
 from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
-from stepscope_analyzer.diagnosis.verdict import Coverage, next_steps, verdict_line
+from stepscope_analyzer.diagnosis.verdict import Coverage, headline, next_steps, verdict_line
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, ProcessGroup, RankReport, RankStatus
 
@@ -108,6 +109,7 @@ def diagnose(
     verdict = verdict or finding_verdict(findings, slow, hangs, numbers, coverage, layout=shape, nodes=slow_nodes)
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
+        headline=headline(slow, hangs, bottlenecks, findings),
         ranks_analysed=len(ok),
         ranks_expected=world,
         median_step_us=numbers.median_step_us,
@@ -126,4 +128,4 @@ def diagnose(
         findings=findings,
         what_if=whatifs,
     )
-    return with_comparisons(with_gpu_evidence(diagnosis, ok), ok)
+    return with_comparisons(with_memory_evidence(with_gpu_evidence(diagnosis, ok), ok), ok)

@@ -22,16 +22,31 @@ from stepscope_analyzer.diagnosis.straggler_test import Effect
 from stepscope_contract.report import Cause, Evidence, RankReport
 
 WAIT_LABEL = "collective wait per step"
+NAMED = frozenset({"kernel", "memory", "cpu_op", "python", "user_annotation", "runtime", "host_gap", "collective"})
+"""categories of the names that name_evidence lists (its detail starts with the category)"""
 
 
-def cost_evidence(cost: str, e: Effect, wall_excess: float, mine: RankSamples, step_us: float) -> Evidence:
-    """The cost that stands out: wall-clock value and baseline per step, the test's effect size and consistency."""
+def named(e: Evidence) -> str | None:
+    """The category of a name's evidence (name_evidence), None for the other evidence."""
+    category = e.detail.split(";", 1)[0]
+    return category if category in NAMED and e.detail.startswith(category + ";") else None
+
+
+def cost_evidence(
+    cost: str, e: Effect, wall_excess: float, mine: RankSamples, step_us: float, *, gain_us: float | None = None
+) -> Evidence:
+    """The cost that stands out: wall-clock value and baseline per step, the test's effect size and consistency;
+    `gain_us` (the verdict's figure: what the others wait for it per step) where it differs from the excess."""
     share = 100.0 * wall_excess / step_us if step_us > 0 else 0.0
     value = float(np.median(mine.costs[cost]))
     contended = e.value_us < 0.9 * value
+    saves = ""
+    if gain_us is not None and abs(gain_us - wall_excess) >= 0.05 * max(wall_excess, 1.0):
+        saves = f", of which the job waits {gain_us / 1000:,.2f} ms per step for it (what fixing it saves)"
     detail = (
-        f"+{wall_excess / 1000:,.2f} ms per step ({share:.1f}% of the median step); higher than the other ranks in "
-        f"{e.steps_above} of {e.steps} steps; {e.z:.1f}x the job's noise for this cost (±{e.noise_us / 1000:,.2f} ms"
+        f"+{wall_excess / 1000:,.2f} ms per step (medians; {share:.1f}% of the median step){saves}; higher than "
+        f"the other ranks in {e.steps_above} of {e.steps} steps; {e.z:.1f}x the job's noise for this cost "
+        f"(±{e.noise_us / 1000:,.2f} ms"
         f"{', measured without CPU-contention stretches' if contended else ''})"
     )
     return Evidence(metric=row_for_cost(cost).label, value=value, baseline=value - wall_excess, detail=detail)
@@ -80,9 +95,15 @@ def stall_evidence(cost: str, st: Stall, wall_excess: float, step_us: float) -> 
     return Evidence(metric=label, value=st.spike_excess_us, baseline=0.0, detail=detail)
 
 
-def wait_evidence(mine: float, others: float, measured: bool) -> Evidence:
+def wait_evidence(mine: float, others: float, measured: bool, blocked: float) -> Evidence:
+    """The rank's wait for other ranks per step against theirs; `blocked` is its whole time blocked in collectives
+    per step (step phase communication_wait: the wait plus the transfer itself)."""
     how = "measured" if measured else "estimated: blocked in collectives beyond the least-blocked rank"
-    detail = f"the other ranks wait {max(others - mine, 0.0) / 1000:,.2f} ms per step more than this one ({how})"
+    detail = (
+        f"the other ranks wait {max(others - mine, 0.0) / 1000:,.2f} ms per step more than this one (means; {how}); "
+        f"it is blocked in collectives {blocked / 1000:,.2f} ms per step (phase communication_wait), of which "
+        f"{mine / 1000:,.2f} ms waiting for other ranks"
+    )
     return Evidence(metric=WAIT_LABEL, value=mine, baseline=others, detail=detail)
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.stats import median
-from stepscope_contract.report import Cause, Diagnosis, Evidence, GpuMetrics, RankReport, ThrottleShare
+from stepscope_contract.report import Diagnosis, Evidence, GpuMetrics, RankReport, ThrottleShare
 
 CLOCK_DROP = 0.85
 SLOWDOWN_SHARE = 0.2
@@ -106,7 +107,7 @@ def with_gpu_evidence(diagnosis: Diagnosis, ranks: list[RankReport]) -> Diagnosi
     steps: list[str] = []
     for s in diagnosis.slow_ranks:
         rank = by_rank.get(s.rank)
-        found = None if rank is None or s.cause is Cause.HANG else throttling(rank, [r for r in ranks if r is not rank])
+        found = None if rank is None or s.cause in STANDSTILL else throttling(rank, [r for r in ranks if r is not rank])
         if found is None:
             slow.append(s)
             continue

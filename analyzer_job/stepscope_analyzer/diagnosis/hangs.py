@@ -8,7 +8,8 @@ name the culprit:
 2. the Python stacks every hung rank uploads: ranks whose main thread is inside a collective wait; a rank whose main
    thread is elsewhere is the culprit (named by its frame and line); when all wait, one calling a different
    collective than the others is.
-`slow_ranks` gets exactly the culprits (cause `hang`); `hangs` gets every hung rank with what it waits in. Pure.
+`slow_ranks` gets exactly the culprits (cause `desync` for a rank that called another collective than its peers,
+else `hang`); `hangs` gets every hung rank with what it waits in. Pure.
 """
 
 from __future__ import annotations
@@ -90,11 +91,11 @@ def _where(ctx: _Ctx, rank: int) -> str:
     return "no stacks were captured"
 
 
-def _culprit(ctx: _Ctx, rank: int, confidence: float, detail: str) -> SlowRank:
+def _culprit(ctx: _Ctx, rank: int, confidence: float, detail: str, cause: Cause = Cause.HANG) -> SlowRank:
     e = ctx.evidence.get(rank)
     return SlowRank(
         rank=rank,
-        cause=Cause.HANG,
+        cause=cause,
         confidence=confidence,
         node=e.node if e else None,
         evidence=[
@@ -135,9 +136,10 @@ def _from_flight_recorder(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
         return None
     if findings.mismatches and not all(r in ctx.healthy for m in findings.mismatches for r in m.ranks):
         first = findings.mismatches[0]
-        slow = [_culprit(ctx, r, 0.95, f"{first.message}; {_where(ctx, r)}") for r in first.ranks]
+        desync = Cause.DESYNC
+        slow = [_culprit(ctx, r, 0.95, f"{first.message}; {_where(ctx, r)}", desync) for r in first.ranks]
         for m in findings.mismatches[1:]:
-            slow += [_culprit(ctx, r, 0.9, m.message) for r in m.ranks if r not in {s.rank for s in slow}]
+            slow += [_culprit(ctx, r, 0.9, m.message, desync) for r in m.ranks if r not in {s.rank for s in slow}]
         kind = "collective" if first.kind == "op" else first.kind
         return slow, f"Desync ({kind} mismatch): {first.message}."
     slow = []
@@ -192,7 +194,7 @@ def _from_stacks(ctx: _Ctx) -> tuple[list[SlowRank], str] | None:
         for r in odd:
             p = waiting[r]
             text = f"rank {r} waits in {_issued(p.collective, p.location)} where {rank_list(majority)} "
-            slow.append(_culprit(ctx, r, 0.7, text + f"wait in {what}"))
+            slow.append(_culprit(ctx, r, 0.7, text + f"wait in {what}", Cause.DESYNC))
         return slow, f"Desync: {slow[0].evidence[0].detail} (from their stacks)."
     if odd:  # as many ranks in each collective: the stacks cannot tell which side diverged
         return [], _tie_verdict(waiting)
@@ -221,7 +223,7 @@ def find_hangs(
     world_size: int | None = None,
     healthy: set[int] | None = None,
 ) -> HangFindings:
-    """Hang entries for every hung rank, the culprits as slow ranks with cause `hang`, the Flight Recorder
+    """Hang entries for every hung rank, the culprits as slow ranks with cause `hang` or `desync`, the Flight Recorder
     findings when dumps exist, and the verdict line when the job is hung or desynchronised. `healthy`: ranks whose
     capture completed (they kept stepping), never culprits."""
     hung = {e.rank: e for e in sorted(evidence, key=lambda e: e.rank) if e.hung}

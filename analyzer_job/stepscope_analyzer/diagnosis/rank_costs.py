@@ -52,6 +52,8 @@ class RankSamples:
     """share of the contention stretch taken out of `tested` that may remain in it"""
     numbers: tuple[int, ...] = ()
     """each sample's step number (ProfilerStep#N), where every step is numbered"""
+    ops_outside: F64 | None = None
+    """µs per step of tensor ops outside the step's work (RankReport.step_ops_outside_work), where measured"""
 
     def residual_us(self, cost: str) -> float:
         """µs per step of contention stretch that may remain in this cost's tested samples (its median)."""
@@ -136,7 +138,11 @@ def rank_samples(ranks: list[RankReport]) -> list[RankSamples]:
         }
         share = MEASURED_RESIDUAL if len(r.step_cpu_wait) == step.size else INFERRED_RESIDUAL
         numbers = tuple(r.steps.numbers) if per_step and len(r.steps.numbers) == step.size else ()
-        out.append(RankSamples(r.rank, r.node, step, costs, tested, wait, phases, per_step, share, numbers))
+        ops = r.step_ops_outside_work
+        ops_outside = np.asarray(ops, dtype=np.float64) if per_step and len(ops) == step.size else None
+        out.append(
+            RankSamples(r.rank, r.node, step, costs, tested, wait, phases, per_step, share, numbers, ops_outside)
+        )
     return out
 
 

@@ -19,6 +19,10 @@ Where inputs vary in size from step to step, every rank's compute spreads so wid
 doing twice the work; in a job of four ranks or more, such a rank's compute still counts when the other ranks wait
 for it at least late_share of the step (averaged over the steps) and its compute averages late_compute_ratio times
 theirs (without contention stretches on CPU ranks) and exceeds theirs by the user's floor in wall-clock time.
+On CPU ranks a host excess the contention correction hid still counts when its wall-clock time stands out, most of it
+is tensor ops outside the step's work that the other ranks do not run, and the others wait for it at least
+late_share of the step (waiting for a CPU stretches every rank's work alike; it adds no ops to one rank); what_ran
+names it compute.
 Arriving last alone is not enough (no own cost stands out), and a job where every rank got slower has no rank
 that stands out. The gain of fixing a rank is the smaller of its excess and how long the others wait for it; a
 rank whose gain is below the user's floor is not reported (its own excess is offset elsewhere in its step).
@@ -47,6 +51,7 @@ from stepscope_analyzer.diagnosis.rank_costs import COSTS
 from stepscope_analyzer.diagnosis.stall_flags import stall_flags
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD, Effect, effects
+from stepscope_analyzer.diagnosis.what_ran import OPS_SHARE, by_what_ran, ops_evidence
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
 TAKE_OVER_SHARE = 0.5
@@ -60,6 +65,7 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
     noise_floor = cfg.noise_floor_percent / 100.0 * view.step_us
     out: dict[int, list[Flag]] = {}
     wall_compute: dict[int, Effect] = {}
+    wall_host: dict[int, Effect] = {}
     for cost in COSTS:
         if cost == "communication" and not view.measured_wait:
             continue  # estimated waits leave every rank the same own communication time
@@ -70,6 +76,8 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
         wall_effects = {e.rank: e for e in effects(wall_samples, noise_floor, waiting=waiting)}
         if cost == "compute":
             wall_compute = wall_effects
+        if cost == "host":
+            wall_host = wall_effects
         for e in effects(tested, noise_floor, residual, waiting):
             wall = wall_excess(view, e.rank, cost)
             stands_out = e.z >= cfg.outlier_threshold and wall_effects[e.rank].z >= cfg.wall_corroboration_z
@@ -77,7 +85,29 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
     _flag_floors(view, cfg, wall_compute, out)
     _flag_late(view, cfg, wall_compute, out)
+    _flag_ops_outside(view, cfg, wall_host, out)
     return out
+
+
+def _flag_ops_outside(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
+    """Ranks whose host time did not stand out once corrected for contention, but whose wall-clock host time does
+    (outlier_threshold, consistently over the steps, by the user's floor), mostly as tensor ops outside the step's
+    work that the other ranks do not run (what_ran.OPS_SHARE of it), while the others wait for it at least late_share
+    of the step: waiting for a CPU stretches every rank's work alike, it does not add ops to one rank alone. The flag
+    carries the wall-clock test; what_ran then names it compute."""
+    if not view.has_collectives:
+        return
+    ops = {r: float(np.median(s.ops_outside)) for r, s in view.samples.items() if s.ops_outside is not None}
+    for rank, mine in ops.items():
+        flagged = any(x.cost in ("host", "compute") for x in out.get(rank, []))
+        e = wall.get(rank)
+        if flagged or e is None or view.lateness(rank) < cfg.late_share * view.step_us:
+            continue
+        excess = wall_excess(view, rank, "host")
+        extra_ops = mine - median([v for r, v in ops.items() if r != rank])
+        stands_out = e.z >= cfg.outlier_threshold and e.consistent(cfg.consistency_alpha)
+        if stands_out and excess >= cfg.floor_us(view.step_us) and extra_ops > OPS_SHARE * excess:
+            out.setdefault(rank, []).append(Flag("host", e, excess))
 
 
 def _flag_late(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
@@ -147,7 +177,7 @@ def _phase_of(view: JobView, rank: int, cost: str, mean: bool = False) -> str | 
 
 def phase_evidence(view: JobView, rank: int, phase: str, mean: bool = False) -> Evidence:
     mine, theirs = _per_step_of(view, rank, phase, mean)
-    how = "per step on average" if mean else "per step"
+    how = "per step on average" if mean else "per step (median)"
     detail = f"step phase {phase}: {mine / 1000:,.2f} ms {how} vs {theirs / 1000:,.2f} ms on the other ranks"
     return Evidence(metric=f"phase {phase}", value=mine, baseline=theirs, detail=detail)
 
@@ -183,13 +213,13 @@ def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: D
     return round(min(0.99, max(0.05, value)), 2)
 
 
-def _flag_evidence(flag: Flag, view: JobView, rank: int) -> list[Evidence]:
-    """The flagged cost's evidence: the median test's, the call floors' where they decided, and the stalls' where
-    the rank stalls on it."""
+def _flag_evidence(flag: Flag, view: JobView, rank: int, gain: float | None) -> list[Evidence]:
+    """The flagged cost's evidence: the median test's (with `gain`, the verdict's figure, where it differs), the
+    call floors' where they decided, and the stalls' where the rank stalls on it."""
     out = []
     if flag.persistent:
         wall = wall_excess(view, rank, flag.cost)
-        out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us))
+        out.append(cost_evidence(flag.cost, flag.effect, wall, view.samples[rank], view.step_us, gain_us=gain))
     if flag.floors is not None:
         out.append(floor_evidence(flag.floors))
     if flag.late is not None:
@@ -213,7 +243,8 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         if not waited_for(view, rank, flags, cfg):
             continue
         primary = flags[0]
-        cause = _refine_cause(by_rank, rank, primary)
+        flagged_cause = _refine_cause(by_rank, rank, primary)
+        cause = by_what_ran(by_rank, rank, flagged_cause, primary.wall_excess_us)
         lateness = view.lateness(rank)
         gain = min(excess, lateness) if view.has_collectives else excess
         stall = next((f.stall for f in flags if f.stall is not None), None)
@@ -222,11 +253,15 @@ def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowR
         if gain < cfg.floor_us(step):
             continue  # what fixing it would save is below the user's floor (the others hardly wait for it)
         phase = _phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
-        evidence = [e for f in flags for e in _flag_evidence(f, view, rank)]
+        evidence = [e for f in flags for e in _flag_evidence(f, view, rank, gain if f is primary else None)]
         if phase is not None:
             evidence.append(phase_evidence(view, rank, phase, stall is not None))
+        ops = ops_evidence(by_rank, rank) if cause is not flagged_cause else None
+        if ops is not None:
+            evidence.append(ops)
         if view.has_collectives:
-            evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait))
+            blocked = float(np.mean(view.samples[rank].phases["communication_wait"]))  # as the wait: the mean
+            evidence.append(wait_evidence(view.waits[rank], view.others_wait(rank), view.measured_wait, blocked))
         if cause not in tables:
             tables[cause] = {r.rank: name_times(r, cause, float(max(view.samples[r.rank].steps, 1))) for r in ranks}
         evidence.extend(name_evidence(rank, cause, tables[cause], view.step_us, cfg.max_evidence))

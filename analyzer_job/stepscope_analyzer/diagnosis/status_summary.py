@@ -1,8 +1,9 @@
 """The short report summary that goes into the ProfileSession's status, for `kubectl get` and pipelines. Pure.
 
 It carries the culprit (slowest rank = the top slow rank, and its cause; without one, the cause of the job's top
-finding: a pipeline stage imbalance, bubble or data imbalance), the top bottleneck (waiting for other ranks left
-out) and the job's numbers, each the same figure as in report.json."""
+finding: a pipeline stage imbalance, bubble or data imbalance), the diagnosis' headline as the top bottleneck
+(what the culprit runs, where a hung rank is stuck; the top bottleneck only when no rank is the culprit) and the
+job's numbers, each the same figure as in report.json."""
 
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ def build_status_summary(report: Report) -> ReportSummary:
         slowest_rank=top.rank if top else None,
         slowest_node=safe_text(node, 253) if node else None,
         cause=top.cause.value if top else (d.findings[0].cause.value if d.findings else None),
-        top_bottleneck=safe_text(d.bottlenecks[0].name, 256) if d.bottlenecks else None,
+        top_bottleneck=safe_text(d.headline, 256) if d.headline else None,
         slow_ranks=sorted(s.rank for s in d.slow_ranks)[:MAX_LISTED],
         hung_ranks=sorted(h.rank for h in d.hangs)[:MAX_LISTED],
         errored_ranks=sorted(r.rank for r in report.ranks if r.status in (RankStatus.ERROR, RankStatus.MISSING))[

@@ -6,13 +6,21 @@ seen."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from stepscope_analyzer.diagnosis.causes import cause_row
-from stepscope_analyzer.diagnosis.evidence import every_nth
+from stepscope_analyzer.diagnosis.causes import STANDSTILL, cause_row
+from stepscope_analyzer.diagnosis.evidence import every_nth, named
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, per_step_words, slowdown_sentence
 from stepscope_contract.ranks import format_rank_set
-from stepscope_contract.report import Bottleneck, Cause, Hang, SlowNode, SlowRank
+from stepscope_contract.report import Bottleneck, Cause, Evidence, Hang, JobFinding, SlowNode, SlowRank
+
+WORK = frozenset({"kernel", "memory", "cpu_op", "collective", "runtime"})
+"""what ran: tensor ops, kernels, copies, collectives"""
+PLACES = frozenset({"user_annotation", "python", "host_gap"})
+WHERE_IN_STEP = {"other": " outside forward/backward/optimizer", "data_loading": " while loading data"}
+"""how the advice places an excess that falls outside the step's work"""
+"""where it ran: a user's region, a Python function, host time between two known places"""
 
 
 @dataclass(frozen=True)
@@ -84,7 +92,7 @@ def verdict_line(
 ) -> str:
     if coverage.analysed == 0 and not hangs:
         return f"No rank could be analysed ({coverage.errored} with errors); see the per-rank errors."
-    hang_culprits = [s for s in slow if s.cause is Cause.HANG]
+    hang_culprits = [s for s in slow if s.cause in STANDSTILL]
     if hang_culprits:
         return hang_verdict(hang_culprits, hangs)
     if slow:
@@ -97,6 +105,54 @@ def verdict_line(
     return f"No slow rank: the {coverage.analysed} analysed ranks are balanced{steps}{coverage.tail()}."
 
 
+def top_named(s: SlowRank, kinds: frozenset[str]) -> Evidence | None:
+    """The slow rank's name evidence of one of `kinds` that exceeds the other ranks the most."""
+    return next((e for e in s.evidence if named(e) in kinds), None)
+
+
+def _per_step(e: Evidence) -> str:
+    others = f"{e.baseline / 1000:,.1f} ms on the other ranks" if e.baseline > 0 else "none on the other ranks"
+    return f"{e.value / 1000:,.1f} ms of {e.metric} per step ({others})"
+
+
+def advice(s: SlowRank) -> str:
+    """What to look at next for a slow rank: its cause's advice, led by the top evidence (what ran, and where)."""
+    generic = cause_row(s.cause).next_step.format(r=s.rank)
+    work, place = top_named(s, WORK), top_named(s, PLACES)
+    if s.cause is Cause.HOST:
+        work, place = place or work, None
+    if work is None:
+        return generic
+    outside = {"other": " outside forward/backward/optimizer", "data_loading": " while loading data"}.get(
+        s.phase or "", ""
+    )
+    where = f" in {place.metric}" if place is not None else ""
+    verb = "spends" if s.cause is Cause.HOST else "runs"
+    return f"Rank {s.rank} {verb} {_per_step(work)}{outside}{where}. {generic}"
+
+
+def headline(
+    slow: list[SlowRank], hangs: list[Hang], bottlenecks: list[Bottleneck], findings: Sequence[JobFinding] = ()
+) -> str | None:
+    """The one name that stands for the cause (status.summary.topBottleneck, the BOTTLENECK column): where a hung
+    rank is stuck, what the slowest rank runs in its excess; with no culprit, what the job's top finding (a stage,
+    the schedule, the data) departs most in; else the top bottleneck across ranks."""
+    culprit = next((h for h in hangs if h.culprit), None)
+    if culprit is not None and (culprit.location or culprit.waiting_collective):
+        at = f" at {culprit.location}" if culprit.location else ""
+        return f"{culprit.waiting_collective}{at}" if culprit.waiting_collective else f"stuck{at}"
+    if slow and slow[0].cause not in STANDSTILL:
+        s = slow[0]
+        kinds = (PLACES, WORK) if s.cause is Cause.HOST else (WORK, PLACES)
+        top = top_named(s, kinds[0]) or top_named(s, kinds[1])
+        return top.metric if top is not None else None
+    if slow:
+        return "stuck (no stacks captured)"
+    if findings and findings[0].evidence:
+        return max(findings[0].evidence, key=lambda e: e.value / e.baseline if e.baseline > 0 else 0.0).metric
+    return bottlenecks[0].name if bottlenecks else None
+
+
 def next_steps(slow: list[SlowRank], bottlenecks: list[Bottleneck], errored: int) -> list[str]:
     steps: list[str] = []
     seen: set[Cause] = set()
@@ -104,9 +160,11 @@ def next_steps(slow: list[SlowRank], bottlenecks: list[Bottleneck], errored: int
         if s.cause in seen:
             continue
         seen.add(s.cause)
-        steps.append(cause_row(s.cause).next_step.format(r=s.rank))
-    if bottlenecks:
-        b = bottlenecks[0]
+        steps.append(advice(s))
+    # with a slow rank, the collectives are where the others wait for it: a symptom, not a next step
+    shown = [b for b in bottlenecks if not slow or b.category != "communication"]
+    if shown:
+        b = shown[0]
         name = b.name if len(b.name) <= 120 else b.name[:117] + "..."
         steps.append(
             f"Top bottleneck across ranks: {name} ({b.category}, {b.bottleneck_ratio:.1%} of end-to-end time "

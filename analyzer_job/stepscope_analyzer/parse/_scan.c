@@ -12,7 +12,9 @@
  *     common traces use: ph a known one-letter phase; cat and name strings without escapes; pid and tid integers
  *     (or null, or integral floats); ts and dur numbers (or null); args an object (or null) whose known keys
  *     (stream, correlation, External id, name) are numbers or null (name: anything);
- *   - integers within int64, finite floats.
+ *   - integers within int64, finite floats;
+ *   - the allocator's `[memory]` events (profile_memory) are handed over as their ts and args text, decoded in
+ *     Python as collectives' args are.
  * Values of other keys are validated and skipped. Strings are not checked for UTF-8 except names and categories
  * that become columns (decoded strictly; the Python path replaces bad bytes, so such a chunk goes there).
  * The scan itself runs without the GIL (another thread inflates the next blocks meanwhile).
@@ -189,6 +191,7 @@ typedef struct {
     Buf ts_i, ts_f, dur_i, dur_f, name, cat, pid, tid, stream, corr, ext;
     Buf coll;    /* (int64 row, int64 start, int64 end) of collective rows' args objects */
     Buf threads; /* (int64 pid, int64 tid, int64 start, int64 len) of thread_name metadata */
+    Buf memory;  /* (double ts, int64 start, int64 end) of the allocator's [memory] events' args objects */
     Table names, cats;
     GapSlot event_gaps[GAP_SLOTS], args_gaps[GAP_SLOTS];
     int ts_float, dur_float;
@@ -875,6 +878,21 @@ static int scan_event(Cur *c, Out *o) {
     int64_t pid_v, tid_v;
     int is_row = (dur.kind == INT || dur.kind == FLOAT) && cat.kind == STR;
     if (!is_row) {
+        Span memory = {"[memory]", 8};
+        if (name.kind == STR && name.s.len == memory.len && memcmp(name.s.ptr, memory.ptr, memory.len) == 0) {
+            /* the allocator's events (profile_memory): their args are decoded in Python, as collectives' are */
+            if (has_args && (ts.kind == INT || ts.kind == FLOAT)) {
+                double row[3];
+                int64_t span[2] = {(int64_t)(args.start - o->base), (int64_t)(args.end - o->base)};
+                row[0] = ts.kind == INT ? (double)ts.i : ts.f;
+                memcpy(&row[1], span, sizeof span);
+                if (!buf_put(&o->memory, row, sizeof row)) {
+                    o->oom = 1;
+                    return 0;
+                }
+            }
+            return 1;
+        }
         Span thread = {"thread_name", 11};
         if (phase == 'M' && has_args && name.kind == STR && name.s.len == thread.len &&
             memcmp(name.s.ptr, thread.ptr, thread.len) == 0) {
@@ -971,7 +989,7 @@ static int scan_items(Cur *c, Out *o) {
 
 static void out_free(Out *o) {
     Buf *bufs[] = {&o->ts_i, &o->ts_f, &o->dur_i, &o->dur_f, &o->name, &o->cat, &o->pid, &o->tid,
-                   &o->stream, &o->corr, &o->ext, &o->coll, &o->threads};
+                   &o->stream, &o->corr, &o->ext, &o->coll, &o->threads, &o->memory};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(bufs[i]->data);
     }
@@ -1003,9 +1021,21 @@ static PyObject *build(const Out *o, const char *base) {
     PyObject *cats = names ? strings_of(&o->cats) : NULL;
     PyObject *coll = cats ? PyList_New(0) : NULL;
     PyObject *threads = coll ? PyList_New(0) : NULL;
+    PyObject *memory = threads ? PyList_New(0) : NULL;
     PyObject *result = NULL;
-    if (threads == NULL) {
+    if (memory == NULL) {
         goto done;
+    }
+    const double *m = (const double *)o->memory.data;
+    for (size_t i = 0; i < o->memory.len / (3 * sizeof(double)); i++) {
+        int64_t span[2];
+        memcpy(span, &m[3 * i + 1], sizeof span);
+        PyObject *item = Py_BuildValue("(dy#)", m[3 * i], base + span[0], (Py_ssize_t)(span[1] - span[0]));
+        if (item == NULL || PyList_Append(memory, item) < 0) {
+            Py_XDECREF(item);
+            goto done;
+        }
+        Py_DECREF(item);
     }
     const int64_t *c = (const int64_t *)o->coll.data;
     for (size_t i = 0; i < o->coll.len / (3 * sizeof(int64_t)); i++) {
@@ -1033,19 +1063,20 @@ static PyObject *build(const Out *o, const char *base) {
         Py_DECREF(item);
     }
     result = Py_BuildValue(
-        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O}",
+        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O,s:O}",
         "events", (long long)o->events, "rows", (long long)o->rows,
         "ts", bytes_of(o->ts_float ? &o->ts_f : &o->ts_i), "ts_float", PyBool_FromLong(o->ts_float),
         "dur", bytes_of(o->dur_float ? &o->dur_f : &o->dur_i), "dur_float", PyBool_FromLong(o->dur_float),
         "name_id", bytes_of(&o->name), "names", names, "cat_id", bytes_of(&o->cat), "cats", cats,
         "pid", bytes_of(&o->pid), "tid", bytes_of(&o->tid), "stream", bytes_of(&o->stream),
         "correlation", bytes_of(&o->corr), "external_id", bytes_of(&o->ext), "collectives", coll,
-        "threads", threads);
+        "threads", threads, "memory", memory);
 done:
     Py_XDECREF(names);
     Py_XDECREF(cats);
     Py_XDECREF(coll);
     Py_XDECREF(threads);
+    Py_XDECREF(memory);
     return result;
 }
 

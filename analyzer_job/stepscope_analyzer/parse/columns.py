@@ -7,6 +7,7 @@ cut (with a hash, so distinct names stay distinct)."""
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -39,6 +40,18 @@ COLLECTIVE_ARGS = (
 )
 
 
+MEMORY_EVENT = "[memory]"
+ALLOCATED, RESERVED, DEVICE_TYPE = "Total Allocated", "Total Reserved", "Device Type"
+FLOWS = ("s", "t", "f")
+"""flow events' phases: they carry nothing kept (the typed path decodes no field of theirs)"""
+MAX_MEMORY_EVENTS = 1_000_000
+"""allocator events kept per trace (each a few numbers): the memory chart needs far fewer"""
+
+
+def _is_number(v: Any) -> bool:
+    return type(v) in (int, float) and math.isfinite(v)
+
+
 @dataclass
 class TraceColumns:
     """Complete ('X'-like: non-null ``dur`` and ``cat``) events, one row each, in file order.
@@ -62,6 +75,9 @@ class TraceColumns:
     collective_args: dict[int, dict[str, Any]] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)  # negative pid/tid codes for non-integer pids/tids
+    memory: list[tuple[float, float, float, int]] = field(default_factory=list)
+    """the allocator's `[memory]` instant events (profile_memory): (ts, total allocated, total reserved, device
+    type: 0 CPU, 1 CUDA), in file order, at most MAX_MEMORY_EVENTS"""
     _matching: dict[re.Pattern[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -203,6 +219,7 @@ class ColumnBuilder:
         self._labels: dict[str, int] = {}
         self._collective_args: dict[int, dict[str, Any]] = {}
         self._thread_names: dict[tuple[int, int], str] = {}
+        self._memory: list[tuple[float, float, float, int]] = []
         self.seen = 0
         self._rows = 0  # rows already flushed into arrays
         self._limits = limits.current()
@@ -224,6 +241,9 @@ class ColumnBuilder:
             if dur is None or cat is None:
                 if ev.get("ph") == "M" and ev.get("name") == "thread_name":
                     self._thread_name(ev)
+                elif ev.get("name") == MEMORY_EVENT and type(ev.get("args")) is dict and ev.get("ph") not in FLOWS:
+                    a = ev["args"]
+                    self._memory_event(ev.get("ts"), a.get(ALLOCATED), a.get(RESERVED), a.get(DEVICE_TYPE))
                 continue
             if cat == "Trace":
                 continue
@@ -263,6 +283,9 @@ class ColumnBuilder:
             if dur is None or cat is None:
                 if type(ev) is META_TYPE and ev.name == "thread_name" and ev.args is not None:
                     self._thread_name({"pid": ev.pid, "tid": ev.tid, "args": {"name": ev.args.name}})
+                elif ev.name == MEMORY_EVENT and ev.args is not None:
+                    a = ev.args
+                    self._memory_event(ev.ts, a.total_allocated, a.total_reserved, a.device_type)
                 continue
             if cat == "Trace":
                 continue
@@ -290,6 +313,13 @@ class ColumnBuilder:
             if coll is not None:
                 self._collective_args[self._rows + len(ts_l) - 1] = coll
         self._intern_rows(first)
+
+    def _memory_event(self, ts: Any, allocated: Any, reserved: Any, device: Any) -> None:
+        """One `[memory]` event, kept when its numbers are numbers (at most MAX_MEMORY_EVENTS)."""
+        values = (ts, allocated, reserved)
+        if len(self._memory) >= MAX_MEMORY_EVENTS or not all(_is_number(v) for v in values):
+            return
+        self._memory.append((float(ts), float(allocated), float(reserved), device if type(device) is int else 0))
 
     def _intern_rows(self, first: int) -> None:
         """Turn the names and categories of the rows from `first` on into ids (in order of first appearance; both
@@ -319,6 +349,9 @@ class ColumnBuilder:
         self.seen += chunk.events
         for pid, tid, name in c["threads"]:
             self._thread_names[(pid, tid)] = name
+        for ts, text in c.get("memory", ()):
+            a = ARGS_DECODER.decode(text)
+            self._memory_event(ts, a.total_allocated, a.total_reserved, a.device_type)
         rows = int(c["rows"])
         if not rows:
             return
@@ -430,6 +463,7 @@ class ColumnBuilder:
             collective_args=self._collective_args,
             thread_names=self._thread_names,
             labels={v: k for k, v in self._labels.items()},
+            memory=self._memory,
         )
 
     def _check_durations_and_steps(self, dur: npt.NDArray[np.float64], name_id: I32) -> None:

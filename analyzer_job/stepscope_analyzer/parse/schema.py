@@ -29,6 +29,9 @@ class EventArgs(msgspec.Struct, gc=False):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     dtype: Any = None
+    total_allocated: Any = msgspec.field(default=None, name="Total Allocated")  # `[memory]` events (profile_memory)
+    total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
+    device_type: Any = msgspec.field(default=None, name="Device Type")
 
 
 class TraceEvent(msgspec.Struct, tag_field="ph", gc=False):
@@ -40,6 +43,7 @@ class FlowEvent(TraceEvent):
 
     cat = None
     dur = None
+    name = None
 
 
 def _full_event(tag: str) -> Any:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from importlib import metadata
 
+from stepscope_analyzer.report.timeline import job_timeline, without_spans
 from stepscope_contract.report import Diagnosis, RankError, RankReport, Report, SessionInfo
 
 
@@ -30,13 +31,15 @@ def build_report(
     if world_size is None:
         sizes = [r.world_size for r in ordered if r.world_size]
         world_size = max(sizes) if sizes else (len(ordered) or None)
+    timeline = job_timeline(ordered, {s.rank for s in diagnosis.slow_ranks})
     return Report(
+        timeline=timeline,
         tool_version=tool_version(),
         generated_at=generated_at or datetime.now(UTC),
         session=session or SessionInfo(),
         world_size=world_size,
         analysis_seconds=round(analysis_seconds, 3),
-        ranks=ordered,
+        ranks=without_spans(ordered),
         diagnosis=diagnosis,
         errors=list(errors or []),
         notes=list(notes or []),

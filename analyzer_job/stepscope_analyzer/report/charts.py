@@ -89,32 +89,6 @@ def breakdown_chart(ranks: list[RankReport], highlight: set[int]) -> Chart:
     return chart
 
 
-def step_timeline(ranks: list[RankReport], highlight: set[int]) -> Chart:
-    """Per rank, its recorded steps laid end to end (alternating shades); longer rows took longer."""
-    shown, note = chart_ranks([r for r in ranks if r.steps.durations_us], highlight)
-    total = max((sum(r.steps.durations_us) for r in shown), default=0.0)
-    chart = Chart(width=LABEL_W + PLOT_W + 10, height=ROW_H * len(shown) + 24, note=note)
-    if total <= 0:
-        return chart
-    scale = PLOT_W / total
-    for i, r in enumerate(shown):
-        y = 4 + i * ROW_H
-        x = float(LABEL_W)
-        chart.labels.append(Label(LABEL_W - 6, y + ROW_H - 5, f"rank {r.rank}", bold=r.rank in highlight))
-        for j, d in enumerate(r.steps.durations_us):
-            fill = (
-                ("#d9534f" if j % 2 == 0 else "#e8908d")
-                if r.rank in highlight
-                else ("#4c9f70" if j % 2 == 0 else "#8cc7a1")
-            )
-            chart.rects.append(
-                Rect(x, y, max(d * scale, 0.5), ROW_H - 3, fill, f"rank {r.rank} step {j}: {d / 1000:.2f} ms")
-            )
-            x += d * scale
-    chart.labels.append(Label(LABEL_W + PLOT_W, chart.height - 4, f"{total / 1000:.1f} ms"))
-    return chart
-
-
 def bottleneck_chart(bottlenecks: list[Bottleneck], name_chars: int = 60) -> Chart:
     """Bottleneck ratio of the top functions (names cut to `name_chars`, full name in the tooltip)."""
     label_w = 7 * name_chars

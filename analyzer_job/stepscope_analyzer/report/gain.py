@@ -6,8 +6,9 @@ there consistently with the slowdown; this module only words them, and says less
 
 from __future__ import annotations
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_contract.ranks import format_rank_set
-from stepscope_contract.report import Cause, Diagnosis
+from stepscope_contract.report import Diagnosis
 
 
 def step_duration(us: float) -> str:
@@ -25,7 +26,7 @@ def gain_sentence(d: Diagnosis) -> str | None:
     """'If rank 2 matched the others, a step would take ~16 ms instead of 77 ms (4.8x faster).' (on average, from
     the mean step, when a slow rank stalls intermittently), or the job's step time alone when there is no
     estimate, or None when the diagnosis has neither."""
-    slow = sorted({s.rank for s in d.slow_ranks if s.cause is not Cause.HANG})
+    slow = sorted({s.rank for s in d.slow_ranks if s.cause not in STANDSTILL})
     median, expected, speedup = d.median_step_us, d.expected_step_us, d.estimated_speedup
     stalls = any(s.stalled_steps for s in d.slow_ranks) and d.mean_step_us > 0
     now = d.mean_step_us if stalls else median  # the expected step is relative to the mean when a rank stalls

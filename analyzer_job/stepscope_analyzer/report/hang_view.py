@@ -1,7 +1,8 @@
 """What the report's hang section shows, prepared from the diagnosis: ranks grouped by identical main-thread stacks
 (the culprits' group first), a one-line summary ("ranks 0, 1, 3: in all_reduce from train.py:52 — rank 2: stuck at
 train.py:35 in wait_forever"), and each process group's wavefront as a small table whose rows gather the ranks that
-stand at the same place. Pure: it draws nothing."""
+stand at the same place; the counts say which rank holds the job up and which wait for it, and each rank's stacks
+and Flight Recorder dump are linked. Pure: it draws nothing."""
 
 from __future__ import annotations
 
@@ -10,9 +11,18 @@ from pathlib import PurePosixPath
 
 from stepscope_analyzer.diagnosis.thread_stacks import parse_stacks
 from stepscope_analyzer.flight_recorder import rank_list
-from stepscope_contract.report import CollectiveCall, Diagnosis, GroupWavefront, Hang
+from stepscope_contract.report import CollectiveCall, Diagnosis, GroupWavefront, Hang, RankReport
 
 MAX_GROUPS = 16
+
+
+@dataclass(frozen=True)
+class RankFiles:
+    """A hung rank's files, relative to report.html."""
+
+    rank: int
+    stacks: str | None
+    flight_recorder: str | None
 
 
 @dataclass
@@ -23,6 +33,7 @@ class StackGroup:
     stacks: str
     last_step: int | None
     seconds: float | None
+    files: list[RankFiles] = field(default_factory=list)
 
 
 @dataclass
@@ -49,6 +60,10 @@ class HangView:
     wavefronts: list[WavefrontTable]
     mismatches: list[str]
     notes: list[str]
+    counts: str = ""
+    """'rank 2 holds the job up; ranks 0, 1, 3 wait for it' (or every hung rank when none stands out)"""
+    states: dict[int, str] = field(default_factory=dict)
+    """rank -> what it does, for the per-rank table ('stuck: the culprit', 'waiting in all_reduce')"""
 
 
 def _stack_key(hang: Hang) -> tuple[str, ...]:
@@ -92,11 +107,18 @@ def _shape(call: CollectiveCall) -> str:
     return ", ".join("[" + ", ".join(map(str, d)) + "]" for d in call.input_sizes) or "[]"
 
 
-def _call(call: CollectiveCall | None) -> tuple[str, str]:
+def _call(call: CollectiveCall | None, front: GroupWavefront | None = None) -> tuple[str, str]:
+    """The last collective a rank entered; a rank waiting at the wavefront that has entered later collectives too
+    (DDP's buckets are issued together) is shown in the wavefront's collective first, as the table's title is."""
     if call is None:
         return "—", ""
     state = "completed" if call.completed else "not completed"
-    return f"{call.op} {_shape(call)} seq {call.seq} ({state})", call.call_site or ""
+    text = f"{call.op} {_shape(call)} seq {call.seq} ({state})"
+    at = front.collective if front is not None else None
+    if at is not None and call.seq > at.seq and not call.completed:
+        first = f"{at.op} {_shape(at)} seq {at.seq} (not completed)"
+        return f"{first}, then up to {text}", at.call_site or call.call_site or ""
+    return text, call.call_site or ""
 
 
 def _table(front: GroupWavefront) -> WavefrontTable:
@@ -108,7 +130,7 @@ def _table(front: GroupWavefront) -> WavefrontTable:
     table = WavefrontTable(title=f"{label}, seq {front.seq}: {what}{site}")
     by_row: dict[tuple[str, str, str, str], list[int]] = {}
     for row in front.rows:
-        text, where = _call(row.last_entered)
+        text, where = _call(row.last_entered, front if row.state == "waiting" else None)
         done = "—" if row.last_completed_seq is None else f"seq {row.last_completed_seq}"
         by_row.setdefault((row.state, text, where, done), []).append(row.rank)
     order = {"behind": 0, "no dump": 1, "waiting": 2, "exited": 3, "done": 4}
@@ -117,14 +139,46 @@ def _table(front: GroupWavefront) -> WavefrontTable:
     return table
 
 
-def hang_view(d: Diagnosis) -> HangView | None:
+def _counts(d: Diagnosis) -> tuple[str, dict[int, str]]:
+    """Who holds the job up and who waits for it, from the hang diagnosis (its culprits), and each hung rank's
+    state in words."""
+    culprits = {s.rank: s.cause.value for s in d.slow_ranks if s.rank in {h.rank for h in d.hangs if h.culprit}}
+    states: dict[int, str] = {}
+    for h in d.hangs:
+        if h.rank in culprits:
+            states[h.rank] = f"{'called another collective' if culprits[h.rank] == 'desync' else 'stuck'}: the culprit"
+        else:
+            states[h.rank] = f"waiting in {h.waiting_collective}" if h.waiting_collective else "hung"
+    waiting = sorted(r for r in states if r not in culprits)
+    if not culprits:
+        return f"{rank_list(sorted(states))} hung; none stands out as the one the others wait for", states
+    holds = f"{rank_list(sorted(culprits))} {'holds' if len(culprits) == 1 else 'hold'} the job up"
+    return (f"{holds}; {rank_list(waiting)} wait for it" if waiting else holds), states
+
+
+def _files(members: list[int], ranks: dict[int, RankReport]) -> list[RankFiles]:
+    out = []
+    for rank in members:
+        r = ranks.get(rank)
+        if r is not None and (r.stacks_link or r.flight_recorder_link):
+            out.append(RankFiles(rank, r.stacks_link, r.flight_recorder_link))
+    return out
+
+
+def hang_view(d: Diagnosis, ranks: list[RankReport] | None = None) -> HangView | None:
     fr = d.flight_recorder
     has_fr = fr is not None and (fr.wavefronts or fr.mismatches or fr.notes)
     if not d.hangs and not has_fr:
         return None
+    by_rank = {r.rank: r for r in ranks or []}
     groups = _groups(d.hangs)
+    for g in groups:
+        g.files = _files(g.ranks, by_rank)
     summary = " — ".join(g.title.replace(" — the culprit", "") for g in groups[:6])
+    counts, states = _counts(d) if d.hangs else ("", {})
     return HangView(
+        counts=counts,
+        states=states,
         summary=summary,
         groups=groups[:MAX_GROUPS],
         groups_cut=max(0, len(groups) - MAX_GROUPS),

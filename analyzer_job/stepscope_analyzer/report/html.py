@@ -8,15 +8,18 @@ from typing import Any
 
 import jinja2
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.report.bytecode_cache import bytecode_cache
-from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart, step_timeline
+from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart
 from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
+from stepscope_analyzer.report.memory_charts import memory_chart, memory_ranks
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
+from stepscope_analyzer.report.timeline import timeline_chart
 from stepscope_analyzer.report.trace_access import trace_access
-from stepscope_contract.report import Cause, RankReport, RankStatus, Report
+from stepscope_contract.report import RankReport, RankStatus, Report
 
 MAX_TABLE_NAME = 160
 MAX_TABLE_RANKS = 1024
@@ -64,7 +67,7 @@ def render_html(report: Report) -> str:
     if top is None:
         severity = "error" if not ok and not d.hangs else "ok"
     else:
-        severity = "hang" if top.cause is Cause.HANG else "slow"
+        severity = "hang" if top.cause in STANDSTILL else "slow"
     return (
         _environment()
         .get_template("report.html.j2")
@@ -77,9 +80,13 @@ def render_html(report: Report) -> str:
             ranks=report.ranks[:MAX_TABLE_RANKS],
             ranks_cut=max(0, len(report.ranks) - MAX_TABLE_RANKS),
             breakdown=breakdown_chart(ok, highlight),
-            timeline=step_timeline(ok, highlight),
+            timeline=timeline_chart(report.timeline, highlight) if report.timeline else None,
             bottlenecks=bottleneck_chart(d.bottlenecks),
-            hang=hang_view(d),
+            hang=hang_view(d, report.ranks),
+            standstill={c.value for c in STANDSTILL},
+            per_step={r.rank: per_step_figures(r) for r in ok},
+            any_gpu=any(r.device == "cuda" for r in ok),
+            steps_per_rank=_steps_per_rank(ok),
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
             **_explanations(report, ok, highlight),
         )
@@ -87,6 +94,26 @@ def render_html(report: Report) -> str:
 
 
 MAX_STEP_VIEWS = 4
+
+
+def per_step_figures(r: RankReport) -> dict[str, float]:
+    """The per-rank table's figures, each per step (means over the recorded steps), as the evidence quotes them:
+    blocked in collectives (phase communication_wait), of which waiting for other ranks, host time (data loading
+    + other), memory copies (GPU ranks)."""
+    n = max(r.steps.count, 1)
+    blocked = r.phases.communication_wait if r.phases is not None else r.communication_time / n
+    return {
+        "blocked": blocked,
+        "waiting": r.collective_wait_time / n,
+        "host": r.host_time / n,
+        "copies": r.memory_time / n,
+    }
+
+
+def _steps_per_rank(ok: list[RankReport]) -> int:
+    """The recorded steps of a typical rank (the communication table's per-step figures divide by it)."""
+    counts = sorted(r.steps.count for r in ok if r.steps.count > 0)
+    return counts[len(counts) // 2] if counts else 1
 
 
 def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> dict[str, Any]:
@@ -102,6 +129,8 @@ def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> 
         "gpu_plots": gpu_charts(ok, highlight),
         "gpu_ranks": [r for r in ok if r.gpu_metrics is not None][:MAX_TABLE_RANKS],
         "gpu_note": gpu_metrics_note(report.ranks),
+        "memory_plot": memory_chart(ok, highlight),
+        "memory_ranks": memory_ranks(ok)[:MAX_TABLE_RANKS],
         "env_rows": environment_rows(report),
         "access": trace_access(report),
     }

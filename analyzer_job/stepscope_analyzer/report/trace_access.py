@@ -16,9 +16,20 @@ from stepscope_contract.storage import StorageLocation, relative_link
 
 
 def with_trace_links(report: Report, report_dir: StorageLocation) -> Report:
-    """The report with `trace_link` set on every rank whose trace lies in the report's bucket (or file system)."""
+    """The report with `trace_link` (and the stacks' and Flight Recorder dump's links) set on every rank whose
+    files lie in the report's bucket (or file system)."""
+
+    def link(uri: str | None) -> str | None:
+        return relative_link(report_dir, uri) if uri else None
+
     ranks = [
-        r.model_copy(update={"trace_link": relative_link(report_dir, r.trace_uri) if r.trace_uri else None})
+        r.model_copy(
+            update={
+                "trace_link": link(r.trace_uri),
+                "stacks_link": link(r.stacks_uri),
+                "flight_recorder_link": link(r.flight_recorder_uri),
+            }
+        )
         for r in report.ranks
     ]
     return report.model_copy(update={"ranks": ranks})

@@ -138,7 +138,8 @@ def test_the_flight_recorder_wins_over_the_stacks_and_names_the_line() -> None:
 def test_a_desync_is_named_from_the_dumps_in_the_diagnosis() -> None:
     stacks = {r: (FIXTURES / "collective" / str(r) / "stacks.txt").read_text() for r in range(4)}
     d = diagnose([], hang_evidence=evidence(stacks), flight_recorder=fixture_dumps("collective"))
-    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.HANG)]
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.DESYNC)]  # its own cause, with its own advice
+    assert d.next_steps[0].startswith("Rank 2 took a code path the other ranks did not")
     assert d.verdict.startswith(
         "Desync (collective mismatch): rank 2 called broadcast [1024] where ranks 0, 1, 3 called all_reduce [4], seq"
     )

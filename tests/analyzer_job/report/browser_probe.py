@@ -1,10 +1,11 @@
 """Open a report.html in headless Chromium (Debian's `chromium`) and read back what a person would see.
 
 A probe page beside the report loads it in an iframe (file://, offline) and, once it has loaded, forces layout
-and records: the verdict's text and whether it is visible, the phase bars and trace links that are visible (and
-whether each link's file exists), what the page requested (nothing, for a self-contained page), whether any
-script ran (hostile names must stay text), and how long loading and layout took. Chromium prints the probe's
-DOM (--dump-dom), from which the JSON result is read. Used by the browser test and bench/report_browser.py.
+and records: the verdict's text and whether it is visible, the phase bars, timeline and memory marks and trace
+links that are visible (and whether each link's file exists), each section's heading and the height of what it
+shows, what the page requested (nothing, for a self-contained page), whether any script ran (hostile names must
+stay text), and how long loading and layout took. Chromium prints the probe's DOM (--dump-dom), from which the
+JSON result is read. Used by the browser tests and bench/report_browser.py.
 """
 
 from __future__ import annotations
@@ -70,7 +71,19 @@ frame.addEventListener("load", () => {
     phaseColors: [...new Set(bars.map((b) => b.getAttribute("fill")))],
     stepViews: doc.querySelectorAll("[id^=steps-]").length,
     gpuLines: [...doc.querySelectorAll("#gpu ~ svg polyline")].filter(visible).length,
+    timelineRects: [...doc.querySelectorAll("#step-timeline rect")].filter(visible).length,
+    timelineLabels: [...doc.querySelectorAll("#step-timeline text")].filter(visible).map((t) => t.textContent),
+    memoryMarks: [...doc.querySelectorAll("#memory-chart rect, #memory-chart polyline")].filter(visible).length,
+    sections: [...doc.querySelectorAll("h2")].map((h) => {
+      let height = 0;
+      for (let el = h.nextElementSibling; el && el.tagName !== "H2"; el = el.nextElementSibling) {
+        if (visible(el) && el.textContent.trim() !== "none") height += el.getBoundingClientRect().height;
+      }
+      return { id: h.id, title: h.textContent, visible: visible(h), contentHeight: height };
+    }),
     links: [...doc.querySelectorAll("a.trace")].map((a) => ({
+      href: a.getAttribute("href"), visible: visible(a), exists: exists(a.href) })),
+    artifacts: [...doc.querySelectorAll("a.artifact")].map((a) => ({
       href: a.getAttribute("href"), visible: visible(a), exists: exists(a.href) })),
     text: doc.body.innerText,
     scripts: doc.scripts.length,
