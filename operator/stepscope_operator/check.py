@@ -319,7 +319,7 @@ def check_storage(ctx: Context) -> CheckResult:
 
 # ---- command line ---------------------------------------------------------------------------------------------------
 def check_namespace(ctx: Context) -> CheckResult:
-    settings, _ = _settings(ctx)
+    settings, _ = storage_settings(ctx)
     return check_team(ctx.cluster.call, ctx.namespace, settings.credentials_secret)
 
 
