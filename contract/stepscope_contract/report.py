@@ -314,6 +314,11 @@ class Bottleneck(ReportModel):
     category: str = Field(description="kernel | memory | runtime | python | cpu_op | communication")
     count: int = 0
     total_us: float = 0.0
+    self_us: float | None = Field(
+        default=None,
+        description="exclusive time: total_us less what its direct children on the same thread cover (host events; "
+        "kernels: their time); absent in reports that predate it",
+    )
     mean_us: float = 0.0
     bottleneck_ratio: float = Field(default=0.0, description="time not overlapped by compute / end-to-end time")
     ranks: list[int] = Field(default_factory=list)

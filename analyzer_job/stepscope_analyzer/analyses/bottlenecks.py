@@ -136,8 +136,17 @@ def _per_name_loop(
 
 
 def bottlenecks(
-    names: list[str], times: list[NameTime], category: str, window: float, *, is_compute: bool, top_n: int
+    names: list[str],
+    times: list[NameTime],
+    category: str,
+    window: float,
+    *,
+    is_compute: bool,
+    top_n: int,
+    self_us: F64 | None = None,
 ) -> list[Bottleneck]:
+    """`self_us`: summed self time per name id (self_times.py); None for leaf work (kernels), whose self time is
+    its time."""
     if window <= 0:
         return []
     rows = [
@@ -146,6 +155,7 @@ def bottlenecks(
             category=category,
             count=t.count,
             total_us=t.total,
+            self_us=t.total if self_us is None else min(float(self_us[t.name_id]), t.total),
             mean_us=t.total / t.count if t.count else 0.0,
             bottleneck_ratio=min(1.0, (t.merged if is_compute else t.exposed) / window),
         )

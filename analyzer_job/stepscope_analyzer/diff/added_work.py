@@ -1,0 +1,97 @@
+"""The added work: what the candidate runs that the baseline does not, as evidence beside the steps' shift. Pure.
+
+On each rank held by both sides: the self time per step of the names the candidate added (ops, kernels, regions,
+Python frames; collectives are left out, their time is mostly waiting), plus, for names it calls more often, the
+extra calls at the candidate's time per call. Self times do not overlap on a thread, so the sum is time the rank's
+steps spent on new work. The job's figure is the rank with the most (a synchronous step waits for its slowest rank).
+
+As a share of the baseline's median job step, at the baseline's op speed (the candidate's time over the unchanged
+ops' per-call ratio, when the gate compares at equal op speed), with an interval whose lower end takes the ratio's
+slowest end and the longest end of the baseline median's distribution-free interval: the added work clears the gate
+only when it would at the least favourable machine speed and baseline step the data allow.
+A name below the smallest time the baseline's list of its kind holds may have been cut from that list (a
+report.json keeps its top names only): it is not counted as added.
+"""
+
+from __future__ import annotations
+
+import math
+from statistics import NormalDist
+
+from stepscope_analyzer.diff.name_deltas import Key, NameTimes, RankNames
+from stepscope_analyzer.diff.op_speed import OpSpeed
+from stepscope_contract.diff import AddedWork
+
+WORK_KINDS = frozenset({"cpu_op", "kernel", "memory", "runtime", "python", "user_annotation"})
+SAME_CALLS = 0.01
+"""calls per step may grow by this share (and by MIN_GROWN_CALLS) before the extra calls count as added work"""
+MIN_GROWN_CALLS = 0.25
+MIN_US = 1.0
+"""added work below this per step is none"""
+NAMES = 5
+
+
+def rank_added(b: RankNames, c: RankNames) -> dict[Key, float]:
+    """µs per step each name adds on one rank."""
+    out: dict[Key, float] = {}
+    for key, total in c.figs.items():
+        if key[0] not in WORK_KINDS:
+            continue
+        cf = total.per_step(c.steps)
+        before = b.figs.get(key)
+        if before is None:
+            floor = b.floor.get(key[0])
+            if floor is not None and cf.incl_us < floor / max(b.steps, 1):
+                continue
+            own = cf.self_us
+        else:
+            bf = before.per_step(b.steps)
+            extra = cf.calls - bf.calls
+            if extra <= max(SAME_CALLS * bf.calls, MIN_GROWN_CALLS) or cf.calls <= 0:
+                continue
+            own = extra * cf.self_us / cf.calls
+        if own > 0:
+            out[key] = own
+    return out
+
+
+def median_interval(log_us: list[float], confidence: float) -> tuple[float, float] | None:
+    """Distribution-free interval of a median (order statistics, normal approximation of the binomial)."""
+    n = len(log_us)
+    z = NormalDist().inv_cdf((1.0 + confidence) / 2.0)
+    k = math.floor(n / 2.0 - z * math.sqrt(n) / 2.0)
+    if k < 1:
+        return None
+    s = sorted(log_us)
+    return s[k - 1], s[n - k]
+
+
+def added_work(
+    b: NameTimes, c: NameTimes, baseline_log_us: list[float], speed: OpSpeed | None, confidence: float
+) -> AddedWork | None:
+    """The added work on the rank with the most; None when the candidate added none (or no step to compare to)."""
+    best: tuple[float, int, dict[Key, float]] | None = None
+    for r in sorted(b.ranks.keys() & c.ranks.keys()):
+        names = rank_added(b.ranks[r], c.ranks[r])
+        total = sum(names.values())
+        if best is None or total > best[0]:
+            best = (total, r, names)
+    if best is None or best[0] < MIN_US or not baseline_log_us:
+        return None
+    total, rank, names = best
+    log_ratio, log_low, log_high = (speed.log_ratio, speed.log_low, speed.log_high) if speed else (0.0, 0.0, 0.0)
+    base = sorted(baseline_log_us)[len(baseline_log_us) // 2]
+    interval = median_interval(baseline_log_us, confidence)
+
+    def pct(log_speed: float, log_step: float) -> float:
+        return 100.0 * total / math.exp(log_speed + log_step)
+
+    top = sorted(names.items(), key=lambda kv: -kv[1])[:NAMES]
+    return AddedWork(
+        us_per_step=total,
+        rank=rank,
+        pct=pct(log_ratio, base),
+        ci_low_pct=pct(log_high, interval[1]) if interval else None,
+        ci_high_pct=pct(log_low, interval[0]) if interval else None,
+        names=[name for (_, name), _ in top],
+    )
