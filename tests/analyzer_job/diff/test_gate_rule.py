@@ -66,6 +66,7 @@ def _small_regression(gate: float) -> tuple[Report, Report, DiffConfig]:
 def test_added_work_catches_a_small_regression_read_as_machine_speed() -> None:
     base, cand, gate = _small_regression(10.0)
     d = diff_reports(base, cand, gate)
+    assert d.verdict is DiffVerdict.REGRESSED
     assert d.unchanged_ops_speed_pct == pytest.approx(10.0)
     assert d.regression_ci_low_pct is not None and d.regression_ci_low_pct < 10.0  # the steps alone pass it
     assert d.added_work is not None
