@@ -98,13 +98,16 @@ class AddedWork(DiffModel):
     """What the candidate runs that the baseline does not: the self time per step of the ops, kernels, regions and
     frames it added, and of the extra calls of those it calls more often, on the rank with the most."""
 
-    us_per_step: float = Field(description="µs per step, at the candidate's speed")
+    us_per_step: float = Field(description="µs per step (self time)")
     rank: int | None = Field(default=None, description="the rank with the most added work")
-    pct: float = Field(description="at the baseline's op speed, in % of the baseline's median job step")
+    pct: float = Field(
+        description="in % of the rest of the candidate's median job step (the step less the added work, from the "
+        "same recording, so the machine's speed cancels): how much slower the step is for it"
+    )
     ci_low_pct: float | None = Field(
         default=None,
-        description="lower end of its interval: the op-speed interval's slowest end and the baseline median step's "
-        "interval's longest end (the decision is taken on it)",
+        description="lower end of its interval, against the longest end of the candidate median step's interval "
+        "(the decision is taken on it)",
     )
     ci_high_pct: float | None = None
     names: list[str] = Field(default_factory=list, description="the largest contributors, largest first (at most 5)")
@@ -167,7 +170,11 @@ class DiffResult(DiffModel):
     method: str = Field(default="", description="the statistic, in words")
     baseline: SideSummary
     candidate: SideSummary
-    top_changes: list[TopChange] = Field(default_factory=list, description="largest |delta_us_per_step| first")
+    top_changes: list[TopChange] = Field(
+        default_factory=list,
+        description="ranked by at_equal_op_speed_delta_us_per_step: the largest increase first (the largest "
+        "decrease first when the verdict is improved)",
+    )
     changes_total: int = Field(default=0, description="names that differ, before top_changes was cut")
     phases: list[PhaseDelta] = Field(default_factory=list, description="job-wide, when both reports carry phases")
     ranks: list[RankDelta] = Field(default_factory=list)

@@ -2,13 +2,14 @@
 
 On each rank held by both sides: the self time per step of the names the candidate added (ops, kernels, regions,
 Python frames; collectives are left out, their time is mostly waiting), plus, for names it calls more often, the
-extra calls at the candidate's time per call. Self times do not overlap on a thread, so the sum is time the rank's
-steps spent on new work. The job's figure is the rank with the most (a synchronous step waits for its slowest rank).
+smaller of two estimates of the extra calls' time (the extra calls at the candidate's mean time per call; the
+candidate's time less the baseline's). Self times do not overlap on a thread, so the sum is time the rank's steps
+spent on new work. The job's figure is the rank with the most (a synchronous step waits for its slowest rank).
 
-As a share of the baseline's median job step, at the baseline's op speed (the candidate's time over the unchanged
-ops' per-call ratio, when the gate compares at equal op speed), with an interval whose lower end takes the ratio's
-slowest end and the longest end of the baseline median's distribution-free interval: the added work clears the gate
-only when it would at the least favourable machine speed and baseline step the data allow.
+Its share is taken against the rest of the candidate's median job step (the step less the added work): both come
+from the same recording, so the machine's speed, whatever it was, is in both and cancels; no speed figure is
+needed, and none can explain the added work away. The interval is that of the median step (distribution-free,
+order statistics): its lower end takes the longest step the data allow.
 A name below the smallest time the baseline's list of its kind holds may have been cut from that list (a
 report.json keeps its top names only): it is not counted as added.
 """
@@ -19,7 +20,6 @@ import math
 from statistics import NormalDist
 
 from stepscope_analyzer.diff.name_deltas import Key, NameTimes, RankNames
-from stepscope_analyzer.diff.op_speed import OpSpeed
 from stepscope_contract.diff import AddedWork
 
 WORK_KINDS = frozenset({"cpu_op", "kernel", "memory", "runtime", "python", "user_annotation"})
@@ -49,7 +49,7 @@ def rank_added(b: RankNames, c: RankNames) -> dict[Key, float]:
             extra = cf.calls - bf.calls
             if extra <= max(SAME_CALLS * bf.calls, MIN_GROWN_CALLS) or cf.calls <= 0:
                 continue
-            own = extra * cf.self_us / cf.calls
+            own = min(extra * cf.self_us / cf.calls, cf.self_us - bf.self_us)
         if own > 0:
             out[key] = own
     return out
@@ -66,32 +66,29 @@ def median_interval(log_us: list[float], confidence: float) -> tuple[float, floa
     return s[k - 1], s[n - k]
 
 
-def added_work(
-    b: NameTimes, c: NameTimes, baseline_log_us: list[float], speed: OpSpeed | None, confidence: float
-) -> AddedWork | None:
-    """The added work on the rank with the most; None when the candidate added none (or no step to compare to)."""
+def added_work(b: NameTimes, c: NameTimes, candidate_log_us: list[float], confidence: float) -> AddedWork | None:
+    """The added work on the rank with the most; None when the candidate added none (or has no step)."""
     best: tuple[float, int, dict[Key, float]] | None = None
     for r in sorted(b.ranks.keys() & c.ranks.keys()):
         names = rank_added(b.ranks[r], c.ranks[r])
         total = sum(names.values())
         if best is None or total > best[0]:
             best = (total, r, names)
-    if best is None or best[0] < MIN_US or not baseline_log_us:
+    if best is None or best[0] < MIN_US or not candidate_log_us:
         return None
     total, rank, names = best
-    log_ratio, log_low, log_high = (speed.log_ratio, speed.log_low, speed.log_high) if speed else (0.0, 0.0, 0.0)
-    base = sorted(baseline_log_us)[len(baseline_log_us) // 2]
-    interval = median_interval(baseline_log_us, confidence)
+    step = math.exp(sorted(candidate_log_us)[len(candidate_log_us) // 2])
+    interval = median_interval(candidate_log_us, confidence)
 
-    def pct(log_speed: float, log_step: float) -> float:
-        return 100.0 * total / math.exp(log_speed + log_step)
+    def pct(step_us: float) -> float:
+        return 100.0 * total / max(step_us - total, MIN_US)
 
     top = sorted(names.items(), key=lambda kv: -kv[1])[:NAMES]
     return AddedWork(
         us_per_step=total,
         rank=rank,
-        pct=pct(log_ratio, base),
-        ci_low_pct=pct(log_high, interval[1]) if interval else None,
-        ci_high_pct=pct(log_low, interval[0]) if interval else None,
+        pct=pct(step),
+        ci_low_pct=pct(math.exp(interval[1])) if interval else None,
+        ci_high_pct=pct(math.exp(interval[0])) if interval else None,
         names=[name for (_, name), _ in top],
     )

@@ -6,7 +6,8 @@ wall-clock shift less the per-call shift of the ops the candidate did not change
 two intervals' half-widths added in quadrature, so two recordings of the same code on a machine whose speed moved
 between them compare equal. `wall_clock=True`, too few unchanged ops, or GPU ranks (whose unchanged kernels'
 per-call change is the code's or the device's, reported in a note) use the measured steps. Beside it, the added work
-(added_work.py): the self time of what the candidate added, which a machine-speed correction cannot explain away.
+(added_work.py): the self time of what the candidate added against the rest of its own step, which the machine's
+speed cannot explain away.
 """
 
 from __future__ import annotations
@@ -216,8 +217,7 @@ def diff_reports(
         shift = at_equal_speed(measured, speed)
     adjusted = shift is not measured
     used_speed = speed if adjusted else None
-    changes = name_changes(b_names, c_names, math.exp(used_speed.log_ratio) if used_speed else 1.0)
-    added = added_work(b_names, c_names, b_steps.log_us, used_speed, cfg.confidence)
+    added = added_work(b_names, c_names, c_steps.log_us, cfg.confidence)
     decision = decide(
         shift,
         counts,
@@ -228,6 +228,8 @@ def diff_reports(
         measured_pct=_pct(measured.estimate) if measured else None,
     )
     verdict = decision.verdict
+    scale = math.exp(used_speed.log_ratio) if used_speed else 1.0
+    changes = name_changes(b_names, c_names, scale, faster=verdict is DiffVerdict.IMPROVED)
     reason = decision.reason + _lead(changes, verdict)
     phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
     return DiffResult(

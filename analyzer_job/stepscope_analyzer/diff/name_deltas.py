@@ -169,9 +169,10 @@ def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scale: float) -> _
     return job
 
 
-def name_changes(b: NameTimes, c: NameTimes, scale: float = 1.0) -> list[TopChange]:
-    """Every name whose time or calls per step differ (baseline `b`, candidate `c`), the largest change at the
-    baseline's op speed (candidate times over `scale`) first."""
+def name_changes(b: NameTimes, c: NameTimes, scale: float = 1.0, *, faster: bool = False) -> list[TopChange]:
+    """Every name whose time or calls per step differ (baseline `b`, candidate `c`), ranked at the baseline's op
+    speed (candidate times over `scale`): the largest increase first, or with `faster` (the candidate's steps are
+    faster) the largest decrease first."""
     changes = []
     for key in b.job.keys() | c.job.keys():
         added, removed = key not in b.job, key not in c.job
@@ -198,10 +199,11 @@ def name_changes(b: NameTimes, c: NameTimes, scale: float = 1.0) -> list[TopChan
                 count_delta=at.c.calls - at.b.calls,
             )
         )
+    sign = -1.0 if faster else 1.0
     changes.sort(
         key=lambda t: (
-            -round(abs(t.at_equal_op_speed_delta_us_per_step), 1),
-            -abs(t.delta_us_per_step),
+            -round(sign * t.at_equal_op_speed_delta_us_per_step, 1),
+            -sign * t.delta_us_per_step,
             -abs(t.count_delta),
             t.kind,
             t.name,

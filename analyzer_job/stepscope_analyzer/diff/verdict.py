@@ -43,7 +43,7 @@ def _added_text(added: AddedWork | None) -> str:
     )
     where = f" on rank {added.rank}" if added.rank is not None else ""
     names = f": {', '.join(n[:60] for n in added.names[:3])}" if added.names else ""
-    return f"; added work {added.pct:.1f}% of the baseline's step{interval}{where}{names}"
+    return f"; added work +{added.pct:.1f}% on the rest of the step{interval}{where}{names}"
 
 
 def decide(

@@ -73,7 +73,7 @@ def test_added_work_catches_a_small_regression_read_as_machine_speed() -> None:
     assert d.added_work.us_per_step == pytest.approx(6000.0)
     assert set(d.added_work.names) == {"aten::mm", "aten::tanh"}
     assert d.added_work.ci_low_pct is not None and 10.0 < d.added_work.ci_low_pct <= d.added_work.pct
-    assert d.added_work.pct == pytest.approx(100 * 6000.0 / 1.10 / 42_000.0, rel=0.03)
+    assert d.added_work.pct == pytest.approx(100 * 6000.0 / (42_000.0 * 1.199 - 6000.0), rel=0.03)
     assert d.verdict is DiffVerdict.REGRESSED and d.decided_by == ["added_work"]
     assert "added work" in d.reason and "more than the 10% allowed" in d.reason
     assert [c.name for c in d.top_changes[:2]] == ["aten::mm", "aten::tanh"]
