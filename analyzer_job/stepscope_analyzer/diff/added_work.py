@@ -3,12 +3,13 @@
 On each rank held by both sides: the self time per step of the names the candidate added (ops, kernels, regions,
 Python frames; collectives are left out, their time is mostly waiting), plus, for names it calls more often, the
 smaller of two estimates of the extra calls' time (the extra calls at the candidate's mean time per call; the
-candidate's time less the baseline's). Self times do not overlap on a thread, so the sum is time the rank's steps
-spent on new work. The job's figure is the rank with the most (a synchronous step waits for its slowest rank).
+candidate's time less the baseline's at the candidate's machine speed, the unchanged ops' per-call ratio). Self
+times do not overlap on a thread, so the sum is time the rank's steps spent on new work. The job's figure is the
+rank with the most (a synchronous step waits for its slowest rank).
 
 Its share is taken against the rest of the candidate's median job step (the step less the added work): both come
-from the same recording, so the machine's speed, whatever it was, is in both and cancels; no speed figure is
-needed, and none can explain the added work away. The interval is that of the median step (distribution-free,
+from the same recording, so the machine's speed, whatever it was, is in both and cancels, and no speed figure
+can explain the added work away. The interval is that of the median step (distribution-free,
 order statistics): its lower end takes the longest step the data allow.
 A name below the smallest time the baseline's list of its kind holds may have been cut from that list (a
 report.json keeps its top names only): it is not counted as added.
@@ -31,8 +32,8 @@ MIN_US = 1.0
 NAMES = 5
 
 
-def rank_added(b: RankNames, c: RankNames) -> dict[Key, float]:
-    """µs per step each name adds on one rank."""
+def rank_added(b: RankNames, c: RankNames, speed: float = 1.0) -> dict[Key, float]:
+    """µs per step each name adds on one rank; `speed`: the unchanged ops' per-call ratio (candidate / baseline)."""
     out: dict[Key, float] = {}
     for key, total in c.figs.items():
         if key[0] not in WORK_KINDS:
@@ -49,7 +50,7 @@ def rank_added(b: RankNames, c: RankNames) -> dict[Key, float]:
             extra = cf.calls - bf.calls
             if extra <= max(SAME_CALLS * bf.calls, MIN_GROWN_CALLS) or cf.calls <= 0:
                 continue
-            own = min(extra * cf.self_us / cf.calls, cf.self_us - bf.self_us)
+            own = min(extra * cf.self_us / cf.calls, cf.self_us - bf.self_us * speed)
         if own > 0:
             out[key] = own
     return out
@@ -66,11 +67,14 @@ def median_interval(log_us: list[float], confidence: float) -> tuple[float, floa
     return s[k - 1], s[n - k]
 
 
-def added_work(b: NameTimes, c: NameTimes, candidate_log_us: list[float], confidence: float) -> AddedWork | None:
-    """The added work on the rank with the most; None when the candidate added none (or has no step)."""
+def added_work(
+    b: NameTimes, c: NameTimes, candidate_log_us: list[float], confidence: float, speed: float = 1.0
+) -> AddedWork | None:
+    """The added work on the rank with the most; None when the candidate added none (or has no step). `speed`: the
+    unchanged ops' per-call ratio, candidate / baseline (the old calls of a grown op take that much longer)."""
     best: tuple[float, int, dict[Key, float]] | None = None
     for r in sorted(b.ranks.keys() & c.ranks.keys()):
-        names = rank_added(b.ranks[r], c.ranks[r])
+        names = rank_added(b.ranks[r], c.ranks[r], speed)
         total = sum(names.values())
         if best is None or total > best[0]:
             best = (total, r, names)
