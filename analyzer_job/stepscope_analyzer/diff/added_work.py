@@ -1,11 +1,14 @@
 """The added work: what the candidate runs that the baseline does not, as evidence beside the steps' shift. Pure.
 
 On each rank held by both sides: the self time per step of the names the candidate added (ops, kernels, regions,
-Python frames; collectives are left out, their time is mostly waiting), plus, for names it calls more often, the
-smaller of two estimates of the extra calls' time (the extra calls at the candidate's mean time per call; the
-candidate's time less the baseline's at the candidate's machine speed, the unchanged ops' per-call ratio). Self
-times do not overlap on a thread, so the sum is time the rank's steps spent on new work. The job's figure is the
-rank with the most (a synchronous step waits for its slowest rank).
+Python frames; collectives are left out, their time is mostly waiting), plus, for ops it calls more often, the
+extra calls' time, the least of three estimates (each too high in some case, so the least errs on the side of no
+added work): the extra calls at the candidate's mean time per call (too high when the new calls are smaller); the
+candidate's time less the baseline's (too high on a slower machine); on CPU ranks, the share of the op's time that
+its call floors grew by (RankReport.call_floors: each call's least own time over the steps, which waiting for a CPU
+does not raise; too high when contention stretched the old calls more). Self times do not overlap on a thread,
+so the sum is time the rank's steps spent on new work. The job's figure is the rank with the most (a synchronous
+step waits for its slowest rank).
 
 Its share is taken against the rest of the candidate's median job step (the step less the added work): both come
 from the same recording, so the machine's speed, whatever it was, is in both and cancels, and no speed figure
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 from statistics import NormalDist
 
-from stepscope_analyzer.diff.name_deltas import Key, NameTimes, RankNames
+from stepscope_analyzer.diff.name_deltas import Fig, Key, NameTimes, RankNames
 from stepscope_contract.diff import AddedWork
 
 WORK_KINDS = frozenset({"cpu_op", "kernel", "memory", "runtime", "python", "user_annotation"})
@@ -32,8 +35,17 @@ MIN_US = 1.0
 NAMES = 5
 
 
-def rank_added(b: RankNames, c: RankNames, speed: float = 1.0) -> dict[Key, float]:
-    """µs per step each name adds on one rank; `speed`: the unchanged ops' per-call ratio (candidate / baseline)."""
+def grown(key: Key, bf: Fig, cf: Fig, b: RankNames, c: RankNames) -> float:
+    """The time per step of the extra calls of an op called more often (module docstring)."""
+    estimates = [(cf.calls - bf.calls) * cf.self_us / cf.calls, cf.self_us - bf.self_us]
+    b_floor, c_floor = b.call_floors.get(key[1], 0.0), c.call_floors.get(key[1], 0.0)
+    if b_floor > 0 and c_floor > 0:
+        estimates.append(cf.self_us * (1.0 - b_floor / c_floor))
+    return min(estimates)
+
+
+def rank_added(b: RankNames, c: RankNames) -> dict[Key, float]:
+    """µs per step each name adds on one rank."""
     out: dict[Key, float] = {}
     for key, total in c.figs.items():
         if key[0] not in WORK_KINDS:
@@ -50,7 +62,7 @@ def rank_added(b: RankNames, c: RankNames, speed: float = 1.0) -> dict[Key, floa
             extra = cf.calls - bf.calls
             if extra <= max(SAME_CALLS * bf.calls, MIN_GROWN_CALLS) or cf.calls <= 0:
                 continue
-            own = min(extra * cf.self_us / cf.calls, cf.self_us - bf.self_us * speed)
+            own = grown(key, bf, cf, b, c)
         if own > 0:
             out[key] = own
     return out
@@ -67,14 +79,11 @@ def median_interval(log_us: list[float], confidence: float) -> tuple[float, floa
     return s[k - 1], s[n - k]
 
 
-def added_work(
-    b: NameTimes, c: NameTimes, candidate_log_us: list[float], confidence: float, speed: float = 1.0
-) -> AddedWork | None:
-    """The added work on the rank with the most; None when the candidate added none (or has no step). `speed`: the
-    unchanged ops' per-call ratio, candidate / baseline (the old calls of a grown op take that much longer)."""
+def added_work(b: NameTimes, c: NameTimes, candidate_log_us: list[float], confidence: float) -> AddedWork | None:
+    """The added work on the rank with the most; None when the candidate added none (or has no step)."""
     best: tuple[float, int, dict[Key, float]] | None = None
     for r in sorted(b.ranks.keys() & c.ranks.keys()):
-        names = rank_added(b.ranks[r], c.ranks[r], speed)
+        names = rank_added(b.ranks[r], c.ranks[r])
         total = sum(names.values())
         if best is None or total > best[0]:
             best = (total, r, names)

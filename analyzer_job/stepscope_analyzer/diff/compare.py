@@ -217,7 +217,7 @@ def diff_reports(
         shift = at_equal_speed(measured, speed)
     adjusted = shift is not measured
     used_speed = speed if adjusted else None
-    added = added_work(b_names, c_names, c_steps.log_us, cfg.confidence, math.exp(speed.log_ratio) if speed else 1.0)
+    added = added_work(b_names, c_names, c_steps.log_us, cfg.confidence)
     decision = decide(
         shift,
         counts,

@@ -71,6 +71,9 @@ class RankNames:
     figs: dict[Key, Fig] = field(default_factory=dict)
     floor: dict[str, float] = field(default_factory=dict)
     """per kind, the smallest inclusive time the rank's report lists (below it a name may have been cut)"""
+    call_floors: dict[str, float] = field(default_factory=dict)
+    """CPU ranks: per op (name key), the summed least own time of its calls in a step (RankReport.call_floors),
+    which waiting for a CPU does not raise"""
 
     def add(self, key: Key, fig: Fig) -> None:
         if not _ok(fig.self_us, fig.incl_us, fig.calls, fig.wait_us):
@@ -117,6 +120,11 @@ def rank_names(rank: RankReport) -> RankNames:
     for c in rank.collectives:
         wait = min(max(c.wait_us, 0.0), c.total_us)
         out.add((COMMUNICATION, name_key(c.name)), Fig(c.total_us - wait, c.total_us, c.count, wait))
+    if rank.call_floors is not None:
+        for call, floor in zip(rank.call_floors.calls, rank.call_floors.floor_us, strict=False):
+            if _ok(floor):
+                op = name_key(call.rpartition("#")[0] or call)
+                out.call_floors[op] = out.call_floors.get(op, 0.0) + floor
     return out
 
 
