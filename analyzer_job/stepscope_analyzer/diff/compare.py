@@ -2,7 +2,7 @@
 top changes, phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call the same function.
 
 The verdict's rule is verdict.py's. By default the steps' interval is that of the steps at equal op speed: the
-wall-clock shift less the per-call shift of the ops the candidate did not change (op_speed.py, on self times), the
+wall-clock shift less the per-call shift of the ops the candidate did not change (op_speed.py), the
 two intervals' half-widths added in quadrature, so two recordings of the same code on a machine whose speed moved
 between them compare equal. `wall_clock=True`, too few unchanged ops, or GPU ranks (whose unchanged kernels'
 per-call change is the code's or the device's, reported in a note) use the measured steps. Beside it, the added work

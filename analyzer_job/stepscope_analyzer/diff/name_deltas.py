@@ -84,7 +84,9 @@ class RankNames:
 
 @dataclass
 class NameTimes:
-    """One side: per rank, and job-wide sums (`us`: self time, the figure op_speed.py compares per call)."""
+    """One side: per rank, and job-wide sums (`us`: inclusive time, the figure op_speed.py compares per call: an
+    op's inclusive time per call is a steadier gauge of the machine's speed than its self time, which for most ops
+    is a few µs of bookkeeping)."""
 
     ranks: dict[int, RankNames] = field(default_factory=dict)
     us: dict[Key, float] = field(default_factory=dict)
@@ -93,7 +95,7 @@ class NameTimes:
     steps: int = 0
 
     def per_step(self, key: Key) -> tuple[float, float]:
-        """(self µs, calls) per step, job-wide."""
+        """(inclusive µs, calls) per step, job-wide."""
         if self.steps <= 0:
             return 0.0, 0.0
         return self.us.get(key, 0.0) / self.steps, self.calls.get(key, 0.0) / self.steps
@@ -136,7 +138,7 @@ def name_times(report: Report) -> NameTimes:
         out.steps += names.steps
         for key, fig in names.figs.items():
             out.job.setdefault(key, Fig()).add(fig)
-            out.us[key] = out.us.get(key, 0.0) + fig.self_us
+            out.us[key] = out.us.get(key, 0.0) + fig.incl_us
             out.calls[key] = out.calls.get(key, 0.0) + fig.calls
     return out
 
