@@ -31,7 +31,12 @@ else
   echo "  added work: none"
 fi
 echo "top changes:  $(get '{range .status.summary.topChanges[*]}{.name} ({.change}) {.deltaUsPerStep} us/step; {end}')"
-echo "report:       $(get '{.status.reportURL}')"
+report=$(get '{.status.reportURL}')
+echo "report:       $report"
+if [ -n "$report" ]; then  # beside report.html: the pull request's summary and the gate as a JUnit test case
+  echo "summary:      ${report%/*}/diff.md"
+  echo "junit:        ${report%/*}/diff-junit.xml"
+fi
 if [ "$phase" = Failed ]; then
   echo "gate: the session failed"
   exit 2
