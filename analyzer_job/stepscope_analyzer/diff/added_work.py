@@ -2,11 +2,12 @@
 
 On each rank held by both sides: the self time per step of the names the candidate added (ops, kernels, regions,
 Python frames; collectives are left out, their time is mostly waiting), plus, for ops it calls more often, the
-extra calls' time, the least of three estimates (each too high in some case, so the least errs on the side of no
-added work): the extra calls at the candidate's mean time per call (too high when the new calls are smaller); the
-candidate's time less the baseline's (too high on a slower machine); on CPU ranks, the share of the op's time that
-its call floors grew by (RankReport.call_floors: each call's least own time over the steps, which waiting for a CPU
-does not raise; too high when contention stretched the old calls more). Self times do not overlap on a thread,
+extra calls' time from three estimates, each too high or too low in its own case: the extra calls at the
+candidate's mean time per call (too high when the new calls are smaller than the old); the candidate's time less the
+baseline's (wrong by as much as the machine's speed moved between the recordings); on CPU ranks, the share of the
+op's time that its call floors grew by (RankReport.call_floors: each call's least own time over the steps, which
+waiting for a CPU does not raise; too high when contention stretched the old calls more). With call floors, their
+median; without, the smaller of the first two. Self times do not overlap on a thread,
 so the sum is time the rank's steps spent on new work. The job's figure is the rank with the most (a synchronous
 step waits for its slowest rank).
 
@@ -41,6 +42,7 @@ def grown(key: Key, bf: Fig, cf: Fig, b: RankNames, c: RankNames) -> float:
     b_floor, c_floor = b.call_floors.get(key[1], 0.0), c.call_floors.get(key[1], 0.0)
     if b_floor > 0 and c_floor > 0:
         estimates.append(cf.self_us * (1.0 - b_floor / c_floor))
+        return sorted(estimates)[1]
     return min(estimates)
 
 

@@ -4,7 +4,8 @@ interval or of the added work's interval is above the gate, and nothing else fai
 - unchanged code on a busy runner: the measured steps clear the gate, the steps at equal op speed do not: it passes,
   and the reason gives the interval decided on, not the measured one;
 - a small regression whose shared ops also ran slower per call (read as the machine's speed) is caught by the
-  self time of the ops it added; unchanged code has no added work; an improvement passes.
+  self time of the ops it added, and the extra calls of an op called more often count even when the baseline ran
+  on a busier machine; unchanged code has no added work; an improvement passes.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from report_maker import rank, report
 
 from stepscope_analyzer.diff import DiffConfig, diff_reports
 from stepscope_contract.diff import DiffVerdict
-from stepscope_contract.report import Report
+from stepscope_contract.report import CallFloors, Report
 
 pytestmark = pytest.mark.unit
 
@@ -100,3 +101,37 @@ def test_an_improvement_passes_and_names_no_added_work() -> None:
     fewer = {n: v for n, v in OPS.items() if n != "aten::op7"}
     d = diff_reports(base, job(noisy(42_000.0 * 0.75, 0.02, 8), fewer), DiffConfig(max_regression_pct=15.0))
     assert d.verdict is DiffVerdict.IMPROVED and d.added_work is None
+
+
+def test_a_grown_ops_extra_calls_hold_on_a_busier_baseline() -> None:
+    """The baseline ran on a busier machine (its op 60% slower per call): the candidate's time less the baseline's
+    would say the op's extra calls cost nothing; the call floors (which waiting for a CPU does not raise) say half
+    of the op's calls are new."""
+
+    def side(op_us: float, calls: int, floors: list[float], steps: list[float]) -> Report:
+        n = len(steps)
+        ranks = []
+        for r in range(2):
+            rr = rank(
+                r,
+                steps,
+                functions={"aten::mm": (op_us * n, calls * n), **{k: (t * n, c * n) for k, (t, c) in OPS.items()}},
+            )
+            rr.call_floors = CallFloors(
+                calls=[f"aten::mm#{k}" for k in range(len(floors))],
+                floor_us=floors,
+                even_us=floors,
+                odd_us=floors,
+                steps=n,
+            )
+            ranks.append(rr)
+        return report(ranks)
+
+    base = side(16_000.0, 4, [2_500.0] * 4, noisy(60_000.0, 0.01, 9))  # 4 calls, 4 ms each on a busy machine
+    cand = side(20_000.0, 8, [2_500.0] * 8, noisy(62_000.0, 0.01, 10))  # 8 calls, 2.5 ms each
+    d = diff_reports(base, cand, DiffConfig(max_regression_pct=15.0))
+    assert d.added_work is not None and d.added_work.names == ["aten::mm"]
+    assert d.added_work.us_per_step == pytest.approx(
+        10_000.0
+    )  # the median of 10 ms (calls), 4 ms (time), 10 ms (floors)
+    assert d.verdict is DiffVerdict.REGRESSED and d.decided_by == ["added_work"]
