@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from stepscope_analyzer.diff.added_work import added_work
-from stepscope_analyzer.diff.name_deltas import COMMUNICATION, name_changes, name_times
+from stepscope_analyzer.diff.name_deltas import COMMUNICATION, NameTimes, Scales, name_changes, name_times, one_rank
 from stepscope_analyzer.diff.op_speed import OpSpeed, unchanged_op_speed
 from stepscope_analyzer.diff.phase_deltas import mean_phases, phase_deltas
 from stepscope_analyzer.diff.shift_interval import Shift, hodges_lehmann
@@ -161,6 +161,18 @@ def at_equal_speed(shift: Shift, speed: OpSpeed) -> Shift:
     return Shift(estimate=estimate, low=low, high=high, pairs=shift.pairs)
 
 
+def _scales(b: NameTimes, c: NameTimes, speed: OpSpeed | None) -> Scales:
+    """The machine's speed the changes are ranked at: none when the gate does not compare at equal op speed."""
+    if speed is None:
+        return Scales()
+    ranks, highs = {}, {}
+    for r in b.ranks.keys() & c.ranks.keys():
+        own = unchanged_op_speed(one_rank(b, r), one_rank(c, r))
+        if own is not None:
+            ranks[r], highs[r] = math.exp(own.log_ratio), math.exp(own.log_high)
+    return Scales(math.exp(speed.log_ratio), ranks, math.exp(speed.log_high), highs)
+
+
 def _where(change: TopChange) -> str:
     return f" on rank {change.rank}" if change.rank is not None else ""
 
@@ -228,8 +240,9 @@ def diff_reports(
         measured_pct=_pct(measured.estimate) if measured else None,
     )
     verdict = decision.verdict
-    scale = math.exp(used_speed.log_ratio) if used_speed else 1.0
-    changes = name_changes(b_names, c_names, scale, faster=verdict is DiffVerdict.IMPROVED)
+    changes = name_changes(
+        b_names, c_names, _scales(b_names, c_names, used_speed), faster=verdict is DiffVerdict.IMPROVED
+    )
     reason = decision.reason + _lead(changes, verdict)
     phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
     return DiffResult(

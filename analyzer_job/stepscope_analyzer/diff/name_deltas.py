@@ -11,8 +11,10 @@ region is itself new (added), its inclusive time: that call site is the change. 
 collective tables: their transfer time (total less the wait for the last rank) is the change, the waiting is carried
 beside it and never ranked, since it is the consequence of another rank or op. A change that sits on some ranks only
 is kept on the rank where it is largest (a +60 ms change on one rank of four is +60 ms there, not +15 ms on
-average). `scale` (the machine's speed between the recordings, op_speed.py) divides the candidate's times in the
-ranking figure, so an unchanged op that only ran at the machine's speed does not outrank the change.
+average). `scales` (the machine's speed between the recordings, op_speed.py, job-wide and per rank) divides the
+candidate's times in the ranking figure, so an unchanged op that only ran at the machine's speed does not outrank
+the change: an op with the same calls by the slowest end of the speed's interval (only what the machine's speed
+cannot explain ranks it), one whose calls changed by the estimate.
 A report lists each rank's top names only (`--top-n`); when the diff analyses traces itself it keeps many more
 (DIFF_TOP_N).
 """
@@ -29,12 +31,17 @@ from stepscope_contract.report import RankReport, Report
 
 KERNEL_KIND = {"COMPUTATION": "kernel", "COMMUNICATION": "communication", "MEMORY": "memory"}
 COMMUNICATION = "communication"
+C10D = "c10d::"
+"""a collective's host-side call (c10d::allreduce_): where the backend's own event (gloo:*, nccl) is listed too,
+the same collective, counted once through the backend's event"""
 FRAMES = frozenset({"python", "user_annotation"})
 """kinds whose inclusive time is the change when the name itself is new (a new call site)"""
 MAX_TOTAL_US = 1e15
 """a name's time beyond this (or not finite) in a report.json is not a measurement: left out"""
 MIN_DELTA_US = 0.5
 """|delta| per step below this, with the same calls per step, is no change"""
+SAME_CALLS = 0.01
+"""calls per step within this share: the same calls (op_speed.py's rule)"""
 ONE_RANK = 1.5
 """a change is kept on one rank when its largest per-rank delta is this many times the job-wide one"""
 
@@ -119,7 +126,10 @@ def rank_names(rank: RankReport) -> RankNames:
         if k.name in seen or (kind == COMMUNICATION and from_table):
             continue
         out.add((kind, name_key(k.name)), Fig(k.sum_us, k.sum_us, k.count))
+    backend = any(not c.name.startswith(C10D) for c in rank.collectives)
     for c in rank.collectives:
+        if backend and c.name.startswith(C10D):  # the host-side call of a collective the backend's event holds
+            continue
         wait = min(max(c.wait_us, 0.0), c.total_us)
         out.add((COMMUNICATION, name_key(c.name)), Fig(c.total_us - wait, c.total_us, c.count, wait))
     if rank.call_floors is not None:
@@ -155,7 +165,40 @@ class _Side:
     rank: int | None
 
 
-def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scale: float) -> _Side:
+def one_rank(t: NameTimes, rank: int) -> NameTimes:
+    """One rank of a side as a side of its own (for that rank's op speed)."""
+    names = t.ranks[rank]
+    return NameTimes(
+        ranks={rank: names},
+        us={k: f.incl_us for k, f in names.figs.items()},
+        calls={k: f.calls for k, f in names.figs.items()},
+        job=dict(names.figs),
+        steps=names.steps,
+    )
+
+
+@dataclass(frozen=True)
+class Scales:
+    """The machine's speed (candidate / baseline per call) that divides the candidate's times in the ranking: job-wide,
+    and per rank (a neighbour that shares one rank's core slows that rank alone)."""
+
+    job: float = 1.0
+    ranks: dict[int, float] = field(default_factory=dict)
+    job_high: float = 1.0
+    ranks_high: dict[int, float] = field(default_factory=dict)
+    """the slowest end of each speed's interval: what the machine's speed could explain of an op with the same calls"""
+
+    def of(self, rank: int | None, same_calls: bool = False) -> float:
+        if same_calls:
+            return max(self.of(rank), self.job_high if rank is None else self.ranks_high.get(rank, self.job_high))
+        return self.job if rank is None else self.ranks.get(rank, self.job)
+
+
+def _same_calls(side: _Side) -> bool:
+    return side.b.calls > 0 and abs(side.c.calls - side.b.calls) <= SAME_CALLS * side.b.calls
+
+
+def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales) -> _Side:
     """Job-wide figures, or one rank's where the change sits on some ranks only."""
     job = _Side(b.job_fig(key), c.job_fig(key), None)
     both = sorted(b.ranks.keys() & c.ranks.keys())
@@ -163,6 +206,7 @@ def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scale: float) -> _
         return job
 
     def delta(side: _Side) -> float:
+        scale = scales.of(side.rank, _same_calls(side))
         return _figure(side.c, key[0], added) / scale - _figure(side.b, key[0], added)
 
     sides = [
@@ -179,14 +223,16 @@ def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scale: float) -> _
     return job
 
 
-def name_changes(b: NameTimes, c: NameTimes, scale: float = 1.0, *, faster: bool = False) -> list[TopChange]:
+def name_changes(b: NameTimes, c: NameTimes, scales: Scales | None = None, *, faster: bool = False) -> list[TopChange]:
     """Every name whose time or calls per step differ (baseline `b`, candidate `c`), ranked at the baseline's op
-    speed (candidate times over `scale`): the largest increase first, or with `faster` (the candidate's steps are
-    faster) the largest decrease first."""
+    speed (candidate times over `scales`, the rank's where a change sits on one rank): the largest increase first,
+    or with `faster` (the candidate's steps are faster) the largest decrease first."""
+    scales = scales or Scales()
     changes = []
     for key in b.job.keys() | c.job.keys():
         added, removed = key not in b.job, key not in c.job
-        at = _where(key, b, c, added, scale)
+        at = _where(key, b, c, added, scales)
+        scale = scales.of(at.rank, _same_calls(at))
         b_us, c_us = _figure(at.b, key[0], added), _figure(at.c, key[0], added)
         delta = c_us - b_us
         if abs(delta) < MIN_DELTA_US and abs(at.c.calls - at.b.calls) < 1e-9 and abs(at.c.wait_us - at.b.wait_us) < 1:
