@@ -18,30 +18,45 @@ I64 = npt.NDArray[np.int64]
 
 
 def self_durations(pid: I64, tid: I64, ts: F64, dur: F64, rows: npt.NDArray[np.intp]) -> F64:
-    """Self time of each of `rows` (indices into the columns), in the order of `rows`."""
+    """Self time of each of `rows` (indices into the columns), in the order of `rows`.
+
+    Vectorised per thread: sorted by start (a parent before the children that start with it), an event's depth is
+    how many earlier events are still open at its start (those that started before it, less those that ended by
+    then); its parent is the latest earlier event one level up. Zero-length events have no children and cover
+    nothing: left out (self time 0)."""
+    out = np.zeros(rows.size, dtype=np.float64)
     if rows.size == 0:
-        return np.zeros(0, dtype=np.float64)
+        return out
     d = np.maximum(dur[rows], 0.0)
-    order = np.lexsort((-d, ts[rows], tid[rows], pid[rows]))  # by thread, then start; parents before children
-    starts = ts[rows][order].tolist()
-    ends = (ts[rows][order] + d[order]).tolist()
-    threads = (pid[rows][order] * 0x1_0000_0000 + tid[rows][order]).tolist()
-    own = d[order].tolist()
-    stack: list[int] = []
-    current = None
-    for i, (s, e, t) in enumerate(zip(starts, ends, threads, strict=True)):
-        if t != current:
-            stack.clear()
-            current = t
-        while stack and ends[stack[-1]] <= s:
-            stack.pop()
-        if stack:
-            parent = stack[-1]
-            own[parent] -= min(e, ends[parent]) - s
-        stack.append(i)
-    out = np.empty(rows.size, dtype=np.float64)
-    out[order] = np.maximum(np.asarray(own, dtype=np.float64), 0.0)
+    s = ts[rows]
+    thread = pid[rows] * 0x1_0000_0000 + tid[rows]
+    for t in np.unique(thread).tolist():
+        idx = np.flatnonzero((thread == t) & (d > 0))
+        by_length = idx[np.argsort(-d[idx], kind="stable")]
+        order = by_length[np.argsort(s[by_length], kind="stable")]  # by start, the longer first
+        starts, lengths = s[order], d[order]
+        own = lengths.copy()
+        _children(starts, starts + lengths, own)
+        out[order] = np.maximum(own, 0.0)
     return out
+
+
+def _children(starts: F64, ends: F64, own: F64) -> None:
+    """Subtract from each event of one thread (sorted by start, longer first) what its direct children cover."""
+    n = starts.size
+    closed = np.searchsorted(np.sort(ends), starts, side="right")  # events ended by each start
+    depth = np.arange(n) - closed
+    index = np.arange(n)
+    for level in range(1, int(depth.max(initial=0)) + 1):
+        kids = index[depth == level]
+        ups = index[depth == level - 1]
+        if kids.size == 0 or ups.size == 0:
+            continue
+        at = np.searchsorted(ups, kids) - 1
+        ok = at >= 0
+        kids, parents = kids[ok], ups[at[ok]]
+        cover = np.maximum(np.minimum(ends[kids], ends[parents]) - starts[kids], 0.0)
+        own -= np.bincount(parents, weights=cover, minlength=n)
 
 
 def self_time_by_name(name_id: npt.NDArray[np.int32], self_us: F64, names: int) -> F64:
