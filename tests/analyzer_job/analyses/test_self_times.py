@@ -1,5 +1,6 @@
 """Self time: an event's duration less what its direct children on the same thread cover; nesting is per thread,
-a child overrunning its parent is clipped, and the self times of a thread add up to its busy time."""
+a child overrunning its parent is clipped, the self times of a thread add up to its busy time, and random nestings
+give what a stack walk gives."""
 
 from __future__ import annotations
 
@@ -38,3 +39,52 @@ def test_rows_come_back_in_their_own_order_and_sum_by_name() -> None:
     assert own == [30, 70]
     by_name = self_time_by_name(np.asarray([1, 0], dtype=np.int32), np.asarray(own), 3)
     assert by_name.tolist() == [70, 30, 0]
+
+
+def _stack_walk(tid: list[int], ts: list[float], dur: list[float]) -> list[float]:
+    """The reference: one stack per thread, events by start (the longer first)."""
+    order = sorted(range(len(ts)), key=lambda i: (tid[i], ts[i], -dur[i]))
+    own = list(dur)
+    stack: list[int] = []
+    current = None
+    for i in order:
+        if tid[i] != current:
+            stack, current = [], tid[i]
+        while stack and ts[stack[-1]] + dur[stack[-1]] <= ts[i]:
+            stack.pop()
+        if stack:
+            p = stack[-1]
+            own[p] -= min(ts[i] + dur[i], ts[p] + dur[p]) - ts[i]
+        if dur[i] > 0:
+            stack.append(i)
+    return [max(x, 0.0) for x in own]
+
+
+def _nested(rng: np.random.Generator, lo: float, hi: float, depth: int, out: list[tuple[float, float]]) -> None:
+    t = lo
+    while depth < 6 and t < hi:
+        start = t + float(rng.integers(0, 5))
+        end = min(hi, start + float(rng.integers(0, 40)))
+        if end < start:
+            break
+        out.append((start, end - start))
+        _nested(rng, start, end, depth + 1, out)
+        t = end + float(rng.integers(0, 3))
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_same_as_a_stack_walk_on_random_nesting(seed: int) -> None:
+    rng = np.random.default_rng(seed)
+    tids, starts, lengths = [], [], []
+    for t in (1, 2, 3):
+        events: list[tuple[float, float]] = []
+        _nested(rng, 0.0, 500.0, 0, events)
+        tids += [t] * len(events)
+        starts += [s for s, _ in events]
+        lengths += [d for _, d in events]
+    shuffle = rng.permutation(len(starts))
+    tid = np.asarray(tids, dtype=np.int64)[shuffle]
+    ts = np.asarray(starts)[shuffle]
+    dur = np.asarray(lengths)[shuffle]
+    got = self_durations(np.ones_like(tid), tid, ts, dur, np.arange(ts.size))
+    assert got.tolist() == pytest.approx(_stack_walk(tid.tolist(), ts.tolist(), dur.tolist()))
