@@ -29,6 +29,9 @@ Usage: python bench/gate_accuracy.py [--pairs 10] [--max-regression 15] [--steps
                                      [--protocol windows|separate|both] [--quiet-busy 0.25] [--disturbed 0.10]
                                      [--keep DIR]
 Exit 0 when the bars hold for the default gate on --pairs undisturbed rounds of every protocol run.
+
+`python bench/gate_accuracy.py load [...]` runs the busy-runner protocol instead (bench/gate_under_load.py): same-code
+pairs and +10/+25/+50% of added work recorded beside a CPU hog, whether the added ops come first, an improvement.
 """
 
 from __future__ import annotations
@@ -244,4 +247,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["load"]:
+        from gate_under_load import main as under_load
+
+        raise SystemExit(under_load(sys.argv[2:]))
     raise SystemExit(main())

@@ -21,13 +21,14 @@ from stepscope_analyzer.diff.baseline import (
 )
 from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
 from stepscope_analyzer.diff.page import diff_html_bytes
+from stepscope_analyzer.diff.pr_summary import junit, markdown
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_analyzer.storage_io import StorageError, Store
-from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult
+from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult
 from stepscope_contract.report import Report
 from stepscope_contract.session import ConditionStatus, ProfileSessionSpec, ReportSummary
 from stepscope_contract.session_index import session_index_key
-from stepscope_contract.storage import StorageLocation, parse_storage_uri
+from stepscope_contract.storage import REPORT_HTML, StorageLocation, parse_storage_uri
 
 Log = Callable[[str], None]
 
@@ -73,6 +74,10 @@ def run_gate(
     diff = diff_reports(base_report, report, config, baseline_source=baseline.source, candidate_source=report_dir.uri)
     store.write(report_dir.key(DIFF_JSON), model_json_bytes(diff), "application/json")
     diff_url = store.write(report_dir.key(DIFF_HTML), diff_html_bytes(diff), "text/html; charset=utf-8")
+    report_url = store.uri(report_dir.key(REPORT_HTML))
+    summary = markdown(diff, diff_url=diff_url, report_url=report_url)
+    store.write(report_dir.key(DIFF_MD), summary.encode(), "text/markdown; charset=utf-8")
+    store.write(report_dir.key(DIFF_JUNIT), junit(diff).encode(), "application/xml")
     log(f"gate {diff.verdict.value}: {diff.reason}")
     return GateOutcome(regressed(diff), diff, baseline, diff_url)
 

@@ -1,11 +1,13 @@
-"""diff.json: the regression gate's output, `stepscope diff BASELINE CANDIDATE` (and, later, a session's baseline).
+"""diff.json: the regression gate's output, `stepscope diff BASELINE CANDIDATE` (and a session's baseline).
 
 Times are µs. A "step" is one training step of the job; per-step figures are means over the analysed ranks'
-recorded steps (sum over ranks / steps over ranks). `regression_pct` is how much slower the candidate's steps are
-than the baseline's (negative: faster), with a confidence interval over both sides' step-to-step noise; the
-verdict is taken on that interval (docs/design.md, "Regression gate"). With `at_equal_op_speed` (the default on CPU
-ranks when enough ops are unchanged) it is the slowdown left after the machine's speed (the unchanged ops' per-call
-change) is taken out; `step_regression_pct` is always the measured, wall-clock one.
+recorded steps (sum over ranks / steps over ranks), or one rank's where a change sits on that rank. `regression_pct`
+is how much slower the candidate's steps are than the baseline's (negative: faster), with a confidence interval over
+both sides' step-to-step noise; with `at_equal_op_speed` (the default on CPU ranks when enough ops are unchanged) it
+is the slowdown left after the machine's speed (the per-call change of the ops the candidate did not change) is
+taken out; `step_regression_pct` is always the measured, wall-clock one. `added_work` is the self time of what the
+candidate added, with its interval. The rule (README "Comparing with a baseline", docs/ci.md): regressed when the
+steps' interval's lower end or the added work's interval's lower end is above `max_regression_pct`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,10 @@ from stepscope_contract.report import SessionInfo
 DIFF_SCHEMA_VERSION: Final = 1
 DIFF_JSON: Final = "diff.json"
 DIFF_HTML: Final = "diff.html"
+DIFF_MD: Final = "diff.md"
+"""the pull-request summary: verdict, the numbers decided on, the first five changes, links"""
+DIFF_JUNIT: Final = "diff-junit.xml"
+"""the verdict as one JUnit test case, for a CI system's test results"""
 
 
 class DiffModel(BaseModel):
@@ -57,17 +63,58 @@ class SideSummary(DiffModel):
 
 
 class TopChange(DiffModel):
-    """A kernel, op or function whose time or call count per step differs between the sides."""
+    """A kernel, op, region or function whose time or call count per step differs between the sides."""
 
-    name: str
+    name: str = Field(description="the name with per-process details (addresses, ids, temporary folders) replaced")
     kind: str = Field(description="kernel | communication | memory | runtime | python | cpu_op | user_annotation")
     change: ChangeKind
+    basis: str = Field(
+        default="self",
+        description="self: the figures are self (exclusive) time, what the name itself ran; inclusive: a new "
+        "Python frame or annotated region, whose whole time is the change (a new call site); communication: the "
+        "transfer time (total less waiting for the last rank)",
+    )
+    rank: int | None = Field(
+        default=None,
+        description="the rank the change sits on when it sits on some ranks only (the figures are that rank's); "
+        "null: job-wide, µs per step per rank",
+    )
     baseline_us_per_step: float
     candidate_us_per_step: float
-    delta_us_per_step: float = Field(description="candidate - baseline; inclusive time, as HTA's TraceDiff")
+    delta_us_per_step: float = Field(description="candidate - baseline, measured")
+    at_equal_op_speed_delta_us_per_step: float = Field(
+        default=0.0,
+        description="candidate at the baseline's op speed (divided by the unchanged ops' per-call ratio when the "
+        "gate compares at equal op speed) - baseline: what the changes are ranked by",
+    )
+    inclusive_delta_us_per_step: float = Field(default=0.0, description="the same in inclusive time (HTA TraceDiff)")
+    wait_delta_us_per_step: float = Field(
+        default=0.0,
+        description="communication: the change of the time waiting for other ranks inside it; a consequence of the "
+        "rank or op that arrived late, never ranked",
+    )
     baseline_count_per_step: float = 0.0
     candidate_count_per_step: float = 0.0
     count_delta: float = Field(description="calls per step, candidate - baseline")
+
+
+class AddedWork(DiffModel):
+    """What the candidate runs that the baseline does not: the self time per step of the ops, kernels, regions and
+    frames it added, and of the extra calls of those it calls more often, on the rank with the most."""
+
+    us_per_step: float = Field(description="µs per step (self time)")
+    rank: int | None = Field(default=None, description="the rank with the most added work")
+    pct: float = Field(
+        description="in % of the rest of the candidate's median job step (the step less the added work, from the "
+        "same recording, so the machine's speed cancels): how much slower the step is for it"
+    )
+    ci_low_pct: float | None = Field(
+        default=None,
+        description="lower end of its interval, against the longest end of the candidate median step's interval "
+        "(the decision is taken on it)",
+    )
+    ci_high_pct: float | None = None
+    names: list[str] = Field(default_factory=list, description="the largest contributors, largest first (at most 5)")
 
 
 class PhaseDelta(DiffModel):
@@ -114,12 +161,24 @@ class DiffResult(DiffModel):
     step_regression_pct: float | None = Field(
         default=None, description="the measured (wall-clock) steps' slowdown, in %, Hodges-Lehmann estimate"
     )
+    added_work: AddedWork | None = Field(
+        default=None, description="the added work's evidence; null when the candidate added none"
+    )
+    decided_by: list[str] = Field(
+        default_factory=list,
+        description="what cleared the gate: 'steps' (regression_ci_low_pct above it, or for an improvement "
+        "regression_ci_high_pct below its mirror) and/or 'added_work' (added_work.ci_low_pct above it)",
+    )
     step_regression_ci_low_pct: float | None = Field(default=None, description="its interval's lower end, in %")
     step_regression_ci_high_pct: float | None = Field(default=None, description="its interval's upper end, in %")
     method: str = Field(default="", description="the statistic, in words")
     baseline: SideSummary
     candidate: SideSummary
-    top_changes: list[TopChange] = Field(default_factory=list, description="largest |delta_us_per_step| first")
+    top_changes: list[TopChange] = Field(
+        default_factory=list,
+        description="ranked by at_equal_op_speed_delta_us_per_step: the largest increase first (the largest "
+        "decrease first when the verdict is improved)",
+    )
     changes_total: int = Field(default=0, description="names that differ, before top_changes was cut")
     phases: list[PhaseDelta] = Field(default_factory=list, description="job-wide, when both reports carry phases")
     ranks: list[RankDelta] = Field(default_factory=list)

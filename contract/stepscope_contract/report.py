@@ -363,6 +363,11 @@ class Bottleneck(ReportModel):
     category: str = Field(description="kernel | memory | runtime | python | cpu_op | communication")
     count: int = 0
     total_us: float = 0.0
+    self_us: float | None = Field(
+        default=None,
+        description="exclusive time: total_us less what its direct children on the same thread cover (host events; "
+        "kernels: their time); absent in reports that predate it",
+    )
     mean_us: float = 0.0
     bottleneck_ratio: float = Field(default=0.0, description="time not overlapped by compute / end-to-end time")
     ranks: list[int] = Field(default_factory=list)
@@ -650,6 +655,12 @@ class VsBaseline(ReportModel):
         default=False, description="regression_pct is at equal op speed (diff.json: the machine's speed taken out)"
     )
     step_regression_pct: float | None = Field(default=None, description="the measured (wall-clock) steps' slowdown")
+    added_work_pct: float | None = Field(
+        default=None, description="the added work's share of the rest of the step (diff.json's added_work.pct)"
+    )
+    added_work_ci_low_pct: float | None = None
+    added_work_ci_high_pct: float | None = None
+    decided_by: list[str] = Field(default_factory=list, description="what cleared the gate: steps, added_work")
     top_changes: list[BaselineChange] = Field(default_factory=list, description="largest |delta| first (at most 20)")
     diff_url: str | None = Field(default=None, description="report/diff.html")
 

@@ -403,6 +403,7 @@ class GateChange(CamelModel):
     candidate_us_per_step: float
     delta_us_per_step: float
     count_delta: float
+    rank: int | None = Field(default=None, description="the rank it sits on; absent: job-wide, per rank")
 
 
 MAX_SUMMARY_CHANGES = 5
@@ -435,6 +436,16 @@ class ReportSummary(CamelModel):
     regression_high_percent: float | None = Field(default=None, description="upper end of its interval")
     step_regression_percent: float | None = Field(
         default=None, description="how much slower the measured (wall-clock) steps are than the baseline's, in %"
+    )
+    added_work_percent: float | None = Field(
+        default=None,
+        description="the self time of what the candidate added, in % of the rest of its step (what the gate decided "
+        "on beside the steps); absent when it added none",
+    )
+    added_work_low_percent: float | None = Field(default=None, description="lower end of its interval")
+    added_work_high_percent: float | None = Field(default=None, description="upper end of its interval")
+    gate_decided_by: Annotated[str, Field(max_length=32)] | None = Field(
+        default=None, description="what cleared the gate: steps, added_work, or both (comma-separated)"
     )
     baseline: Annotated[str, Field(max_length=2048)] | None = Field(default=None, description="the baseline used")
     top_changes: Annotated[list[GateChange], Field(max_length=MAX_SUMMARY_CHANGES)] | None = Field(

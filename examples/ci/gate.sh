@@ -21,9 +21,22 @@ phase=$(get '{.status.phase}')
 regressed=$(get '{.status.conditions[?(@.type=="Regressed")].status}')
 echo "phase:        $phase: $(get '{.status.message}')"
 echo "step:         median $(get '{.status.summary.medianStepMs}') ms, p90 $(get '{.status.summary.p90StepMs}') ms"
-echo "vs baseline:  $(get '{.status.summary.regressionPercent}')% (interval $(get '{.status.summary.regressionLowPercent}')% to $(get '{.status.summary.regressionHighPercent}')%), measured steps $(get '{.status.summary.stepRegressionPercent}')%"
+# the numbers the gate decided on: Regressed=True when the lower end of either interval is above the gate
+echo "gate:         at most $(get '{.spec.gate.maxRegressionPercent}')% slower; decided by: $(get '{.status.summary.gateDecidedBy}')"
+echo "  steps:      $(get '{.status.summary.regressionPercent}')% (interval $(get '{.status.summary.regressionLowPercent}')% to $(get '{.status.summary.regressionHighPercent}')%)"
+work=$(get '{.status.summary.addedWorkPercent}')
+if [ -n "$work" ]; then
+  echo "  added work: $work% (interval $(get '{.status.summary.addedWorkLowPercent}')% to $(get '{.status.summary.addedWorkHighPercent}')%)"
+else
+  echo "  added work: none"
+fi
 echo "top changes:  $(get '{range .status.summary.topChanges[*]}{.name} ({.change}) {.deltaUsPerStep} us/step; {end}')"
-echo "report:       $(get '{.status.reportURL}')"
+report=$(get '{.status.reportURL}')
+echo "report:       $report"
+if [ -n "$report" ]; then  # beside report.html: the pull request's summary and the gate as a JUnit test case
+  echo "summary:      ${report%/*}/diff.md"
+  echo "junit:        ${report%/*}/diff-junit.xml"
+fi
 if [ "$phase" = Failed ]; then
   echo "gate: the session failed"
   exit 2

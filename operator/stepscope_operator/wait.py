@@ -45,6 +45,12 @@ def _numbers(status: ProfileSessionStatus) -> list[str]:
         step = s.step_regression_percent
         measured = f", measured steps {step:+.1f}%" if step is not None and step != s.regression_percent else ""
         lines.append(f"vs baseline {s.baseline}: {s.regression_percent:+.1f}%{interval}{measured}")
+    if s.added_work_percent is not None:
+        low, high = s.added_work_low_percent, s.added_work_high_percent
+        interval = f" (interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        lines.append(f"added work: {s.added_work_percent:+.1f}% of the rest of the step{interval}")
+    if s.gate_decided_by:
+        lines.append(f"decided by: {s.gate_decided_by}")
     for c in s.top_changes or []:
         lines.append(f"  {c.delta_us_per_step / 1000:+9.2f} ms/step  {c.change:<7} {c.kind:<15} {c.name[:100]}")
     return lines

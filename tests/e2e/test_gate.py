@@ -130,7 +130,12 @@ def test_the_gate_through_the_cluster(e2e: Any) -> None:
     conditions = _conditions(slow)
     summary = slow["status"]["summary"]
     assert conditions["Regressed"]["status"] == "True" and conditions["Regressed"]["reason"] == "Regressed"
-    assert summary["gate"] == "regressed" and summary["regressionLowPercent"] > GATE_PCT, summary
+    assert summary["gate"] == "regressed", summary
+    # the rule: the steps' interval or the added work's clears the gate, and the summary says which
+    decided = summary["gateDecidedBy"].split(",")
+    assert ("steps" in decided) == (summary["regressionLowPercent"] > GATE_PCT), summary
+    assert ("added_work" in decided) == (summary.get("addedWorkLowPercent", 0.0) > GATE_PCT), summary
+    assert "  added work: " in script.stdout and "decided by: " in script.stdout, script.stdout
     top = {c["name"]: c for c in summary["topChanges"]}
     assert top["added_work"]["change"] == "added" and top["added_work"]["deltaUsPerStep"] > 0, summary["topChanges"]
     assert "added_work" in {c["name"] for c in e2e.report(slow)["vs_baseline"]["top_changes"][:5]}

@@ -144,21 +144,26 @@ def bottlenecks(
     is_compute: bool,
     top_n: int,
     once: bool = False,
+    self_us: F64 | None = None,
 ) -> list[Bottleneck]:
-    """Bottleneck rows of `times`; with `once` (collectives, which gloo records on two threads) a name's total is
-    its merged time, so that a call recorded twice counts once."""
+    """Bottleneck rows of `times`. With `once` (collectives, which gloo records on two threads) a name's total is
+    its merged time, so that a call recorded twice counts once. `self_us`: summed self time per name id
+    (self_times.py); None for leaf work (kernels, collectives), whose self time is its time."""
     if window <= 0:
         return []
-    rows = [
-        Bottleneck(
+
+    def row(t: NameTime) -> Bottleneck:
+        total = t.merged if once else t.total
+        return Bottleneck(
             name=names[t.name_id],
             category=category,
             count=t.count,
-            total_us=t.merged if once else t.total,
-            mean_us=(t.merged if once else t.total) / t.count if t.count else 0.0,
+            total_us=total,
+            self_us=total if self_us is None else min(float(self_us[t.name_id]), total),
+            mean_us=total / t.count if t.count else 0.0,
             bottleneck_ratio=min(1.0, (t.merged if is_compute else t.exposed) / window),
         )
-        for t in times
-    ]
+
+    rows = [row(t) for t in times]
     rows.sort(key=lambda b: (b.bottleneck_ratio, b.total_us), reverse=True)
     return rows[:top_n]

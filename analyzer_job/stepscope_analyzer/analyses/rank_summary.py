@@ -21,6 +21,7 @@ from stepscope_analyzer.analyses.host_gaps import host_gap_functions
 from stepscope_analyzer.analyses.hta_filter import gpu_event_mask, hta_keep_mask
 from stepscope_analyzer.analyses.kernel_types import KernelType, kernel_types_of
 from stepscope_analyzer.analyses.memory import memory_usage
+from stepscope_analyzer.analyses.self_times import self_durations, self_time_by_name
 from stepscope_analyzer.analyses.step_phases import (
     StepWindows,
     cpu_step_phases,
@@ -233,9 +234,15 @@ def _host_bottlenecks(
     window: float,
     top_n: int,
     compute_cats: tuple[str, ...] = (),
+    nested: Mask | None = None,
 ) -> list[Bottleneck]:
+    """`nested`: the host rows whose nesting gives the self times (default `rows_mask`; collectives nested in the
+    ops that call them belong there too)."""
     out: list[Bottleneck] = []
     end = ev.ts + ev.dur
+    nest_rows = np.flatnonzero(rows_mask if nested is None else nested)
+    own = np.zeros(ev.ts.size, dtype=np.float64)
+    own[nest_rows] = self_durations(ev.pid, ev.tid, ev.ts, ev.dur, nest_rows)
     step_ids = [i for i, n in enumerate(ev.names) if n.startswith("ProfilerStep#")]
     for cat, category in HOST_CATEGORIES:
         sel = rows_mask & ev.cat_mask(cat)
@@ -244,7 +251,10 @@ def _host_bottlenecks(
         if not sel.any():
             continue
         times = per_name(ev.name_id[sel], ev.ts[sel], end[sel], compute)
-        out.extend(bottlenecks(ev.names, times, category, window, is_compute=cat in compute_cats, top_n=top_n))
+        self_us = self_time_by_name(ev.name_id[sel], own[sel], len(ev.names))
+        out.extend(
+            bottlenecks(ev.names, times, category, window, is_compute=cat in compute_cats, top_n=top_n, self_us=self_us)
+        )
     return out
 
 
@@ -366,10 +376,16 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
     report.host_time = cb.host_time
     in_window = (ev.ts < cb.window[1]) & (ev.ts + ev.dur > cb.window[0])
     rows_mask = cb.train_mask & ~cb.comm_mask & in_window
-    tops = _host_bottlenecks(
-        ev, rows_mask=rows_mask, compute=cb.compute_union, window=window, top_n=top_n, compute_cats=("cpu_op",)
-    )
     comm_sel = cb.comm_mask & in_window
+    tops = _host_bottlenecks(
+        ev,
+        rows_mask=rows_mask,
+        compute=cb.compute_union,
+        window=window,
+        top_n=top_n,
+        compute_cats=("cpu_op",),
+        nested=rows_mask | (comm_sel & cb.train_mask),
+    )
     end = ev.ts + ev.dur
     times = per_name(ev.name_id[comm_sel], ev.ts[comm_sel], end[comm_sel], cb.compute_union)
     tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n, once=True))

@@ -101,6 +101,10 @@ def vs_baseline(diff: DiffResult, baseline: Baseline, diff_url: str | None) -> V
         regression_ci_high_pct=diff.regression_ci_high_pct,
         at_equal_op_speed=diff.at_equal_op_speed,
         step_regression_pct=diff.step_regression_pct,
+        added_work_pct=diff.added_work.pct if diff.added_work else None,
+        added_work_ci_low_pct=diff.added_work.ci_low_pct if diff.added_work else None,
+        added_work_ci_high_pct=diff.added_work.ci_high_pct if diff.added_work else None,
+        decided_by=list(diff.decided_by),
         top_changes=[
             BaselineChange(
                 name=c.name,
@@ -132,9 +136,11 @@ def gate_summary(summary: ReportSummary, diff: DiffResult, baseline: Baseline) -
             candidate_us_per_step=round(c.candidate_us_per_step, 1),
             delta_us_per_step=round(c.delta_us_per_step, 1),
             count_delta=round(c.count_delta, 2),
+            rank=c.rank,
         )
         for c in diff.top_changes[:MAX_SUMMARY_CHANGES]
     ]
+    work = diff.added_work
     return summary.model_copy(
         update={
             "gate": diff.verdict.value,
@@ -142,6 +148,10 @@ def gate_summary(summary: ReportSummary, diff: DiffResult, baseline: Baseline) -
             "regression_low_percent": _round(diff.regression_ci_low_pct),
             "regression_high_percent": _round(diff.regression_ci_high_pct),
             "step_regression_percent": _round(diff.step_regression_pct),
+            "added_work_percent": _round(work.pct) if work else None,
+            "added_work_low_percent": _round(work.ci_low_pct) if work else None,
+            "added_work_high_percent": _round(work.ci_high_pct) if work else None,
+            "gate_decided_by": ",".join(diff.decided_by) or None,
             "baseline": baseline.session or baseline.source[:2048],
             "top_changes": changes,
         }
@@ -154,7 +164,8 @@ def regressed(diff: DiffResult) -> tuple[ConditionStatus, str, str]:
     lead = ""
     if diff.top_changes:
         c = diff.top_changes[0]
-        lead = f"; largest change: {c.name[:120]} ({c.change.value}, {c.delta_us_per_step / 1000:+.2f} ms/step)"
+        where = f" on rank {c.rank}" if c.rank is not None else ""
+        lead = f"; largest change: {c.name[:120]} ({c.change.value}{where}, {c.delta_us_per_step / 1000:+.2f} ms/step)"
     message = diff.reason + lead
     if diff.verdict is DiffVerdict.REGRESSED:
         return ConditionStatus.TRUE, "Regressed", message

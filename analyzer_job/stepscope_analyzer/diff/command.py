@@ -1,5 +1,6 @@
-"""`stepscope diff BASELINE CANDIDATE -o OUT [--max-regression PCT]`: read both sides, diff them, write diff.json
-and diff.html, print the verdict. Exit 0 within the gate (or faster), 1 regression, 2 unusable input."""
+"""`stepscope diff BASELINE CANDIDATE -o OUT [--max-regression PCT]`: read both sides, diff them, write diff.json,
+diff.html, diff.md (a pull request's summary) and diff-junit.xml (the gate as a test result), print the verdict and
+the numbers it was decided on. Exit 0 within the gate (or faster), 1 regression, 2 unusable input."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ from pathlib import Path
 
 from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
 from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
+from stepscope_analyzer.diff.pr_summary import decided_on, junit, markdown
 from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
 from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.report import model_json_bytes
-from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult, DiffVerdict
+from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult, DiffVerdict
 from stepscope_contract.storage import AddressingStyle
 from stepscope_storage import Connection
 
@@ -71,15 +73,24 @@ def diff_parser() -> argparse.ArgumentParser:
         "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
     )
     p.add_argument("--top-n", type=int, default=DIFF_TOP_N, help="names kept per rank when analysing traces")
+    p.add_argument("--diff-url", default=DIFF_HTML, help="where diff.md links diff.html (e.g. the CI artifact's URL)")
+    p.add_argument("--report-url", default=None, help="where diff.md links the candidate's report.html")
     return p
 
 
 def _summary_lines(diff: DiffResult, out: Path) -> list[str]:
     lines = [f"{diff.verdict.value}: {diff.reason}"]
+    gate = f"the gate: +{diff.max_regression_pct:g}%, regressed when an interval's lower end is above it"
+    lines.append(gate)
+    for what, estimate, interval, clears in decided_on(diff):
+        lines.append(f"  {what:<26} {estimate:>8}  interval {interval:<20} {'clears' if clears else 'within'}")
     for c in diff.top_changes[:PRINTED_CHANGES]:
-        lines.append(f"  {signed_us(c.delta_us_per_step):>11}/step  {c.change.value:<7} {c.kind:<15} {c.name[:100]}")
-    lines.append(f"diff:   {(out / DIFF_HTML).resolve()}")
-    lines.append(f"json:   {(out / DIFF_JSON).resolve()}")
+        where = f"rank {c.rank}" if c.rank is not None else ""
+        lines.append(
+            f"  {signed_us(c.delta_us_per_step):>11}/step  {c.change.value:<7} {c.kind:<15} {where:<7} {c.name[:100]}"
+        )
+    for name in (DIFF_HTML, DIFF_JSON, DIFF_MD, DIFF_JUNIT):
+        lines.append(f"{name + ':':<16}{(out / name).resolve()}")
     return lines
 
 
@@ -96,7 +107,15 @@ def diff_main(argv: list[str]) -> int:
     diff = diff_reports(baseline, candidate, config, baseline_source=args.baseline, candidate_source=args.candidate)
     out = Path(args.output)
     try:
-        write_files(out, {DIFF_JSON: model_json_bytes(diff), DIFF_HTML: diff_html_bytes(diff)})
+        write_files(
+            out,
+            {
+                DIFF_JSON: model_json_bytes(diff),
+                DIFF_HTML: diff_html_bytes(diff),
+                DIFF_MD: markdown(diff, diff_url=args.diff_url, report_url=args.report_url).encode(),
+                DIFF_JUNIT: junit(diff).encode(),
+            },
+        )
     except OSError as exc:
         print(f"stepscope diff: cannot write to {out}: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -1,18 +1,13 @@
-"""diff_reports: two contract Reports -> a contract DiffResult (verdict, regression and its interval, top changes,
-phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call the same function.
+"""diff_reports: two contract Reports -> a contract DiffResult (verdict, regression and its interval, added work,
+top changes, phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call the same function.
 
-The decision (docs/design.md, "Regression gate"): the candidate regressed when the lower end of the interval of its
-slowdown is above max_regression_pct, i.e. it is slower by more than the gate allows with (1 + confidence) / 2
-one-sided confidence; it improved when the baseline is slower than the candidate by more than max_regression_pct
-with the same confidence (the mirror image: swapping the sides of a regressed pair gives an improvement), i.e. the
-upper end is below 1 / (1 + max_regression_pct / 100) - 1; anything else passes.
-By default the interval is that of the steps at equal op speed: the wall-clock shift less the unchanged ops'
-per-call shift (op_speed.py), the two intervals' half-widths added in quadrature, so two recordings of the same code
-on a machine whose speed moved between them compare equal. `wall_clock=True`, too few unchanged ops, or GPU ranks
-(whose unchanged kernels' per-call change is the code's or the device's, reported in a note) decide on the measured
-steps alone. At equal op speed a measured slowdown whose own interval clears the gate also fails
-unless taking the machine's speed out brings its estimate within the gate: the speed figure may explain a measured
-regression away, its uncertainty may not (and the mirror for an improvement).
+The verdict's rule is verdict.py's. By default the steps' interval is that of the steps at equal op speed: the
+wall-clock shift less the per-call shift of the ops the candidate did not change (op_speed.py), the
+two intervals' half-widths added in quadrature, so two recordings of the same code on a machine whose speed moved
+between them compare equal. `wall_clock=True`, too few unchanged ops, or GPU ranks (whose unchanged kernels'
+per-call change is the code's or the device's, reported in a note) use the measured steps. Beside it, the added work
+(added_work.py): the self time of what the candidate added against the rest of its own step, which the machine's
+speed cannot explain away.
 """
 
 from __future__ import annotations
@@ -21,7 +16,8 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from stepscope_analyzer.diff.name_deltas import name_changes, name_times
+from stepscope_analyzer.diff.added_work import added_work
+from stepscope_analyzer.diff.name_deltas import COMMUNICATION, NameTimes, Scales, name_changes, name_times, one_rank
 from stepscope_analyzer.diff.op_speed import OpSpeed, unchanged_op_speed
 from stepscope_analyzer.diff.phase_deltas import mean_phases, phase_deltas
 from stepscope_analyzer.diff.shift_interval import Shift, hodges_lehmann
@@ -32,11 +28,11 @@ from stepscope_analyzer.diff.step_samples import (
     job_steps,
     median_and_p90,
 )
+from stepscope_analyzer.diff.verdict import decide, pct
 from stepscope_analyzer.report.build import tool_version
 from stepscope_contract.diff import DiffResult, DiffVerdict, RankDelta, SideSummary, TopChange
 from stepscope_contract.report import RankReport, Report
 
-MIN_STEPS = 3
 SPEED_NOTE_PCT = 5.0
 """the unchanged ops' per-call change, in %, from which a note points at it"""
 METHOD = (
@@ -64,8 +60,9 @@ class DiffConfig:
             raise ValueError(f"max_regression_pct must be >= 0, got {self.max_regression_pct}")
 
 
-def _pct(log_ratio: float | None) -> float | None:
-    return None if log_ratio is None else 100.0 * math.expm1(log_ratio)
+_pct = pct
+WAIT_NOTE_US = 100.0
+"""waiting in collectives that grew by this much per step gets a note naming what caused it"""
 
 
 def side_summary(report: Report, source: str, steps: int) -> SideSummary:
@@ -164,54 +161,52 @@ def at_equal_speed(shift: Shift, speed: OpSpeed) -> Shift:
     return Shift(estimate=estimate, low=low, high=high, pairs=shift.pairs)
 
 
-def _decide(
-    shift: Shift | None, measured: Shift | None, steps: tuple[int, int], config: DiffConfig
-) -> tuple[DiffVerdict, str]:
-    """`shift` decides; when it is at equal op speed (not `measured` itself), a measured slowdown confidently beyond
-    the gate fails too unless taking the machine's speed out brings its estimate within the gate (module docstring)."""
-    gate = config.max_regression_pct
-    faster_gate = -100.0 * gate / (100.0 + gate)  # the mirror of the gate: the baseline slower than allowed
-    level = f"{config.confidence:.0%}"
-    if min(steps) < MIN_STEPS or shift is None or measured is None:
-        return DiffVerdict.UNUSABLE, (
-            f"too few steps to compare (baseline {steps[0]}, candidate {steps[1]}; the gate needs at least "
-            f"{MIN_STEPS} per side): record more steps"
-        )
-    est, low, high = _pct(shift.estimate) or 0.0, _pct(shift.low), _pct(shift.high)
-    m_est, m_low, m_high = _pct(measured.estimate) or 0.0, _pct(measured.low), _pct(measured.high)
-    if low is None or high is None or m_low is None or m_high is None:
-        return DiffVerdict.UNUSABLE, (
-            f"{steps[0]} and {steps[1]} steps are too few for a {level} interval: record more steps"
-        )
-    where = f"{level} interval {low:+.1f}% to {high:+.1f}%"
-    adjusted = shift is not measured
-    than = "than the baseline at equal op speed" if adjusted else "than the baseline"
-    also = f"; measured {m_est:+.1f}%" if adjusted else ""
-    if low > gate:
-        return (
-            DiffVerdict.REGRESSED,
-            f"steps are {est:.1f}% slower {than} ({where}{also}): more than the {gate:g}% allowed",
-        )
-    if adjusted and m_low > gate and est > gate:
-        return DiffVerdict.REGRESSED, (
-            f"steps are {m_est:.1f}% slower than the baseline ({level} interval {m_low:+.1f}% to {m_high:+.1f}%), "
-            f"{est:.1f}% at equal op speed: more than the {gate:g}% allowed"
-        )
-    if high < faster_gate or (adjusted and m_high < faster_gate and est < faster_gate):
-        return DiffVerdict.IMPROVED, f"steps are {-est:.1f}% faster {than} ({where}{also})"
-    slower = f"{est:.1f}% slower" if est >= 0 else f"{-est:.1f}% faster"
-    return DiffVerdict.PASSED, f"steps are {slower} {than} ({where}{also}): not shown to exceed {gate:g}%"
+def _scales(b: NameTimes, c: NameTimes, speed: OpSpeed | None) -> Scales:
+    """The machine's speed the changes are ranked at: none when the gate does not compare at equal op speed."""
+    if speed is None:
+        return Scales()
+    ranks, highs = {}, {}
+    for r in b.ranks.keys() & c.ranks.keys():
+        own = unchanged_op_speed(one_rank(b, r), one_rank(c, r))
+        if own is not None:
+            ranks[r], highs[r] = math.exp(own.log_ratio), math.exp(own.log_high)
+    return Scales(math.exp(speed.log_ratio), ranks, math.exp(speed.log_high), highs)
+
+
+def _where(change: TopChange) -> str:
+    return f" on rank {change.rank}" if change.rank is not None else ""
 
 
 def _lead(changes: list[TopChange], verdict: DiffVerdict) -> str:
-    """The change that moved the step most in the verdict's direction, for the reason line."""
+    """The change that moved the step most in the verdict's direction, for the reason line (by the figure the
+    changes are ranked by)."""
     if verdict is DiffVerdict.UNUSABLE or not changes:
         return ""
     faster = verdict is DiffVerdict.IMPROVED
-    top = min(changes, key=lambda t: t.delta_us_per_step) if faster else max(changes, key=lambda t: t.delta_us_per_step)
-    if (top.delta_us_per_step < 0) != faster:
+
+    def key(t: TopChange) -> float:
+        return t.at_equal_op_speed_delta_us_per_step
+
+    top = min(changes, key=key) if faster else max(changes, key=key)
+    if (key(top) < 0) != faster:
         return ""
-    return f"; top change: {top.name} {top.delta_us_per_step / 1000:+.2f} ms/step ({top.change.value})"
+    return f"; top change: {top.name} {top.delta_us_per_step / 1000:+.2f} ms/step ({top.change.value}{_where(top)})"
+
+
+def _wait_note(changes: list[TopChange]) -> list[str]:
+    """Waiting that grew, as the consequence of the largest change that is not communication."""
+    waits = [c for c in changes if c.kind == COMMUNICATION and c.wait_delta_us_per_step >= WAIT_NOTE_US]
+    cause = next((c for c in changes if c.kind != COMMUNICATION and c.at_equal_op_speed_delta_us_per_step > 0), None)
+    if not waits:
+        return []
+    w = max(waits, key=lambda c: c.wait_delta_us_per_step)
+    head = f"waiting in {w.name}{_where(w)} grew by {w.wait_delta_us_per_step / 1000:.2f} ms/step"
+    if cause is None:
+        return [f"{head}: other ranks arrive later at it (see the per-rank table)"]
+    return [
+        f"{head}: the ranks wait for the one that is late, a consequence of {cause.name}{_where(cause)} "
+        f"({cause.delta_us_per_step / 1000:+.2f} ms/step), not a change of its own"
+    ]
 
 
 def diff_reports(
@@ -233,9 +228,22 @@ def diff_reports(
     if measured is not None and speed is not None and not cfg.wall_clock and not speed.kernels:
         shift = at_equal_speed(measured, speed)
     adjusted = shift is not measured
-    verdict, reason = _decide(shift, measured, counts, cfg)
-    changes = name_changes(b_names, c_names)
-    reason += _lead(changes, verdict)
+    used_speed = speed if adjusted else None
+    added = added_work(b_names, c_names, c_steps.log_us, cfg.confidence)
+    decision = decide(
+        shift,
+        counts,
+        added,
+        cfg.max_regression_pct,
+        cfg.confidence,
+        adjusted=adjusted,
+        measured_pct=_pct(measured.estimate) if measured else None,
+    )
+    verdict = decision.verdict
+    changes = name_changes(
+        b_names, c_names, _scales(b_names, c_names, used_speed), faster=verdict is DiffVerdict.IMPROVED
+    )
+    reason = decision.reason + _lead(changes, verdict)
     phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
     return DiffResult(
         tool_version=tool_version(),
@@ -251,6 +259,8 @@ def diff_reports(
         step_regression_pct=_pct(measured.estimate) if measured else None,
         step_regression_ci_low_pct=_pct(measured.low) if measured else None,
         step_regression_ci_high_pct=_pct(measured.high) if measured else None,
+        added_work=added,
+        decided_by=decision.decided_by,
         method=METHOD + (AT_EQUAL_SPEED if adjusted else ""),
         baseline=side_summary(baseline, baseline_source, counts[0]),
         candidate=side_summary(candidate, candidate_source, counts[1]),
@@ -263,5 +273,6 @@ def diff_reports(
         unchanged_ops_speed_ci_high_pct=round(speed.high_pct, 2) if speed else None,
         unchanged_ops=speed.ops if speed else 0,
         notes=_notes(baseline, candidate, bool(phases))
-        + _speed_note(speed, _pct(measured.estimate) if measured else None, adjusted),
+        + _speed_note(speed, _pct(measured.estimate) if measured else None, adjusted)
+        + _wait_note(changes),
     )

@@ -77,9 +77,15 @@ def test_added_work_on_every_rank_fails_and_is_named(
     assert d.verdict is DiffVerdict.REGRESSED
     low, measured_low, estimate = d.regression_ci_low_pct, d.step_regression_ci_low_pct, d.regression_pct
     assert low is not None and measured_low is not None and estimate is not None
-    # the decision rule (compare._decide): the interval at equal op speed clears the gate, or the measured steps'
-    # interval does while the estimate at equal op speed is above it too
-    assert low > float(GATE) or (measured_low > float(GATE) and estimate > float(GATE)), d.reason
+    # the rule (verdict.py): the steps' interval or the added work's clears the gate, and diff.json says which
+    work = d.added_work
+    assert work is not None and work.ci_low_pct is not None
+    assert ("steps" in d.decided_by) == (low > float(GATE)), d.reason
+    assert ("added_work" in d.decided_by) == (work.ci_low_pct > float(GATE)), d.reason
+    assert d.decided_by and f"{low:+.1f}%" in d.reason and f"{work.ci_low_pct:+.1f}%" in d.reason
+    assert f"{measured_low:+.1f}%" not in d.reason  # one interval per figure decided on
+    assert {"added_work", "aten::tanh"} & {c.name for c in d.top_changes[:3]}, d.top_changes[:3]
+    assert "| decided on |" in (out / "diff.md").read_text() and "<failure" in (out / "diff-junit.xml").read_text()
     top = {c.name: c for c in d.top_changes[:10]}
     assert top["added_work"].change is ChangeKind.ADDED and top["added_work"].kind == "user_annotation"
     assert top["aten::tanh"].change is ChangeKind.ADDED

@@ -103,18 +103,19 @@ def test_top_changes_follow_trace_diff_semantics() -> None:
     d = diff_reports(base, cand, GATE)
     assert d.verdict is DiffVerdict.REGRESSED
     rows = {c.name: c for c in d.top_changes}
-    assert [c.name for c in d.top_changes] == ["added_work", "aten::mm", "old_op"]  # largest |delta| first
+    assert [c.name for c in d.top_changes] == ["added_work", "aten::mm", "old_op"]  # largest increase first
     added, mm, old = rows["added_work"], rows["aten::mm"], rows["old_op"]
     assert added.change is ChangeKind.ADDED and added.kind == "cpu_op"
-    # per step and per rank: 50 ms over 20 rank-steps
-    assert (added.baseline_us_per_step, added.candidate_us_per_step) == (0.0, 2500.0)
-    assert added.count_delta == pytest.approx(0.5)
+    # on rank 0 only: kept on that rank, 50 ms over its 10 steps (not 2.5 ms averaged over both ranks)
+    assert added.rank == 0 and (added.baseline_us_per_step, added.candidate_us_per_step) == (0.0, 5000.0)
+    assert added.count_delta == pytest.approx(1.0)
+    assert mm.rank is None  # the same on both ranks: job-wide
     assert mm.change is ChangeKind.CHANGED
     assert (mm.baseline_us_per_step, mm.candidate_us_per_step, mm.delta_us_per_step) == (2000.0, 4000.0, 2000.0)
     assert (mm.baseline_count_per_step, mm.candidate_count_per_step, mm.count_delta) == (2.0, 4.0, 2.0)
     assert old.change is ChangeKind.REMOVED and old.delta_us_per_step == -500.0 and old.count_delta == -1.0
     assert d.changes_total == 3
-    assert "top change: added_work +2.50 ms/step (added)" in d.reason
+    assert "top change: added_work +5.00 ms/step (added on rank 0)" in d.reason
 
 
 def test_unchanged_names_are_left_out_and_the_list_is_cut() -> None:
@@ -125,7 +126,7 @@ def test_unchanged_names_are_left_out_and_the_list_is_cut() -> None:
     d = diff_reports(
         report([rank(0, steps, functions={**names, **same})]),
         report([rank(0, steps, functions={**more, **same})]),
-        DiffConfig(max_regression_pct=15, top_changes=10),
+        DiffConfig(max_regression_pct=15, top_changes=10, wall_clock=True),  # every op slower alike: not speed here
     )
     assert d.changes_total == 30
     assert len(d.top_changes) == 10
