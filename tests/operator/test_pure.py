@@ -18,6 +18,7 @@ from stepscope_contract.session import (
     TargetState,
     TargetStatus,
 )
+from stepscope_contract.status_wire import set_condition
 from stepscope_operator.analyzer_jobs import build_job, job_outcome, shard_count
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.status import (
@@ -27,7 +28,6 @@ from stepscope_operator.status import (
     failure_summary,
     final_phase,
     progress,
-    set_condition,
 )
 from stepscope_operator.targets import capture_id, pod_rank, resolve_targets, selector_string
 
