@@ -1,7 +1,8 @@
 """From storage to every rank's outcome: read each rank, summarise it, assign ranks; reduction.py then diagnoses the
 job.
 
-read (rank_reading) -> summarise (one rank's artifacts -> RankOutcome; a bad rank never stops the others) ->
+read (rank_reading; a rank summarised on its node is taken from that summary, its trace not read: node_summaries)
+-> summarise (one rank's artifacts -> RankOutcome; a bad rank never stops the others) ->
 assign ranks (plain folders: the rank comes from the trace's distributedInfo, else from a 'rank<N>' in the file
 name; of a rank's successive recording cycles the latest is kept; a rank claimed twice otherwise is moved to the
 next free number with a note) -> reduce (reduction: job checks, diagnosis, report).
@@ -21,6 +22,7 @@ from pathlib import PurePosixPath
 from stepscope_analyzer.cpu_quota import worker_count
 from stepscope_analyzer.discovery import Layout, RankInput, discover
 from stepscope_analyzer.hang_evidence import HangEvidence
+from stepscope_analyzer.node_summaries import node_summaries_enabled, read_node_summary
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
 from stepscope_analyzer.rank_reading import RankRead, read_rank
@@ -138,6 +140,24 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
     return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
 
 
+def _read_for_analysis(store: Store, inp: RankInput, top_n: int) -> tuple[RankRead, Computed | None, str]:
+    """The rank's files and, when its node summarised it, that summary (then the trace is not read); else its trace,
+    and why the node's summary was not used ('' when there was none)."""
+    if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None or not node_summaries_enabled():
+        return read_rank(store, inp), None, ""
+    computed, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
+    if computed is None:
+        return read_rank(store, inp), None, why
+    return read_rank(store, inp, with_trace=False), computed, ""
+
+
+def _from_node(read: RankRead, store: Store, base: dict[str, object], node: Computed | None) -> RankOutcome | None:
+    """The outcome of a rank from its node's summary (None: it has none, or it hung: its stacks tell)."""
+    if node is None or _hang_of(read) is not None:
+        return None
+    return _finish(read, store, base, node)
+
+
 def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
     """One rank's artifacts -> its outcome; every failure becomes a rank with status error, never an exception."""
     base = _base(read, store)
@@ -245,8 +265,10 @@ def _outcomes(
 def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> Iterator[tuple[int, RankOutcome]]:
     for n, inp in enumerate(chosen, 1):
         started = time.perf_counter()
-        outcome = summarise(read_rank(store, inp), store, top_n=top_n)
-        progress(f"[{n}/{len(chosen)}] {inp.name}: {_state(outcome)} in {time.perf_counter() - started:.2f} s")
+        read, node, why = _read_for_analysis(store, inp, top_n)
+        outcome = _from_node(read, store, _base(read, store), node) or summarise(read, store, top_n=top_n)
+        how = " (summarised on its node)" if node is not None else f" ({why})" if why else ""
+        progress(f"[{n}/{len(chosen)}] {inp.name}: {_state(outcome)}{how} in {time.perf_counter() - started:.2f} s")
         yield n - 1, outcome
 
 
@@ -264,17 +286,23 @@ def _in_pool(
     started = time.perf_counter()
     count = 0
 
-    def done(index: int, outcome: RankOutcome) -> tuple[int, RankOutcome]:
+    def done(index: int, outcome: RankOutcome, how: str = "") -> tuple[int, RankOutcome]:
         nonlocal count
         count += 1
         elapsed = time.perf_counter() - started
-        progress(f"[{count}/{len(chosen)}] {chosen[index].name}: {_state(outcome)} at {elapsed:.2f} s")
+        progress(f"[{count}/{len(chosen)}] {chosen[index].name}: {_state(outcome)}{how} at {elapsed:.2f} s")
         return index, outcome
 
     def tasks() -> Iterator[Task]:
         for index, inp in enumerate(chosen):
-            read = read_rank(store, inp)
+            read, node, why = _read_for_analysis(store, inp, top_n)
             base = _base(read, store)
+            from_node = _from_node(read, store, base, node)
+            if from_node is not None:
+                finished.append(done(index, from_node, " (summarised on its node)"))
+                continue
+            if why:
+                progress(f"{inp.name}: {why}")
             early = _without_analysis(read, base)
             if early is not None:
                 finished.append(done(index, early))

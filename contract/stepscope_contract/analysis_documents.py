@@ -27,7 +27,6 @@ SESSION_DOCUMENT_VERSION = 1
 MAX_SESSION_DOCUMENT_BYTES = 256 * 1024
 MAX_TERMINATION_MESSAGE_BYTES = 4096  # what the kubelet keeps of a container's termination message
 MAX_OUTCOME_BYTES = 256 * 1024
-MAX_NODE_SUMMARY_BYTES = 4 * 1024 * 1024
 
 
 class SessionDocument(CamelModel):
