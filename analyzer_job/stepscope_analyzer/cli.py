@@ -73,7 +73,7 @@ def analyze_main(argv: list[str]) -> int:
 
 
 def job_main(argv: list[str]) -> int:
-    """`stepscope analyzer-job`: imported lazily, it needs the kubernetes client."""
+    """`stepscope analyzer-job` (session_job.py), imported only for that command."""
     from stepscope_analyzer.session_job import job_main as run
 
     return run(argv)
