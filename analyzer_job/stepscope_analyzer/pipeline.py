@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Hashable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
@@ -41,6 +42,7 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
+NODE_READERS = 16  # node summaries read at once
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -140,22 +142,37 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
     return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
 
 
-def _read_for_analysis(store: Store, inp: RankInput, top_n: int) -> tuple[RankRead, Computed | None, str]:
-    """The rank's files and, when its node summarised it, that summary (then the trace is not read); else its trace,
-    and why the node's summary was not used ('' when there was none)."""
-    if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None or not node_summaries_enabled():
-        return read_rank(store, inp), None, ""
+def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
+    """The rank's outcome from the summary its node made, its trace not read (None, why: parse the trace instead;
+    '' when it has no summary). A hung rank is left to the usual path: its stacks tell."""
+    if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None:
+        return None, ""
     computed, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
     if computed is None:
-        return read_rank(store, inp), None, why
-    return read_rank(store, inp, with_trace=False), computed, ""
+        return None, why
+    read = read_rank(store, inp, with_trace=False)
+    if _hang_of(read) is not None:
+        return None, ""
+    return _finish(read, store, _base(read, store), computed), ""
 
 
-def _from_node(read: RankRead, store: Store, base: dict[str, object], node: Computed | None) -> RankOutcome | None:
-    """The outcome of a rank from its node's summary (None: it has none, or it hung: its stacks tell)."""
-    if node is None or _hang_of(read) is not None:
-        return None
-    return _finish(read, store, base, node)
+def _node_outcomes(
+    store: Store, chosen: list[RankInput], top_n: int, progress: Progress
+) -> Iterator[tuple[int, RankOutcome | None]]:
+    """(index, outcome) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads at once
+    (kilobytes each, so many at once cost little memory), or None where its trace must be parsed."""
+    started = time.perf_counter()
+    used = 0
+    with ThreadPoolExecutor(NODE_READERS) as pool:
+        for index, (outcome, why) in enumerate(pool.map(lambda inp: _from_node(store, inp, top_n), chosen)):
+            if why:
+                progress(f"{chosen[index].name}: {why}")
+            if outcome is not None:
+                used += 1
+            yield index, outcome
+    if used:
+        elapsed = time.perf_counter() - started
+        progress(f"{used} of {len(chosen)} rank(s) summarised on their nodes, read in {elapsed:.2f} s")
 
 
 def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
@@ -255,20 +272,32 @@ def _outcomes(
     workers: int | None,
     wait: Callable[[], object] | None,
 ) -> Iterator[tuple[int, RankOutcome]]:
-    count = workers if workers is not None else worker_count(len(chosen))
+    """Ranks summarised on their nodes first (node_summaries), then the others' traces parsed here."""
+    rest = list(range(len(chosen)))
+    if node_summaries_enabled() and any(inp.node_summary_key for inp in chosen):
+        rest = []
+        for index, outcome in _node_outcomes(store, chosen, top_n, progress):
+            if outcome is None:
+                rest.append(index)
+            else:
+                yield index, outcome
+    parsed = [chosen[i] for i in rest]
+    if not parsed:
+        return
+    count = workers if workers is not None else worker_count(len(parsed))
     if count > 1:
-        yield from _in_pool(store, chosen, top_n, count, progress, wait=wait)
+        here = _in_pool(store, parsed, top_n, count, progress, wait=wait)
     else:
-        yield from _serial(store, chosen, top_n, progress)
+        here = _serial(store, parsed, top_n, progress)
+    for index, outcome in here:
+        yield rest[index], outcome
 
 
 def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> Iterator[tuple[int, RankOutcome]]:
     for n, inp in enumerate(chosen, 1):
         started = time.perf_counter()
-        read, node, why = _read_for_analysis(store, inp, top_n)
-        outcome = _from_node(read, store, _base(read, store), node) or summarise(read, store, top_n=top_n)
-        how = " (summarised on its node)" if node is not None else f" ({why})" if why else ""
-        progress(f"[{n}/{len(chosen)}] {inp.name}: {_state(outcome)}{how} in {time.perf_counter() - started:.2f} s")
+        outcome = summarise(read_rank(store, inp), store, top_n=top_n)
+        progress(f"[{n}/{len(chosen)}] {inp.name}: {_state(outcome)} in {time.perf_counter() - started:.2f} s")
         yield n - 1, outcome
 
 
@@ -286,23 +315,17 @@ def _in_pool(
     started = time.perf_counter()
     count = 0
 
-    def done(index: int, outcome: RankOutcome, how: str = "") -> tuple[int, RankOutcome]:
+    def done(index: int, outcome: RankOutcome) -> tuple[int, RankOutcome]:
         nonlocal count
         count += 1
         elapsed = time.perf_counter() - started
-        progress(f"[{count}/{len(chosen)}] {chosen[index].name}: {_state(outcome)}{how} at {elapsed:.2f} s")
+        progress(f"[{count}/{len(chosen)}] {chosen[index].name}: {_state(outcome)} at {elapsed:.2f} s")
         return index, outcome
 
     def tasks() -> Iterator[Task]:
         for index, inp in enumerate(chosen):
-            read, node, why = _read_for_analysis(store, inp, top_n)
+            read = read_rank(store, inp)
             base = _base(read, store)
-            from_node = _from_node(read, store, base, node)
-            if from_node is not None:
-                finished.append(done(index, from_node, " (summarised on its node)"))
-                continue
-            if why:
-                progress(f"{inp.name}: {why}")
             early = _without_analysis(read, base)
             if early is not None:
                 finished.append(done(index, early))

@@ -187,8 +187,8 @@ def analyze_session(
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if mode == "all":
         outcomes = summarize_all(store, layout, top_n=top_n, progress=_log)
-        for o in outcomes:  # as the map step leaves them: a later reduce (or a person) reads them
-            _write_summary(store, location, o)
+        with ThreadPoolExecutor(READ_WORKERS) as pool:  # as the map step leaves them: a later reduce (or a person)
+            list(pool.map(lambda o: _write_summary(store, location, o), outcomes))
     else:
         outcomes = read_summaries(store, location, layout)
     info = SessionInfo(
