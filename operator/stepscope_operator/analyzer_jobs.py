@@ -178,11 +178,16 @@ def _terminated(pod: dict[str, Any]) -> list[dict[str, Any]]:
     return [t for s in statuses if isinstance(t := (s.get("state") or {}).get("terminated"), dict)]
 
 
-def outcome_from_pods(pods: list[dict[str, Any]]) -> AnalysisOutcome | None:
-    """The outcome the latest-finished container of a Job's pods left as its termination message (None: none left
-    one that reads as an outcome: killed, over its deadline, or an older analyzer)."""
+def _owned_by(pod: dict[str, Any], job_uid: str) -> bool:
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("kind") == "Job" and r.get("uid") == job_uid for r in refs)
+
+
+def outcome_from_pods(pods: list[dict[str, Any]], job_uid: str) -> AnalysisOutcome | None:
+    """The outcome the latest-finished container of the Job's pods (those it owns: `job_uid`) left as its termination
+    message (None: none left one that reads as an outcome: killed, over its deadline, or an older analyzer)."""
     found: list[tuple[str, AnalysisOutcome]] = []
-    for pod in pods:
+    for pod in (p for p in pods if _owned_by(p, job_uid)):
         for terminated in _terminated(pod):
             outcome = AnalysisOutcome.from_json(str(terminated.get("message") or ""))
             if outcome is not None:

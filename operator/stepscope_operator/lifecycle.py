@@ -486,10 +486,11 @@ async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int) -> None
     t.move(Phase.ANALYZING, f"analyzer Job {name} started" + (f" ({shards} shards)" if shards > 1 else ""))
 
 
-async def _handed_back(t: Tick, name: str) -> AnalysisOutcome | None:
-    """The outcome the analyzer Job `name` left in its pods' termination messages (None: it left none)."""
-    pods = await t.deps.kube.list_pods(t.namespace, f"job-name={name}")
-    return outcome_from_pods(pods)
+async def _handed_back(t: Tick, job: dict[str, Any]) -> AnalysisOutcome | None:
+    """The outcome the analyzer Job left in its pods' termination messages (None: it left none)."""
+    meta = job.get("metadata") or {}
+    pods = await t.deps.kube.list_pods(t.namespace, f"job-name={meta.get('name', '')}")
+    return outcome_from_pods(pods, str(meta.get("uid", "")))
 
 
 def _with_report_urls(t: Tick, spec: ProfileSessionSpec, outcome: AnalysisOutcome) -> AnalysisOutcome:
@@ -518,7 +519,7 @@ async def _analyze(t: Tick) -> None:
         reduce_name = await _create_job(t, spec, AnalysisStage.REDUCE, shards)
         t.move(Phase.ANALYZING, f"per-rank summaries done; reduce Job {reduce_name} started")
         return
-    handed = await _handed_back(t, name) if job is not None else None
+    handed = await _handed_back(t, job) if job is not None else None
     if handed is None:  # a Job that ended without a word (killed, over its deadline, no image): its own reason
         why = "it succeeded but handed back no outcome" if state == "succeeded" else message or "no reason given"
         failure = f"analyzer Job {name} {state}: {why}"

@@ -71,6 +71,13 @@ def _job(doc: SessionDocument, out: Path, *args: str, extra_env: dict[str, str] 
                           check=False)  # fmt: skip
 
 
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without what depends on when and where it was written (its time, the trace links' base)."""
+    out = {k: v for k, v in report.items() if k not in ("generated_at", "analysis_seconds")}
+    out["ranks"] = [{k: v for k, v in r.items() if k != "trace_link"} for r in report["ranks"]]
+    return out
+
+
 def _handed_back(out: Path) -> AnalysisOutcome:
     text = out.read_text()
     assert len(text.encode()) <= 4096  # what the kubelet keeps of a termination message
@@ -113,6 +120,14 @@ def test_all_mode_writes_report_and_hands_back_its_outcome(
     html = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.html")
     assert html["ContentType"].startswith("text/html")
     assert s3.get_object(Bucket=BUCKET, Key=summary_key(loc, 2))["Body"].read()  # summaries are kept
+    # `stepscope analyze` of the folder is the same program: the session from session.json, the same report
+    local = subprocess.run(
+        [sys.executable, "-m", "stepscope_cli.main", "analyze", f"s3://{BUCKET}/{loc.prefix}", "-o",
+         str(tmp_path / "local"), "--endpoint", moto_endpoint, "--addressing-style", "path", "--allow-partial"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    assert _comparable(json.loads((tmp_path / "local" / "report.json").read_text())) == _comparable(json.loads(body))
 
 
 def test_map_shards_then_reduce(moto_endpoint: str, gloo_traces: list[bytes], tmp_path: Path) -> None:

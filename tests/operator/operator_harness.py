@@ -149,11 +149,19 @@ def finish_analysis(api: EmulatorServer, name: str, outcome: AnalysisOutcome | N
         report_url="s3://bucket/prefix/report/report.html",
     )
     pod = f"{job_name}-0-abcde"
+    job = api.get("batch/v1", "jobs", "default", job_name)
+    assert job is not None
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job["metadata"]["uid"]}
     api.apply(
         {
             "apiVersion": "v1",
             "kind": "Pod",
-            "metadata": {"name": pod, "namespace": "default", "labels": {"job-name": job_name}},
+            "metadata": {
+                "name": pod,
+                "namespace": "default",
+                "labels": {"job-name": job_name},
+                "ownerReferences": [owner],
+            },
             "spec": {"containers": [{"name": "analyzer", "image": "analyzer:1"}]},
         }
     )

@@ -179,11 +179,14 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def _analyzer_pod(message: str | None, finished: str) -> dict[str, object]:
+def _analyzer_pod(message: str | None, finished: str, owner: str = "job-uid") -> dict[str, object]:
     terminated: dict[str, object] = {"exitCode": 0, "finishedAt": finished}
     if message is not None:
         terminated["message"] = message
-    return {"status": {"containerStatuses": [{"name": "analyzer", "state": {"terminated": terminated}}]}}
+    return {
+        "metadata": {"ownerReferences": [{"kind": "Job", "name": "s-analyze", "uid": owner}]},
+        "status": {"containerStatuses": [{"name": "analyzer", "state": {"terminated": terminated}}]},
+    }
 
 
 def test_the_outcome_is_read_from_the_latest_termination_message() -> None:
@@ -194,9 +197,10 @@ def test_the_outcome_is_read_from_the_latest_termination_message() -> None:
         _analyzer_pod(termination_message(written), "2026-01-01T00:00:09Z"),  # the retry
         _analyzer_pod("OOMKilled: not an outcome", "2026-01-01T00:00:10Z"),
         {"status": {"containerStatuses": [{"name": "analyzer", "state": {"running": {}}}]}},
+        _analyzer_pod(termination_message(failed), "2026-01-01T00:00:20Z", owner="another-job"),  # not the Job's
     ]
-    assert outcome_from_pods(pods) == written
-    assert outcome_from_pods(pods[2:]) is None and outcome_from_pods([]) is None
+    assert outcome_from_pods(pods, "job-uid") == written
+    assert outcome_from_pods(pods[2:], "job-uid") is None and outcome_from_pods([], "job-uid") is None
 
 
 def test_a_long_outcome_fits_the_termination_message() -> None:
