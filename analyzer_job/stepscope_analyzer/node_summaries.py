@@ -16,6 +16,7 @@ report is the same.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import resource
 import sys
@@ -31,6 +32,12 @@ ENV_NODE_SUMMARIES = "STEPSCOPE_NODE_SUMMARIES"
 """`off`: the central analysis parses every trace, whatever summaries lie beside them (comparisons, debugging)"""
 
 
+@functools.cache
+def analyzer_version() -> str:
+    """This analyzer's version, read once (the package metadata is parsed on every read)."""
+    return tool_version()
+
+
 def node_summaries_enabled() -> bool:
     return os.environ.get(ENV_NODE_SUMMARIES, "").strip().lower() not in ("off", "0", "false", "no")
 
@@ -40,7 +47,7 @@ def summarise_trace(trace: bytes, rank: int | None, top_n: int) -> NodeSummary:
     started = time.process_time()
     computed = compute(trace, rank, None, top_n, cpus=1)
     return NodeSummary(
-        analyzer_version=tool_version(),
+        analyzer_version=analyzer_version(),
         top_n=top_n,
         rank=computed.rank,
         summary=computed.summary,
@@ -56,7 +63,7 @@ def read_node_summary(store: Store, key: str, rank: int, top_n: int) -> tuple[Co
         node = NodeSummary.model_validate_json(read_bounded(store, key, "max_summary_bytes"))
     except (StorageError, ValueError) as exc:
         return None, f"node summary unreadable: {str(exc)[:300]}"
-    why = node.usable_for(tool_version(), top_n)
+    why = node.usable_for(analyzer_version(), top_n)
     if why is None and (node.rank != rank or node.summary is None or node.summary.rank != rank):
         why = f"it is rank {node.rank}'s"
     if why is not None:

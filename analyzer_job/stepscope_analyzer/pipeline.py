@@ -61,6 +61,8 @@ class RankOutcome:
     """not a rank at all (a file that is not a trace): why"""
     numbered: str | None = None
     """a trace that said no rank (no distributedInfo, no rank<N> in its name): '<file> as rank <N>'"""
+    from_node: bool = False
+    """summarised where the trace was recorded (its summary.json), the trace not parsed here"""
 
 
 def _hang_of(read: RankRead) -> HangEvidence | None:
@@ -153,7 +155,9 @@ def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | 
     read = read_rank(store, inp, with_trace=False)
     if _hang_of(read) is not None:
         return None, ""
-    return _finish(read, store, _base(read, store), computed), ""
+    outcome = _finish(read, store, _base(read, store), computed)
+    outcome.from_node = True
+    return outcome, ""
 
 
 def _node_outcomes(

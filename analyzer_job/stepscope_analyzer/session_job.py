@@ -187,8 +187,9 @@ def analyze_session(
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if mode == "all":
         outcomes = summarize_all(store, layout, top_n=top_n, progress=_log)
+        parsed = [o for o in outcomes if not o.from_node]  # the others' summaries are beside their traces already
         with ThreadPoolExecutor(READ_WORKERS) as pool:  # as the map step leaves them: a later reduce (or a person)
-            list(pool.map(lambda o: _write_summary(store, location, o), outcomes))
+            list(pool.map(lambda o: _write_summary(store, location, o), parsed))
     else:
         outcomes = read_summaries(store, location, layout)
     info = SessionInfo(
