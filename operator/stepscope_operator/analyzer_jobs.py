@@ -27,13 +27,16 @@ def job_name(session: str, suffix: str) -> str:
     return f"{base[:room].rstrip('-')}-{suffix}"
 
 
-def shard_count(spec: ProfileSessionSpec, ranks: int, config: OperatorConfig) -> int:
-    """1 = a single Job does map and reduce; more = an Indexed map Job then a reduce Job."""
+def shard_count(spec: ProfileSessionSpec, ranks: int, config: OperatorConfig, summarised: int = 0) -> int:
+    """1 = a single Job does map and reduce; more = an Indexed map Job then a reduce Job. Only the ranks whose traces
+    the analysis must parse count against the threshold: a rank its sidecar summarised (`summarised` of them) costs
+    the Job a read of kilobytes."""
     if spec.analysis.shards:
         return max(1, min(spec.analysis.shards, ranks))
-    if ranks <= config.shard_threshold:
+    to_parse = max(0, ranks - summarised)
+    if to_parse <= config.shard_threshold:
         return 1
-    return min(32, -(-ranks // config.shard_threshold))
+    return min(32, -(-to_parse // config.shard_threshold))
 
 
 def storage_env(spec: ProfileSessionSpec, config: OperatorConfig) -> list[dict[str, Any]]:

@@ -37,7 +37,7 @@ from stepscope_contract.status_wire import (
     set_condition,
     status_patch,
 )
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, TRACE_SUFFIX, report_location
+from stepscope_contract.storage import RANK_SUMMARY_FILE, REPORT_HTML, REPORT_JSON, TRACE_SUFFIX, report_location
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
 from stepscope_operator import bounded_each, prometheus_metrics
 from stepscope_operator import status as st
@@ -68,6 +68,7 @@ class Memo:
     states: dict[str, TargetStatus] = field(default_factory=dict)
     verified: set[str] = field(default_factory=set)  # pods whose sidecar state this process knows first-hand
     get_failures: dict[str, int] = field(default_factory=dict)
+    summarised: set[str] = field(default_factory=set)  # pods whose sidecar uploaded its rank's summary (not rebuilt)
 
 
 @dataclass
@@ -372,6 +373,8 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     traces = [a.uri for a in capture.artifacts if a.uri.endswith(TRACE_SUFFIX)]  # the pod's (first) rank's trace
     uploaded = traces or [a.uri for a in capture.artifacts]
     uri = uploaded[0] if uploaded else old.artifact_uri
+    if any(a.uri.endswith(f"/{RANK_SUMMARY_FILE}") for a in capture.artifacts):
+        t.memo.summarised.add(pod)
     t.memo.states[pod] = _changed(old, state, capture.message, t.now, artifact_uri=uri)
     t.memo.verified.add(pod)
     t.memo.get_failures.pop(pod, None)
@@ -466,7 +469,8 @@ async def _capture(t: Tick) -> None:
         t.cond(ConditionType.FAILED, False, "AnalysisDisabled", "")
         t.finished(st.final_phase(states), "traces captured; analysis disabled")
         return
-    await _start_analysis(t, spec, len(usable))
+    summarised = len({s.pod for s in usable} & t.memo.summarised)
+    await _start_analysis(t, spec, len(usable), summarised)
 
 
 async def _create_job(t: Tick, spec: ProfileSessionSpec, stage: AnalysisStage, shards: int) -> str:
@@ -480,8 +484,8 @@ async def _create_job(t: Tick, spec: ProfileSessionSpec, stage: AnalysisStage, s
     return name
 
 
-async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int) -> None:
-    shards = shard_count(spec, ranks, t.deps.config)
+async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int, summarised: int) -> None:
+    shards = shard_count(spec, ranks, t.deps.config, summarised)
     name = await _create_job(t, spec, AnalysisStage.ALL if shards == 1 else AnalysisStage.MAP, shards)
     t.move(Phase.ANALYZING, f"analyzer Job {name} started" + (f" ({shards} shards)" if shards > 1 else ""))
 

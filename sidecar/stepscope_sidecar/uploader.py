@@ -92,8 +92,9 @@ def upload_rank(
     extra = then() if then is not None else None
     if extra is not None:
         try:
-            upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name), deadline=deadline,
-                        stats=stats)  # fmt: skip
+            stored = upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name),
+                                 deadline=deadline, stats=stats)  # fmt: skip
+            uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
         except (UploadError, OSError) as exc:
             log.warning("rank %d: its summary did not go up: %s (the analysis will parse the trace)", manifest.rank,
                         exc)  # fmt: skip

@@ -151,6 +151,9 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
     )
     config = OperatorConfig()
     assert shard_count(s, 8, config) == 1 and shard_count(s, 1024, config) == 16
+    # ranks summarised by their sidecars cost the Job a read, not a parse: only the others count
+    assert shard_count(s, 1024, config, summarised=1024) == 1 and shard_count(s, 1024, config, summarised=1000) == 1
+    assert shard_count(s, 1024, config, summarised=512) == 8
     document = SessionDocument(namespace="ns", name="s", uid="u-1", capture_id="c-1", spec=s)
     docs = [
         build_job(document=document, config=config, stage=stage, shards=4)

@@ -87,9 +87,10 @@ def test_the_summary_goes_up_before_the_manifest(tmp_path: Path) -> None:
         assert Path(rank_artifact_key(session, 1, TRACE_FILE)).is_file()  # the trace is up first
         return summary
 
-    upload_rank(LocalStore(), session, manifest, [rank_dir / TRACE_FILE], rank_dir, deadline=1e18,
-                stats=UploadStats(), then=then)  # fmt: skip
+    artifacts = upload_rank(LocalStore(), session, manifest, [rank_dir / TRACE_FILE], rank_dir, deadline=1e18,
+                            stats=UploadStats(), then=then)  # fmt: skip
     key = Path(rank_artifact_key(session, 1, RANK_SUMMARY_FILE))
+    assert [a.uri.rsplit("/", 1)[-1] for a in artifacts] == ["rank1.pt.trace.json.gz", "summary.json", "manifest.json"]
     assert order == ["summary asked for"] and key.read_text() == "{}"
     assert str(key).endswith("/traces/rank1/summary.json")
     assert json.loads(Path(rank_artifact_key(session, 1, MANIFEST_FILE)).read_text())["state"] == "uploaded"
