@@ -234,8 +234,9 @@ class Sidecars:
             try:
                 capture.artifacts, cpu = future.result()
                 capture.state = CaptureState.UPLOADED
-                with self._lock:
-                    self.summary_cpu.setdefault(request.session.name, []).append(cpu)
+                if self.summarise:
+                    with self._lock:
+                        self.summary_cpu.setdefault(request.session.name, []).append(cpu)
             except Exception as exc:  # reported as the capture's state, as a sidecar does
                 capture.state, capture.message = CaptureState.FAILED, str(exc)
                 self.failures.append(f"rank {rank}: {exc}")
