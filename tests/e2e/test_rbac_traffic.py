@@ -45,6 +45,10 @@ GRANTED_BUT_UNUSED: dict[str, dict[Rule, str]] = {
         ("jobset.x-k8s.io", "jobsets", "get"): (
             "a JobSet or TrainJob reference reads the JobSet for its ranks (test_trainjob.py); this one targets a Job"
         ),
+        ("stepscope.dev", "profilesessions", "get"): (
+            "a trigger's session create that finds the session there already (a retry after a lost reply) reads it "
+            "(kube.create_session); no create is retried in this run"
+        ),
         ("stepscope.dev", "profiletriggers/finalizers", "update"): (
             "OwnerReferencesPermissionEnforcement checks it when the operator creates a session owned by a trigger "
             "(blockOwnerDeletion); a permission check, never a request"
