@@ -1,5 +1,7 @@
 # syntax=docker/dockerfile:1
-# stepscope sidecar image: the sidecar agent and the init container that copies the in-process hook; small: no torch, no kopf.
+# stepscope sidecar image: the sidecar agent and the init container that copies the in-process hook; no torch, no kopf.
+# It carries the analyzer's packages (numpy, orjson, msgspec, isal: the [analyzer] extra) so that each rank's trace is
+# summarised where it was recorded (python -m stepscope_analyzer.node_summaries, run by the sidecar as a command).
 # Built from the repository root with the one pyproject: docker build -f images/sidecar.Dockerfile -t stepscope/sidecar:dev .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 
@@ -17,7 +19,7 @@ COPY analyzer_job analyzer_job
 COPY localcluster localcluster
 RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/stepscope \
- && /opt/stepscope/bin/pip install -c requirements/constraints.txt "$(ls /wheels/stepscope-*.whl)[sidecar]" \
+ && /opt/stepscope/bin/pip install -c requirements/constraints.txt "$(ls /wheels/stepscope-*.whl)[sidecar,analyzer]" \
  && find /opt/stepscope -name '__pycache__' -prune -exec rm -rf {} + \
  && rm -rf /opt/stepscope/lib/python3.11/site-packages/pip /opt/stepscope/bin/pip*
 

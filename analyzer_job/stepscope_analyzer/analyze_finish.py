@@ -1,11 +1,16 @@
 """The second half of `stepscope analyze` (analyze_command): every rank's outcome -> the diagnosis, the report
-files and the command's output and exit status."""
+files and the command's output and exit status.
+
+A session folder that holds the session as the operator accepted it (session.json, written by the analyzer Job) is
+analysed as the Job analysed it: the session's identity, what it asked to record and its spec.analysis (unless the
+command line says otherwise) go into the report."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from stepscope_analyzer.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
@@ -15,19 +20,45 @@ from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.pipeline import RankOutcome
 from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import Store, location_of
+from stepscope_analyzer.storage_io import StorageError, StorageUriError, Store, location_of
+from stepscope_contract.analysis_documents import MAX_SESSION_DOCUMENT_BYTES, SessionDocument
 from stepscope_contract.ranks import format_rank_set
-from stepscope_contract.report import RankStatus
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON
+from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo
+from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, SESSION_FILE
+
+
+def session_document(store: Store, source: str) -> SessionDocument | None:
+    """The session.json of a session folder (None: not one the analyzer Job wrote, or unreadable)."""
+    try:
+        data = store.read(location_of(source).key(SESSION_FILE), most=MAX_SESSION_DOCUMENT_BYTES)
+        return SessionDocument.from_json(data)
+    except (StorageError, StorageUriError, ValueError):
+        return None
+
+
+def diagnosis_config(args: argparse.Namespace, document: SessionDocument | None) -> DiagnosisConfig:
+    """The command line's thresholds, else the session's spec.analysis, else the defaults."""
+    base = DiagnosisConfig.from_spec(document.spec.analysis if document is not None else None)
+    update = {
+        k: v
+        for k, v in (("outlier_threshold", args.outlier_threshold), ("min_slowdown_percent", args.min_slowdown_percent))
+        if v is not None
+    }
+    return replace(base, **update) if update else base
 
 
 def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: list[RankOutcome], started: float) -> int:
     """Diagnose, write the report to `args.output`, print the verdict; the command's exit status."""
-    config = DiagnosisConfig(outlier_threshold=args.outlier_threshold, min_slowdown_percent=args.min_slowdown_percent)
+    document = session_document(store, args.source) if layout.session else None
     dumps = flight_recorder_dumps(store, layout)
+    session = None
+    if document is not None:
+        session = SessionInfo(namespace=document.namespace, name=document.name, uid=document.uid,
+                              capture_id=document.capture_id)  # fmt: skip
     report = reduce_outcomes(
         outcomes,
-        config=config,
+        config=diagnosis_config(args, document),
+        session=session,
         started=started,
         include_missing=layout.session,
         notes=layout.notes,
@@ -35,6 +66,8 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
     )
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
+    if document is not None:
+        report = report.model_copy(update={"capture": CaptureInfo.from_spec(document.spec.capture)})
     try:
         write_files(out, {REPORT_JSON: model_json_bytes(report), REPORT_HTML: html_bytes(report)})
     except OSError as exc:

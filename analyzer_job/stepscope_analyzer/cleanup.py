@@ -1,8 +1,9 @@
-"""`stepscope analyzer-job --mode delete --namespace NS --name SESSION --uid UID`: the cleanup Job the operator starts
-when a session whose accepted spec says `storage.deleteOnSessionDelete` is deleted.
+"""`stepscope analyzer-job --mode delete --session-json DOC`: the cleanup Job the operator starts when a session whose
+accepted spec says `storage.deleteOnSessionDelete` is deleted.
 
-The folder is recomputed here from the session object itself (accepted spec, namespace, name, uid), never taken from
-the command line or from status; the session must be the one named (same uid) and must be being deleted. Credentials
+DOC is the session as the operator accepted it (SessionDocument: frozen spec, namespace, name, uid); the folder is
+recomputed here from it (`<storage.uri>/<namespace>/<name>-<uid8>`), never taken from status, so no argument can
+point the deletion anywhere else. No Kubernetes API is needed. Credentials
 are the session's own (`credentialsSecret` as env, set by the operator). file:// folders are deleted only when
 STEPSCOPE_ALLOW_FILE_DELETION=true (the operator sets it in local mode only). The session's entry in the sessions
 index (`<storage.uri>/<namespace>/_sessions/<name>.json`) goes too when it still names this session, so a later
@@ -13,10 +14,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from typing import Any
 
+from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.session import StorageSpec
-from stepscope_contract.session_folder import accepted_spec, session_folder
+from stepscope_contract.session_folder import session_folder
 from stepscope_contract.session_index import MAX_INDEX_BYTES, SessionIndexEntry, session_index_key
 from stepscope_contract.storage import Scheme, StorageLocation, parse_storage_uri
 from stepscope_storage import StorageError, Store, open_store
@@ -34,19 +35,12 @@ def _open(location: StorageLocation, storage: StorageSpec) -> Store:
     return open_store(location, storage, Credentials.from_env())
 
 
-def deletion_target(obj: dict[str, Any], uid: str, allow_file: bool) -> tuple[StorageLocation, StorageSpec]:
-    """The folder to delete and how to reach it, from the session object alone; CleanupRefused otherwise. Pure."""
-    meta = obj.get("metadata") or {}
-    if not uid or meta.get("uid") != uid:
-        raise CleanupRefused(f"the session's uid is {meta.get('uid')!r}, not {uid!r}")
-    if not meta.get("deletionTimestamp"):
-        raise CleanupRefused("the session is not being deleted")
-    spec = accepted_spec(meta)
-    if spec is None:
-        raise CleanupRefused("the session has no accepted spec (it never started, so nothing was written)")
+def deletion_target(document: SessionDocument, allow_file: bool) -> tuple[StorageLocation, StorageSpec]:
+    """The folder to delete and how to reach it, from the accepted session alone; CleanupRefused otherwise. Pure."""
+    spec = document.spec
     if not spec.storage.delete_on_session_delete:
         raise CleanupRefused("the accepted spec keeps the artifacts (storage.deleteOnSessionDelete is false)")
-    location = session_folder(spec, str(meta.get("namespace", "")), str(meta.get("name", "")), uid)
+    location = session_folder(spec, document.namespace, document.name, document.uid)
     if location.scheme is Scheme.FILE and not allow_file:
         raise CleanupRefused(f"{location.uri}: file:// folders are deleted only in local mode")
     return location, spec.storage
@@ -72,20 +66,17 @@ def _forget_index_entry(store: Store, key: str, uid: str, folder: StorageLocatio
 
 
 def run_delete(
-    read_session: Callable[[], dict[str, Any]],
-    uid: str,
+    document: SessionDocument,
     log: Callable[[str], None],
     opener: Callable[[StorageLocation, StorageSpec], Store] = _open,
 ) -> int:
     """Delete the session's folder and its sessions-index entry (when the entry still names this session: a baseline
     whose artifacts are gone cannot be compared with); the number of objects removed from the folder."""
     allow_file = os.environ.get(ENV_ALLOW_FILE_DELETION, "").lower() == "true"
-    obj = read_session()
-    location, storage = deletion_target(obj, uid, allow_file)
+    location, storage = deletion_target(document, allow_file)
     store = opener(location, storage)
     removed = store.delete_prefix(location)
     log(f"deleted {removed} object(s) under {location.uri}")
-    meta = obj.get("metadata") or {}
-    key = session_index_key(parse_storage_uri(storage.uri), str(meta.get("namespace", "")), str(meta.get("name", "")))
-    _forget_index_entry(store, key, uid, location, log)
+    key = session_index_key(parse_storage_uri(storage.uri), document.namespace, document.name)
+    _forget_index_entry(store, key, document.uid, location, log)
     return removed

@@ -42,12 +42,18 @@ def analyze_parser() -> argparse.ArgumentParser:
         "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
     )
     p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
-    p.add_argument("--outlier-threshold", type=float, default=3.5, help="robust z-score of an outlier rank")
+    p.add_argument(
+        "--outlier-threshold",
+        type=float,
+        default=None,
+        help="robust z-score of an outlier rank (unset: the session's spec.analysis in a session folder, else 3.5)",
+    )
     p.add_argument(
         "--min-slowdown-percent",
         type=float,
-        default=5.0,
-        help="the user's floor: excesses below this share of a step are never reported (noise is measured anyway)",
+        default=None,
+        help="the user's floor: excesses below this share of a step are never reported (noise is measured anyway; "
+        "unset: the session's spec.analysis in a session folder, else 5)",
     )
     p.add_argument(
         "--allow-partial",
@@ -73,7 +79,7 @@ def analyze_main(argv: list[str]) -> int:
 
 
 def job_main(argv: list[str]) -> int:
-    """`stepscope analyzer-job`: imported lazily, it needs the kubernetes client."""
+    """`stepscope analyzer-job` (session_job.py), imported only for that command."""
     from stepscope_analyzer.session_job import job_main as run
 
     return run(argv)

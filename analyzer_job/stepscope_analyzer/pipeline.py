@@ -1,7 +1,8 @@
 """From storage to every rank's outcome: read each rank, summarise it, assign ranks; reduction.py then diagnoses the
 job.
 
-read (rank_reading) -> summarise (one rank's artifacts -> RankOutcome; a bad rank never stops the others) ->
+read (rank_reading; a rank summarised on its node is taken from that summary, its trace not read: node_summaries)
+-> summarise (one rank's artifacts -> RankOutcome; a bad rank never stops the others) ->
 assign ranks (plain folders: the rank comes from the trace's distributedInfo, else from a 'rank<N>' in the file
 name; of a rank's successive recording cycles the latest is kept; a rank claimed twice otherwise is moved to the
 next free number with a note) -> reduce (reduction: job checks, diagnosis, report).
@@ -15,6 +16,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Hashable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
@@ -22,6 +24,7 @@ from stepscope_analyzer import limits
 from stepscope_analyzer.cpu_quota import worker_count
 from stepscope_analyzer.discovery import Layout, RankInput, discover
 from stepscope_analyzer.hang_evidence import HangEvidence
+from stepscope_analyzer.node_summaries import node_summaries_enabled, read_node_summary
 from stepscope_analyzer.rank_artifacts import rank_extras
 from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
 from stepscope_analyzer.rank_reading import RankRead, read_rank
@@ -40,6 +43,7 @@ __all__ = [
 ]
 
 Progress = Callable[[str], None]
+NODE_READERS = 16  # node summaries read at once
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -58,6 +62,8 @@ class RankOutcome:
     """not a rank at all (a file that is not a trace): why"""
     numbered: str | None = None
     """a trace that said no rank (no distributedInfo, no rank<N> in its name): '<file> as rank <N>'"""
+    from_node: bool = False
+    """summarised where the trace was recorded (its summary.json), the trace not parsed here"""
 
 
 def _hang_of(read: RankRead) -> HangEvidence | None:
@@ -139,6 +145,41 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
     extras, extra_errors = rank_extras(store, inp.gpu_metrics_key, read.manifest, computed.summary)
     errors = list(read.errors) + extra_errors
     return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
+
+
+def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
+    """The rank's outcome from the summary its node made, its trace not read (None, why: parse the trace instead;
+    '' when it has no summary). A hung rank is left to the usual path: its stacks tell."""
+    if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None:
+        return None, ""
+    computed, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
+    if computed is None:
+        return None, why
+    read = read_rank(store, inp, with_trace=False)
+    if _hang_of(read) is not None:
+        return None, ""
+    outcome = _finish(read, store, _base(read, store), computed)
+    outcome.from_node = True
+    return outcome, ""
+
+
+def _node_outcomes(
+    store: Store, chosen: list[RankInput], top_n: int, progress: Progress
+) -> Iterator[tuple[int, RankOutcome | None]]:
+    """(index, outcome) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads at once
+    (kilobytes each, so many at once cost little memory), or None where its trace must be parsed."""
+    started = time.perf_counter()
+    used = 0
+    with ThreadPoolExecutor(NODE_READERS) as pool:
+        for index, (outcome, why) in enumerate(pool.map(lambda inp: _from_node(store, inp, top_n), chosen)):
+            if why:
+                progress(f"{chosen[index].name}: {why}")
+            if outcome is not None:
+                used += 1
+            yield index, outcome
+    if used:
+        elapsed = time.perf_counter() - started
+        progress(f"{used} of {len(chosen)} rank(s) summarised on their nodes, read in {elapsed:.2f} s")
 
 
 def summarise(read: RankRead, store: Store, *, top_n: int = 50) -> RankOutcome:
@@ -259,11 +300,25 @@ def _outcomes(
     workers: int | None,
     wait: Callable[[], object] | None,
 ) -> Iterator[tuple[int, RankOutcome]]:
-    count = workers if workers is not None else worker_count(len(chosen))
+    """Ranks summarised on their nodes first (node_summaries), then the others' traces parsed here."""
+    rest = list(range(len(chosen)))
+    if node_summaries_enabled() and any(inp.node_summary_key for inp in chosen):
+        rest = []
+        for index, outcome in _node_outcomes(store, chosen, top_n, progress):
+            if outcome is None:
+                rest.append(index)
+            else:
+                yield index, outcome
+    parsed = [chosen[i] for i in rest]
+    if not parsed:
+        return
+    count = workers if workers is not None else worker_count(len(parsed))
     if count > 1:
-        yield from _in_pool(store, chosen, top_n, count, progress, wait=wait)
+        here = _in_pool(store, parsed, top_n, count, progress, wait=wait)
     else:
-        yield from _serial(store, chosen, top_n, progress)
+        here = _serial(store, parsed, top_n, progress)
+    for index, outcome in here:
+        yield rest[index], outcome
 
 
 def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> Iterator[tuple[int, RankOutcome]]:

@@ -1,13 +1,17 @@
-"""`stepscope analyzer-job --namespace NS --name SESSION [--mode all|map|reduce] [--shards N]`.
+"""`stepscope analyzer-job --session-json DOC [--mode all|map|reduce|delete] [--shards N] [--outcome-file PATH]`.
 
-The analyzer Job of a ProfileSession: reads the session (in-cluster config, or KUBECONFIG when set), finds its
-storage folder, and
+The analyzer Job of a ProfileSession, storage in and storage out: it needs no Kubernetes API. DOC is the session as
+the operator accepted it (stepscope_contract.analysis_documents.SessionDocument); the Job writes it into the session
+folder (session.json) and from then on reads it from there, as `stepscope analyze` of the folder does. Modes:
 - map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport);
-- reduce: reads every summary, diagnoses, uploads report/{report.json, report.html} and patches the session's
-  status (summary, reportURL, reportJSONURL, ReportReady);
+- reduce: reads every summary, diagnoses, writes report/{report.json, report.html, outcome.json};
 - all: both in one pod;
-- delete: the cleanup Job of a session being deleted (cleanup.py): its folder, recomputed from the session itself.
-Failures exit non-zero with a message on stderr; reduce (and all) also set ReportReady=False with the reason.
+- delete: the cleanup Job of a session being deleted (cleanup.py): its folder, recomputed from DOC.
+A rank whose node summarised it (traces/rank<R>/summary.json, node_summaries.py) is not parsed again.
+The outcome (AnalysisOutcome: the status summary, the report's URLs, whether a report was written and why not, the
+Regressed condition) also goes to --outcome-file: the operator gives the path as the container's termination
+message, reads it when the Job ends and writes the session's status. Failures exit non-zero with a message on stderr
+and an outcome that says why.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from pathlib import Path
 
 from pydantic import ValidationError
 
@@ -29,26 +33,31 @@ from stepscope_analyzer.pipeline import Layout, RankInput, RankOutcome, discover
 from stepscope_analyzer.rank_reading import read_rank
 from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.status_patch import status_patch
+from stepscope_analyzer.report.build import tool_version
 from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
-from stepscope_contract.constants import GROUP, PLURAL, VERSION
-from stepscope_contract.errors import describe_validation_error
+from stepscope_contract.analysis_documents import (
+    MAX_SESSION_DOCUMENT_BYTES,
+    AnalysisOutcome,
+    RegressedVerdict,
+    SessionDocument,
+    termination_message,
+)
 from stepscope_contract.report import CaptureInfo, RankError, RankReport, RankStatus, Report, SessionInfo
-from stepscope_contract.session import ProfileSession, ProfileSessionSpec, ReportSummary
-from stepscope_contract.session_folder import accepted_spec
+from stepscope_contract.session import ReportSummary
+from stepscope_contract.session_folder import session_folder
+from stepscope_contract.status_wire import MAX_MESSAGE
 from stepscope_contract.storage import (
+    OUTCOME_FILE,
     REPORT_HTML,
     REPORT_JSON,
+    SESSION_FILE,
     StorageLocation,
-    parse_storage_uri,
     report_location,
-    session_location,
     summary_key,
 )
 from stepscope_storage.credentials import Credentials
 
 READ_WORKERS = 16
-PATCH_ATTEMPTS = 5
 
 
 class JobError(RuntimeError):
@@ -65,60 +74,42 @@ def job_parser() -> argparse.ArgumentParser:
         description="analyse a ProfileSession's traces",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--namespace", required=True, help="the session's namespace")
-    p.add_argument("--name", required=True, help="the session's name")
+    p.add_argument(
+        "--session-json", required=True, help="the session as the operator accepted it (a SessionDocument, JSON)"
+    )
     p.add_argument(
         "--mode",
         choices=["all", "map", "reduce", "delete"],
         default="all",
         help="all: one Job; map: per-rank shards; reduce; delete: the session's artifacts",
     )
-    p.add_argument("--uid", default="", help="delete mode: the uid of the session being deleted")
     p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
     p.add_argument("--index", type=int, default=None, help="map shard index (unset: $JOB_COMPLETION_INDEX or 0)")
     p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
+    p.add_argument(
+        "--outcome-file", default=None, help="where the outcome goes as well (the container's termination message)"
+    )
     return p
 
 
-def custom_objects_api() -> Any:
-    from kubernetes import client, config
-
-    if os.environ.get("KUBECONFIG"):
-        config.load_kube_config(config_file=os.environ["KUBECONFIG"])
-    else:
-        config.load_incluster_config()
-    return client.CustomObjectsApi()
+def open_session(document: SessionDocument) -> tuple[StorageLocation, Store]:
+    """The session's folder (recomputed from the accepted spec, namespace, name and uid) and its store."""
+    spec = document.spec
+    location = session_folder(spec, document.namespace, document.name, document.uid)
+    return location, open_store(location, spec.storage, Credentials.from_env())
 
 
-def read_session_object(api: Any, namespace: str, name: str) -> dict[str, Any]:
-    from kubernetes.client.exceptions import ApiException
+def write_session_document(store: Store, location: StorageLocation, document: SessionDocument) -> str:
+    return store.write(location.key(SESSION_FILE), document.to_json().encode(), "application/json")
 
+
+def read_session_document(store: Store, location: StorageLocation) -> SessionDocument:
+    """The session document of a folder; JobError when there is none or it does not read."""
     try:
-        obj: dict[str, Any] = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-    except ApiException as exc:
-        raise JobError(f"cannot read ProfileSession {namespace}/{name}: {exc.status} {exc.reason}") from exc
-    return obj
-
-
-def read_session(api: Any, namespace: str, name: str) -> tuple[dict[str, Any], ProfileSession]:
-    obj = read_session_object(api, namespace, name)
-    try:
-        return obj, ProfileSession.model_validate(obj)
-    except ValidationError as exc:
-        raise JobError(f"ProfileSession {namespace}/{name} is invalid: {describe_validation_error(exc)}") from exc
-
-
-def spec_of(session: ProfileSession) -> ProfileSessionSpec:
-    """The accepted spec: the operator filled the install's storage settings (endpoint, Secret) into it."""
-    return accepted_spec({"annotations": session.metadata.annotations}) or session.spec
-
-
-def storage_of(session: ProfileSession) -> tuple[StorageLocation, Store]:
-    spec = spec_of(session).storage
-    base = parse_storage_uri(spec.uri)
-    meta = session.metadata
-    location = session_location(base, meta.namespace, meta.name, meta.uid)
-    return location, open_store(location, spec, Credentials.from_env())
+        data = store.read(location.key(SESSION_FILE), most=MAX_SESSION_DOCUMENT_BYTES)
+        return SessionDocument.from_json(data)
+    except (StorageError, ValueError) as exc:
+        raise JobError(f"no usable {SESSION_FILE} in {location.uri}: {exc}") from exc
 
 
 def with_step_numbers(summary: ReportSummary, report: Report) -> ReportSummary:
@@ -182,91 +173,111 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
     return outcomes
 
 
-def patch_status(api: Any, namespace: str, name: str, **fields: Any) -> None:
-    from kubernetes.client.exceptions import ApiException
-
-    for attempt in range(PATCH_ATTEMPTS):
-        current = api.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, name)
-        body = status_patch(current, **fields)
-        try:
-            api.patch_namespaced_custom_object_status(
-                GROUP, VERSION, namespace, PLURAL, name, body, _content_type="application/merge-patch+json"
-            )
-            return
-        except ApiException as exc:
-            if exc.status == 409 and attempt + 1 < PATCH_ATTEMPTS:
-                time.sleep(0.2 * (attempt + 1))
-                continue
-            raise JobError(f"cannot patch the status of {namespace}/{name}: {exc.status} {exc.reason}") from exc
-
-
-def _run(args: argparse.Namespace, api: Any) -> None:
-    started = time.perf_counter()
-    raw, session = read_session(api, args.namespace, args.name)
-    location, store = storage_of(session)
-    _log(f"session {args.namespace}/{args.name}: storage {location.uri}, mode {args.mode}")
+def analyze_session(
+    store: Store, location: StorageLocation, *, mode: str = "all", top_n: int = 50, started: float | None = None
+) -> AnalysisOutcome:
+    """A session folder in, its report out: reads session.json and the ranks' files, writes report/{report.json,
+    report.html, outcome.json} (and the sessions-index entry); the outcome. JobError when there is nothing to
+    analyse. `mode`: all (summarise every rank here) or reduce (read the map step's summaries)."""
+    started = time.perf_counter() if started is None else started
+    document = read_session_document(store, location)
+    spec = document.spec
     layout = discover(store, location)
     if not layout.session or not layout.inputs:
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
-    if args.mode == "map":
-        index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
-        run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)
-        return
-    if args.mode == "all":
-        outcomes = summarize_all(store, layout, top_n=args.top_n, progress=_log)
-        for o in outcomes:  # as the map step leaves them: a later reduce (or a person) reads them
-            _write_summary(store, location, o)
+    if mode == "all":
+        outcomes = summarize_all(store, layout, top_n=top_n, progress=_log)
+        parsed = [o for o in outcomes if not o.from_node]  # the others' summaries are beside their traces already
+        with ThreadPoolExecutor(READ_WORKERS) as pool:  # as the map step leaves them: a later reduce (or a person)
+            list(pool.map(lambda o: _write_summary(store, location, o), parsed))
     else:
         outcomes = read_summaries(store, location, layout)
-    meta = session.metadata
-    info = SessionInfo(namespace=meta.namespace, name=meta.name, uid=meta.uid, capture_id=session.status.capture_id)
-    config = DiagnosisConfig.from_spec(session.spec.analysis)
+    info = SessionInfo(
+        namespace=document.namespace, name=document.name, uid=document.uid, capture_id=document.capture_id
+    )
     dumps = flight_recorder_dumps(store, layout)
     report = reduce_outcomes(
-        outcomes, config=config, session=info, started=started, include_missing=True, flight_recorder=dumps
-    )
+        outcomes, config=DiagnosisConfig.from_spec(spec.analysis), session=info, started=started,
+        include_missing=True, flight_recorder=dumps,
+    )  # fmt: skip
     where = report_location(location)
-    report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(session.spec.capture)})
-    spec = spec_of(session)
-    gate = run_gate(spec, meta.namespace, store, where, report, log=_log)
+    report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(spec.capture)})
+    gate = run_gate(spec, document.namespace, store, where, report, log=_log)
     if gate is not None:
         report = gate.into_report(report)
     json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
     summary = with_step_numbers(build_status_summary(report), report)
+    regressed = None
     if gate is not None:
         summary = gate.into_summary(summary)
-    patch_status(
-        api,
-        args.namespace,
-        args.name,
-        ok=True,
-        message=summary.verdict,
-        summary=summary,
-        report_url=html_url,
-        report_json_url=json_url,
-        regressed=gate.condition if gate is not None else None,
-    )
+        value, reason, text = gate.condition
+        regressed = RegressedVerdict(status=value, reason=reason, message=text[:MAX_MESSAGE])
+    outcome = AnalysisOutcome(
+        ok=True, message=summary.verdict[:MAX_MESSAGE], summary=summary, report_url=html_url,
+        report_json_url=json_url, regressed=regressed, analyzer_version=tool_version(),
+    )  # fmt: skip
+    write_outcome(store, location, outcome)
     write_index_entry(
-        spec, report, store, namespace=meta.namespace, name=meta.name, uid=meta.uid, folder=location,
+        spec, report, store, namespace=document.namespace, name=document.name, uid=document.uid, folder=location,
         report_json=json_url, log=_log,
     )  # fmt: skip
     _log(f"report written to {html_url}; {report.diagnosis.verdict}")
-    del raw
+    return outcome
 
 
-def _delete(args: argparse.Namespace, api: Any) -> int:
+def write_outcome(store: Store, location: StorageLocation, outcome: AnalysisOutcome) -> str:
+    data = outcome.model_dump_json(by_alias=True, exclude_none=True, indent=1).encode()
+    return store.write(report_location(location).key(OUTCOME_FILE), data, "application/json")
+
+
+def hand_back(path: str | None, outcome: AnalysisOutcome) -> None:
+    """The outcome as the container's termination message (the operator reads it when the Job ends)."""
+    if not path:
+        return
+    try:
+        Path(path).write_text(termination_message(outcome), encoding="utf-8")
+    except OSError as exc:
+        _log(f"cannot write the outcome to {path}: {exc}")
+
+
+def _run(args: argparse.Namespace, document: SessionDocument) -> AnalysisOutcome | None:
+    started = time.perf_counter()
+    location, store = open_session(document)
+    _log(f"session {document.namespace}/{document.name}: storage {location.uri}, mode {args.mode}")
+    write_session_document(store, location, document)
+    if args.mode != "map":
+        return analyze_session(store, location, mode=args.mode, top_n=args.top_n, started=started)
+    layout = discover(store, location)
+    if not layout.session or not layout.inputs:
+        raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
+    index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
+    run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)
+    return None
+
+
+def _failed(args: argparse.Namespace, document: SessionDocument, exc: Exception) -> AnalysisOutcome:
+    outcome = AnalysisOutcome(
+        ok=False, message=f"analysis failed: {exc}"[:MAX_MESSAGE], analyzer_version=tool_version()
+    )
+    if args.mode != "map":
+        try:
+            location, store = open_session(document)
+            write_outcome(store, location, outcome)
+        except (StorageError, ValueError) as write_exc:
+            _log(f"could not write the outcome to storage either: {write_exc}")
+    return outcome
+
+
+def _delete(document: SessionDocument) -> int:
     from stepscope_analyzer.cleanup import CleanupRefused, run_delete
 
-    def read() -> dict[str, Any]:
-        return read_session_object(api, args.namespace, args.name)
-
     try:
-        run_delete(read, args.uid, _log)
+        run_delete(document, _log)
     except CleanupRefused as exc:
         _log(f"nothing deleted: {exc}")
         return 3
-    except (JobError, StorageError, ValueError) as exc:
+    except (StorageError, ValueError) as exc:
         _log(f"delete failed: {exc}")
         return 1
     return 0
@@ -275,20 +286,19 @@ def _delete(args: argparse.Namespace, api: Any) -> int:
 def job_main(argv: list[str]) -> int:
     args = job_parser().parse_args(argv)
     try:
-        api = custom_objects_api()
-    except Exception as exc:
-        _log(f"no Kubernetes access: {exc}")
+        document = SessionDocument.from_json(args.session_json)
+    except ValueError as exc:
+        _log(f"--session-json: {exc}")
+        hand_back(args.outcome_file, AnalysisOutcome(ok=False, message=f"analysis failed: --session-json: {exc}"))
         return 2
     if args.mode == "delete":
-        return _delete(args, api)
+        return _delete(document)
     try:
-        _run(args, api)
+        outcome = _run(args, document)
     except (JobError, StorageError, ValueError) as exc:
         _log(f"failed: {exc}")
-        if args.mode != "map":
-            try:
-                patch_status(api, args.namespace, args.name, ok=False, message=f"analysis failed: {exc}")
-            except Exception as patch_exc:
-                _log(f"could not record the failure in the status either: {patch_exc}")
+        hand_back(args.outcome_file, _failed(args, document, exc))
         return 1
+    if outcome is not None:
+        hand_back(args.outcome_file, outcome)
     return 0

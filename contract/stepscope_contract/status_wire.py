@@ -1,21 +1,28 @@
-"""ProfileSessionStatus to and from its wire form, for the two writers of a session's status (the operator and the
-analyzer Job). Pure.
+"""ProfileSessionStatus to and from its wire form, and the one place its conditions and the analysis' fields are
+set. Pure.
 
-Both read the status typed (a field that does not validate is dropped, never the whole status) and write only the
-merge patch of the fields they changed, built from the model: a key can only be one the CRD knows, so nothing is
-silently pruned by the API server, and neither writer overwrites a field the other owns without changing it. A patch
-never carries NaN or Infinity (stepscope_contract.finite).
+The operator is the only writer of a session's status. It reads the status typed (a field that does not validate is
+dropped, never the whole status), changes it through `set_condition` and `apply_outcome` (what the analyzer Job
+handed back, stepscope_contract.analysis_documents), and writes only the merge patch of the fields that changed,
+built from the model: a key can only be one the CRD knows, so nothing is silently pruned by the API server. Every
+message written to a status (status.message, every condition's) is cut at MAX_MESSAGE. A patch never carries NaN
+or Infinity (stepscope_contract.finite).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
 from pydantic import ValidationError
 
+from stepscope_contract.analysis_documents import AnalysisOutcome
 from stepscope_contract.finite import finite_wire
-from stepscope_contract.session import ProfileSessionStatus
+from stepscope_contract.session import Condition, ConditionStatus, ConditionType, ProfileSessionStatus
+
+MAX_MESSAGE = 4000
+"""status.message and every condition's message are cut here (the CRD allows 4096 and 32768 characters)"""
 
 
 def read_status(raw: Any) -> ProfileSessionStatus:
@@ -44,3 +51,60 @@ def status_patch(before: ProfileSessionStatus, after: ProfileSessionStatus) -> d
         wire = after.model_dump(mode="json", by_alias=True, include={name}, exclude_none=True)
         patch[key] = finite_wire(wire.get(key))
     return patch
+
+
+def condition(conditions: Iterable[Condition], type_: ConditionType) -> Condition | None:
+    return next((c for c in conditions if c.type is type_), None)
+
+
+def set_condition(
+    conditions: Sequence[Condition],
+    type_: ConditionType,
+    status: bool | ConditionStatus | None,
+    *,
+    reason: str,
+    message: str,
+    now: datetime,
+    generation: int | None = None,
+) -> list[Condition]:
+    """Return conditions with `type_` set (None: Unknown); lastTransitionTime changes only when the status value
+    changes."""
+    if isinstance(status, ConditionStatus):
+        value = status
+    else:
+        value = ConditionStatus.UNKNOWN if status is None else ConditionStatus.TRUE if status else ConditionStatus.FALSE
+    old = condition(conditions, type_)
+    new = Condition(
+        type=type_,
+        status=value,
+        reason=reason,
+        message=message[:MAX_MESSAGE],
+        last_transition_time=old.last_transition_time if old is not None and old.status is value else now,
+        observed_generation=generation,
+    )
+    out = [new if c is old else c for c in conditions]
+    return out if old is not None else [*out, new]
+
+
+def apply_outcome(
+    status: ProfileSessionStatus, outcome: AnalysisOutcome, *, now: datetime, generation: int | None = None
+) -> None:
+    """Set what an analysis concluded on `status`: ReportReady (ReportWritten or AnalysisFailed with the reason),
+    the Regressed condition of a gated session, the summary and the report's URLs (only those it has)."""
+    reason = "ReportWritten" if outcome.ok else "AnalysisFailed"
+    status.conditions = set_condition(
+        status.conditions, ConditionType.REPORT_READY, outcome.ok, reason=reason, message=outcome.message, now=now,
+        generation=generation,
+    )  # fmt: skip
+    gate = outcome.regressed
+    if gate is not None:
+        status.conditions = set_condition(
+            status.conditions, ConditionType.REGRESSED, gate.status, reason=gate.reason, message=gate.message,
+            now=now, generation=generation,
+        )  # fmt: skip
+    if outcome.summary is not None:
+        status.summary = outcome.summary
+    if outcome.report_url is not None:
+        status.report_url = outcome.report_url
+    if outcome.report_json_url is not None:
+        status.report_json_url = outcome.report_json_url

@@ -4,9 +4,11 @@ The single source of the layout; everything that writes or reads a session's fol
 
 Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
     traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
-    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz}
+    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json}
                                                  the rank's other files, in a folder named after it beside its trace
-    report/{report.html, report.json}
+                                                 (summary.json: the rank summarised by its sidecar)
+    session.json                                 the session as the operator accepted it (analyzer Job input)
+    report/{report.html, report.json, outcome.json}
     summaries/rank-<R>.json                      (analyzer map step output)
 
 Why this shape: HTA 0.5's `TraceAnalysis(trace_dir=...)` takes every `*.json` and `*.gz` file directly inside the
@@ -40,9 +42,12 @@ STACKS_FILE: Final = "stacks.txt"
 # it declares a hang, when the training process exits during a capture, or on demand; JSON, gzip-compressed.
 FLIGHT_RECORDER_FILE: Final = "flight_recorder.json.gz"
 MANIFEST_FILE: Final = "manifest.json"
+RANK_SUMMARY_FILE: Final = "summary.json"  # the rank's summary, made beside its trace (analysis_documents.NodeSummary)
+SESSION_FILE: Final = "session.json"  # analysis_documents.SessionDocument, at the session folder's top
+OUTCOME_FILE: Final = "outcome.json"  # analysis_documents.AnalysisOutcome, beside the report
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
-RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE)
+RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE, RANK_SUMMARY_FILE)
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 

@@ -1,9 +1,16 @@
-"""The analyzer Jobs of a session (and the pod shape the cleanup Job shares): pure builders of batch/v1 Jobs."""
+"""The analyzer Jobs of a session (and the pod shape the cleanup Job shares): pure builders of batch/v1 Jobs, and
+what a finished Job handed back.
+
+A Job gets the session as the operator accepted it (stepscope_contract.analysis_documents.SessionDocument) in its
+arguments, and needs no Kubernetes API: it writes the report into the session folder and hands its outcome back as
+its container's termination message (`TERMINATION_MESSAGE_PATH`), which the operator reads from the Job's pods
+(`outcome_from_pods`) and writes into the session's status."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from stepscope_contract.analysis_documents import AnalysisOutcome, SessionDocument
 from stepscope_contract.constants import API_VERSION, KIND, SESSION_LABEL
 from stepscope_contract.session import AnalysisStage, ProfileSessionSpec
 from stepscope_contract.storage import sanitize_segment
@@ -11,6 +18,7 @@ from stepscope_operator.config import OperatorConfig
 from stepscope_storage.credentials import secret_env
 
 MAX_NAME = 63
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 
 
 def job_name(session: str, suffix: str) -> str:
@@ -19,13 +27,16 @@ def job_name(session: str, suffix: str) -> str:
     return f"{base[:room].rstrip('-')}-{suffix}"
 
 
-def shard_count(spec: ProfileSessionSpec, ranks: int, config: OperatorConfig) -> int:
-    """1 = a single Job does map and reduce; more = an Indexed map Job then a reduce Job."""
+def shard_count(spec: ProfileSessionSpec, ranks: int, config: OperatorConfig, summarised: int = 0) -> int:
+    """1 = a single Job does map and reduce; more = an Indexed map Job then a reduce Job. Only the ranks whose traces
+    the analysis must parse count against the threshold: a rank its sidecar summarised (`summarised` of them) costs
+    the Job a read of kilobytes."""
     if spec.analysis.shards:
         return max(1, min(spec.analysis.shards, ranks))
-    if ranks <= config.shard_threshold:
+    to_parse = max(0, ranks - summarised)
+    if to_parse <= config.shard_threshold:
         return 1
-    return min(32, -(-ranks // config.shard_threshold))
+    return min(32, -(-to_parse // config.shard_threshold))
 
 
 def storage_env(spec: ProfileSessionSpec, config: OperatorConfig) -> list[dict[str, Any]]:
@@ -55,6 +66,9 @@ def analyzer_pod_job(
         "image": config.analyzer_image,
         "command": list(config.analyzer_command),
         **container,
+        # what the Job hands back to the operator (outcome_from_pods); the kubelet keeps up to 4,096 bytes of it
+        "terminationMessagePath": TERMINATION_MESSAGE_PATH,
+        "terminationMessagePolicy": "File",
         "securityContext": {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -93,19 +107,22 @@ STAGE_MODES: dict[AnalysisStage, tuple[str, str]] = {
 """stage -> (the analyzer's --mode, the Job name's suffix)"""
 
 
+def job_args(document: SessionDocument, mode: str) -> list[str]:
+    """The analyzer's command line: the accepted session, the mode, and where its outcome goes."""
+    return ["--session-json", document.to_json(), "--mode", mode, "--outcome-file", TERMINATION_MESSAGE_PATH]
+
+
 def build_job(
     *,
-    session: str,
-    namespace: str,
-    uid: str,
-    spec: ProfileSessionSpec,
+    document: SessionDocument,
     config: OperatorConfig,
     stage: AnalysisStage,
     shards: int,
 ) -> dict[str, Any]:
     """One analyzer Job: stage All (single Job), Map (Indexed, `shards` completions) or Reduce."""
+    session, namespace, uid, spec = document.name, document.namespace, document.uid, document.spec
     mode, suffix = STAGE_MODES[stage]
-    args = ["--namespace", namespace, "--name", session, "--mode", mode]
+    args = job_args(document, mode)
     if stage is not AnalysisStage.ALL:
         args += ["--shards", str(shards)]
     resources = {"cpu": spec.analysis.resources.cpu, "memory": spec.analysis.resources.memory}
@@ -157,3 +174,25 @@ def job_outcome(job: dict[str, Any] | None) -> tuple[str, str]:
     if int(status.get("succeeded", 0) or 0) >= int(completions):
         return "succeeded", ""
     return "running", ""
+
+
+def _terminated(pod: dict[str, Any]) -> list[dict[str, Any]]:
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    return [t for s in statuses if isinstance(t := (s.get("state") or {}).get("terminated"), dict)]
+
+
+def _owned_by(pod: dict[str, Any], job_uid: str) -> bool:
+    refs = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return any(r.get("kind") == "Job" and r.get("uid") == job_uid for r in refs)
+
+
+def outcome_from_pods(pods: list[dict[str, Any]], job_uid: str) -> AnalysisOutcome | None:
+    """The outcome the latest-finished container of the Job's pods (those it owns: `job_uid`) left as its termination
+    message (None: none left one that reads as an outcome: killed, over its deadline, or an older analyzer)."""
+    found: list[tuple[str, AnalysisOutcome]] = []
+    for pod in (p for p in pods if _owned_by(p, job_uid)):
+        for terminated in _terminated(pod):
+            outcome = AnalysisOutcome.from_json(str(terminated.get("message") or ""))
+            if outcome is not None:
+                found.append((str(terminated.get("finishedAt") or ""), outcome))
+    return max(found, key=lambda f: f[0])[1] if found else None

@@ -1,14 +1,15 @@
 """Deleting a session's artifacts when its accepted spec asks for it (storage.deleteOnSessionDelete). Pure.
 
-Nothing here trusts `status.artifactsUri`: whoever can patch a session's status (the analyzer's ServiceAccount, any pod
-that runs under it) could point it anywhere. The folder is recomputed from the accepted (frozen) spec and the
+Nothing here trusts `status.artifactsUri` (status is display; only the operator writes it, but a user with rights on
+the status subresource could point it anywhere). The folder is recomputed from the accepted (frozen) spec and the
 object's namespace, name and uid, so it is always `<storage.uri>/<namespace>/<name>-<uid8>`.
 
 The operator holds no storage keys and no right to read Secrets. It starts a short-lived cleanup Job in the session's
 namespace, under the analyzer's ServiceAccount, with the session's own `credentialsSecret` as `secretKeyRef` env; the
-Job (`stepscope analyzer-job --mode delete`) reads the session again and recomputes the folder itself, so nothing
-the Job's arguments say can widen what it deletes. The Job is not owner-referenced to the session (it would be
-collected with it) and removes itself after `ttlSecondsAfterFinished`.
+Job (`stepscope analyzer-job --mode delete --session-json DOC`) gets the session as accepted (frozen spec, namespace,
+name, uid) and recomputes the folder from it itself, so it can only delete `<storage.uri>/<namespace>/<name>-<uid8>`
+and the session's own sessions-index entry; it needs no Kubernetes API. The Job is not owner-referenced to the session
+(it would be collected with it) and removes itself after `ttlSecondsAfterFinished`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.constants import SESSION_LABEL
 from stepscope_contract.session import ProfileSessionSpec
 from stepscope_contract.session_folder import accepted_spec, session_folder
@@ -98,7 +100,12 @@ def build_cleanup_job(
         labels=labels,
         container={
             "name": "cleanup",
-            "args": ["--namespace", namespace, "--name", name, "--uid", uid, "--mode", "delete"],
+            "args": [
+                "--session-json",
+                SessionDocument(namespace=namespace, name=name, uid=uid, spec=spec).to_json(),
+                "--mode",
+                "delete",
+            ],
             "env": env,
             "resources": {
                 "requests": {"cpu": "100m", "memory": "128Mi"},

@@ -60,9 +60,6 @@ class Kube:
 
         return await asyncio.to_thread(call)
 
-    async def get_session(self, namespace: str, name: str) -> dict[str, Any] | None:
-        return await self.get_custom((GROUP, VERSION, PLURAL), namespace, name)
-
     async def get_custom(self, api: tuple[str, str, str], namespace: str, name: str) -> dict[str, Any] | None:
         """A namespaced custom object by (group, version, plural); None when it (or its kind) does not exist."""
         group, version, plural = api

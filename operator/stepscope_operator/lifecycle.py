@@ -15,12 +15,11 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from stepscope_contract.analysis_documents import AnalysisOutcome, SessionDocument
 from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.session import (
     AnalysisStage,
-    Condition,
-    ConditionStatus,
     ConditionType,
     JobKind,
     Phase,
@@ -30,12 +29,19 @@ from stepscope_contract.session import (
     TargetStatus,
 )
 from stepscope_contract.session_folder import session_folder
-from stepscope_contract.status_wire import read_status, status_patch
-from stepscope_contract.storage import TRACE_SUFFIX
+from stepscope_contract.status_wire import (
+    MAX_MESSAGE,
+    apply_outcome,
+    condition,
+    read_status,
+    set_condition,
+    status_patch,
+)
+from stepscope_contract.storage import RANK_SUMMARY_FILE, REPORT_HTML, REPORT_JSON, TRACE_SUFFIX, report_location
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
 from stepscope_operator import bounded_each, prometheus_metrics
 from stepscope_operator import status as st
-from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, shard_count
+from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, outcome_from_pods, shard_count
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.kube import Kube
 from stepscope_operator.sidecar_client import Reply, SidecarClient, StartBodies
@@ -62,6 +68,7 @@ class Memo:
     states: dict[str, TargetStatus] = field(default_factory=dict)
     verified: set[str] = field(default_factory=set)  # pods whose sidecar state this process knows first-hand
     get_failures: dict[str, int] = field(default_factory=dict)
+    summarised: set[str] = field(default_factory=set)  # pods whose sidecar uploaded its rank's summary (not rebuilt)
 
 
 @dataclass
@@ -116,7 +123,7 @@ class Tick:
         return self.out
 
     def cond(self, type_: ConditionType, value: bool | None, reason: str, message: str) -> None:
-        self.status.conditions = st.set_condition(
+        self.status.conditions = set_condition(
             self.status.conditions,
             type_,
             value,
@@ -131,10 +138,10 @@ class Tick:
 
     def say(self, message: str) -> None:
         """Set status.message (cut to what the CRD allows)."""
-        self.status.message = message[: st.MAX_MESSAGE]
+        self.status.message = message[:MAX_MESSAGE]
 
     def move(self, phase: Phase, message: str, warning: bool = False) -> None:
-        message = message[: st.MAX_MESSAGE]
+        message = message[:MAX_MESSAGE]
         if phase is not self.phase or self.status.message != message:
             self.event(phase.value, message, warning)
         self.status.phase = phase
@@ -262,7 +269,7 @@ def _wait_for_targets(t: Tick, spec: ProfileSessionSpec, resolution: Resolution)
         why = resolution.reason
     message = f"waiting for targets until {st.iso(until)} (targets.waitSeconds {spec.targets.wait_seconds}): {why}"
     t.cond(ConditionType.TARGETS_RESOLVED, False, "WaitingForTargets", message)
-    if t.status.message != message[: st.MAX_MESSAGE]:
+    if t.status.message != message[:MAX_MESSAGE]:
         t.event("WaitingForTargets", message)
     t.status.phase = Phase.RESOLVING
     t.say(message)
@@ -349,7 +356,7 @@ def _request(t: Tick, spec: ProfileSessionSpec) -> CaptureRequest:
         session=SessionRef(namespace=t.namespace, name=t.name, uid=t.uid),
         options=CaptureOptions.from_spec(spec.capture),
         destination=StorageDestination(
-            # recomputed, never taken from status.artifactsUri (which the analyzer's ServiceAccount can patch)
+            # recomputed from the accepted spec, never taken from status.artifactsUri
             session_uri=session_folder(spec, t.namespace, t.name, t.uid).uri,
             endpoint=spec.storage.endpoint,
             region=spec.storage.region,
@@ -366,6 +373,8 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     traces = [a.uri for a in capture.artifacts if a.uri.endswith(TRACE_SUFFIX)]  # the pod's (first) rank's trace
     uploaded = traces or [a.uri for a in capture.artifacts]
     uri = uploaded[0] if uploaded else old.artifact_uri
+    if any(a.uri.endswith(f"/{RANK_SUMMARY_FILE}") for a in capture.artifacts):
+        t.memo.summarised.add(pod)
     t.memo.states[pod] = _changed(old, state, capture.message, t.now, artifact_uri=uri)
     t.memo.verified.add(pod)
     t.memo.get_failures.pop(pod, None)
@@ -460,13 +469,13 @@ async def _capture(t: Tick) -> None:
         t.cond(ConditionType.FAILED, False, "AnalysisDisabled", "")
         t.finished(st.final_phase(states), "traces captured; analysis disabled")
         return
-    await _start_analysis(t, spec, len(usable))
+    summarised = len({s.pod for s in usable} & t.memo.summarised)
+    await _start_analysis(t, spec, len(usable), summarised)
 
 
 async def _create_job(t: Tick, spec: ProfileSessionSpec, stage: AnalysisStage, shards: int) -> str:
-    job = build_job(
-        session=t.name, namespace=t.namespace, uid=t.uid, spec=spec, config=t.deps.config, stage=stage, shards=shards
-    )
+    document = SessionDocument(namespace=t.namespace, name=t.name, uid=t.uid, capture_id=t.status.capture_id, spec=spec)
+    job = build_job(document=document, config=t.deps.config, stage=stage, shards=shards)
     created = await t.deps.kube.create_job(t.namespace, job)
     prometheus_metrics.ANALYZER_JOBS.inc()
     name: str = created["metadata"]["name"]
@@ -475,16 +484,30 @@ async def _create_job(t: Tick, spec: ProfileSessionSpec, stage: AnalysisStage, s
     return name
 
 
-async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int) -> None:
-    shards = shard_count(spec, ranks, t.deps.config)
+async def _start_analysis(t: Tick, spec: ProfileSessionSpec, ranks: int, summarised: int) -> None:
+    shards = shard_count(spec, ranks, t.deps.config, summarised)
     name = await _create_job(t, spec, AnalysisStage.ALL if shards == 1 else AnalysisStage.MAP, shards)
     t.move(Phase.ANALYZING, f"analyzer Job {name} started" + (f" ({shards} shards)" if shards > 1 else ""))
 
 
-async def _fresh_status(t: Tick) -> ProfileSessionStatus:
-    """The session's status as stored now (the analyzer writes its own fields while the operator waits)."""
-    fresh = await t.deps.kube.get_session(t.namespace, t.name) or t.body
-    return read_status(fresh.get("status"))
+async def _handed_back(t: Tick, job: dict[str, Any]) -> AnalysisOutcome | None:
+    """The outcome the analyzer Job left in its pods' termination messages (None: it left none)."""
+    meta = job.get("metadata") or {}
+    pods = await t.deps.kube.list_pods(t.namespace, f"job-name={meta.get('name', '')}")
+    return outcome_from_pods(pods, str(meta.get("uid", "")))
+
+
+def _with_report_urls(t: Tick, spec: ProfileSessionSpec, outcome: AnalysisOutcome) -> AnalysisOutcome:
+    """A report's URLs, recomputed from the session folder where the termination message had no room for them."""
+    if not outcome.ok or (outcome.report_url and outcome.report_json_url):
+        return outcome
+    report = report_location(session_folder(spec, t.namespace, t.name, t.uid))
+    return outcome.model_copy(
+        update={
+            "report_url": outcome.report_url or report.child(REPORT_HTML).uri,
+            "report_json_url": outcome.report_json_url or report.child(REPORT_JSON).uri,
+        }
+    )
 
 
 async def _analyze(t: Tick) -> None:
@@ -492,52 +515,43 @@ async def _analyze(t: Tick) -> None:
     name = t.status.analyzer_job or job_name(t.name, "analyze")
     stage = t.status.analysis_stage or AnalysisStage.ALL
     job = await t.deps.kube.get_job(t.namespace, name)
-    outcome, message = job_outcome(job)
-    if outcome == "running":
+    state, message = job_outcome(job)
+    if state == "running":
         return
-    if outcome in ("failed", "missing"):
-        fresh = await _fresh_status(t)
-        report = st.condition(fresh.conditions, ConditionType.REPORT_READY)
-        detail = f"; analyzer: {report.message}" if report and report.message else ""
-        t.status.conditions = _merge_foreign(t.status.conditions, fresh)
-        t.fail("AnalysisFailed", f"analyzer Job {name} {outcome}: {message}{detail}")
-        return
-    if stage is AnalysisStage.MAP:
+    if stage is AnalysisStage.MAP and state == "succeeded":
         shards = int((job or {}).get("spec", {}).get("completions", 1))
         reduce_name = await _create_job(t, spec, AnalysisStage.REDUCE, shards)
         t.move(Phase.ANALYZING, f"per-rank summaries done; reduce Job {reduce_name} started")
         return
-    fresh = await _fresh_status(t)
-    t.status.conditions = _merge_foreign(t.status.conditions, fresh)
-    report = st.condition(t.status.conditions, ConditionType.REPORT_READY)
-    if not report or report.status is not ConditionStatus.TRUE:
-        t.fail("NoReport", f"analyzer Job {name} succeeded but wrote no report")
+    handed = await _handed_back(t, job) if job is not None else None
+    if handed is None:  # a Job that ended without a word (killed, over its deadline, no image): its own reason
+        why = "it succeeded but handed back no outcome" if state == "succeeded" else message or "no reason given"
+        failure = f"analyzer Job {name} {state}: {why}"
+        handed = AnalysisOutcome(ok=False, message=failure)
+    else:
+        failure = f"analyzer Job {name} {state}" + (f" ({message})" if message else "") + f": {handed.message}"
+    handed = _with_report_urls(t, spec, handed)
+    apply_outcome(t.status, handed, now=t.now, generation=t.generation)
+    if not handed.ok:
+        t.fail("AnalysisFailed", failure)
         return
-    _complete(t, fresh)
+    _complete(t, handed)
 
 
-def _complete(t: Tick, fresh: ProfileSessionStatus) -> None:
+def _complete(t: Tick, handed: AnalysisOutcome) -> None:
     """The report is in: Succeeded, or PartiallySucceeded when some target was not captured."""
     states = t.status.targets
     phase = st.final_phase(states) if states else Phase.SUCCEEDED
     if t.status.targets_truncated:
         counts = t.status.counts
         phase = Phase.SUCCEEDED if counts.captured == counts.total else Phase.PARTIALLY_SUCCEEDED
-    verdict = (fresh.summary.verdict if fresh.summary else "") or "report ready"
+    verdict = (handed.summary.verdict if handed.summary else "") or "report ready"
     failures = st.failure_summary(states)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
-    gate = st.condition(t.status.conditions, ConditionType.REGRESSED)
-    if gate is not None:
-        verdict += f"; gate: {gate.reason}"
+    if handed.regressed is not None:
+        verdict += f"; gate: {handed.regressed.reason}"
     t.finished(phase, verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else ""))
-
-
-def _merge_foreign(mine: list[Condition], fresh: ProfileSessionStatus) -> list[Condition]:
-    """Keep the conditions another writer (the analyzer) owns, as they are in the freshly read status."""
-    foreign = (ConditionType.REPORT_READY, ConditionType.REGRESSED)
-    theirs = [c for c in fresh.conditions if c.type in foreign]
-    return [c for c in mine if c.type not in foreign] + theirs
 
 
 def _changed_fields(t: Tick) -> list[str]:
@@ -558,7 +572,7 @@ def _spec_drift(t: Tick) -> None:
             f"{fields} changed after the session started (generation {t.generation}); the change is ignored and "
             f"the session runs with the spec of generation {observed}. Create a new ProfileSession instead."
         )
-        accepted = st.condition(t.status.conditions, ConditionType.ACCEPTED)
+        accepted = condition(t.status.conditions, ConditionType.ACCEPTED)
         if not accepted or accepted.reason != "SpecChangeIgnored" or accepted.message != message:
             t.cond(ConditionType.ACCEPTED, False, "SpecChangeIgnored", message)
             t.event("SpecChangeIgnored", message, warning=True)

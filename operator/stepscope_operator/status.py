@@ -1,5 +1,5 @@
-"""Status builders over the contract's typed ProfileSessionStatus (read and written through
-stepscope_contract.status_wire): conditions (Kubernetes conventions), target counts and the progress column. Pure."""
+"""Status builders over the contract's typed ProfileSessionStatus (read, written and given its conditions through
+stepscope_contract.status_wire): target states, counts, the progress column and the final phase. Pure."""
 
 from __future__ import annotations
 
@@ -9,18 +9,12 @@ from datetime import UTC, datetime
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
     MAX_TARGET_STATUSES,
-    Condition,
-    ConditionStatus,
-    ConditionType,
     Phase,
     TargetCounts,
     TargetState,
     TargetStatus,
 )
 from stepscope_contract.wire import CaptureState
-
-MAX_MESSAGE = 4000  # status.message and condition messages are cut here (the CRD allows 4096 and 32768)
-MAX_CONDITION_MESSAGE = MAX_MESSAGE
 
 _CAPTURE_TO_TARGET = {
     CaptureState.ARMED: TargetState.SIGNALLED,
@@ -54,35 +48,6 @@ def parse_time(text: object) -> datetime | None:
 
 def target_state(capture: CaptureState) -> TargetState:
     return _CAPTURE_TO_TARGET[capture]
-
-
-def set_condition(
-    conditions: Sequence[Condition],
-    type_: ConditionType,
-    status: bool | None,
-    *,
-    reason: str,
-    message: str,
-    now: datetime,
-    generation: int | None = None,
-) -> list[Condition]:
-    """Return conditions with `type_` set; lastTransitionTime changes only when the status value changes."""
-    value = ConditionStatus.UNKNOWN if status is None else (ConditionStatus.TRUE if status else ConditionStatus.FALSE)
-    old = condition(conditions, type_)
-    new = Condition(
-        type=type_,
-        status=value,
-        reason=reason,
-        message=message[:MAX_CONDITION_MESSAGE],
-        last_transition_time=old.last_transition_time if old is not None and old.status is value else now,
-        observed_generation=generation,
-    )
-    out = [new if c is old else c for c in conditions]
-    return out if old is not None else [*out, new]
-
-
-def condition(conditions: Iterable[Condition], type_: ConditionType) -> Condition | None:
-    return next((c for c in conditions if c.type is type_), None)
 
 
 def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:

@@ -20,8 +20,7 @@ from typing import Any
 
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.session import DNS_SUBDOMAIN, ConditionStatus, ConditionType, Phase, ProfileSessionStatus
-from stepscope_contract.status_wire import read_status
-from stepscope_operator.status import condition
+from stepscope_contract.status_wire import condition, read_status
 
 PASSED, FAILED_GATE, UNUSABLE = 0, 1, 2
 POLL_SECONDS = 2.0

@@ -32,6 +32,7 @@ from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.hook_states import final_state, hook_done, live_state, rank_outcome
 from stepscope_sidecar.hookfiles import HookDir
 from stepscope_sidecar.nvml import Sampler, write_records
+from stepscope_sidecar.rank_summary import RankSummary, SummarySettings
 from stepscope_sidecar.uploader import UploadError, UploadStats, content_type, upload_rank, write_manifest
 from stepscope_storage import open_store
 from stepscope_storage.checksums import sha256_file
@@ -53,6 +54,7 @@ class AgentConfig:
     node: str | None = None
     poll_s: float = 0.2
     transfer: TransferSettings = field(default_factory=TransferSettings)
+    summary: SummarySettings = field(default_factory=SummarySettings.from_env)
 
 
 class CaptureRun:
@@ -223,7 +225,10 @@ class CaptureRun:
             capture_started_at=self.status.started_at,
             capture_finished_at=_now(),
         )
-        return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors)
+        summary = None
+        if outcome is CaptureState.UPLOADED and wrote_trace:  # summarised here while the trace uploads
+            summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary)
+        return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors, summary=summary)
 
     def _upload(
         self,
@@ -234,16 +239,21 @@ class CaptureRun:
         *,
         outcome: CaptureState,
         errors: list[str],
+        summary: RankSummary | None = None,
     ) -> tuple[CaptureState, str]:
-        """Files then manifest; the local copy goes only once everything is confirmed in storage."""
+        """Files, the rank's summary (when one is being made), then manifest; the local copy goes only once
+        everything is confirmed in storage."""
         stats = UploadStats()
         # uploads get what is left of the capture deadline, and at least min(timeoutSeconds, 60 s) after the window
         grace = min(float(self.request.options.timeout_seconds), 60.0)
         deadline = max(self.deadline, time.monotonic() + grace)
         try:
             store = open_store(session, self.request.destination, Credentials.from_env(), self.config.transfer)
-            uploaded = upload_rank(store, session, manifest, files, rank_dir, deadline=deadline, stats=stats)
+            uploaded = upload_rank(store, session, manifest, files, rank_dir, deadline=deadline, stats=stats,
+                                   then=summary.finish if summary is not None else None)  # fmt: skip
         except (UploadError, StorageError, OSError) as exc:
+            if summary is not None and summary.popen.poll() is None:
+                summary.popen.kill()
             self.metrics.upload_failures.inc()
             self.metrics.upload_retries.inc(stats.retries)
             manifest.errors.append(str(exc))

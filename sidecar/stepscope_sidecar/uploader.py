@@ -1,6 +1,7 @@
 """Uploads one rank's files to their places in the session folder (stepscope_contract.storage layout), manifest
-last, through stepscope_storage: multipart above the threshold, botocore's retries per request (a failed part is
-sent again, not the whole file), a deadline, and size and SHA-256 checked once stored.
+last (the rank's summary, made while the trace uploads, just before it), through stepscope_storage: multipart above
+the threshold, botocore's retries per request (a failed part is sent again, not the whole file), a deadline, and size
+and SHA-256 checked once stored.
 
 The manifest says what was captured and what went wrong; when an upload fails for good the rank is failed with the
 reason and its local copy is kept (the manifest is written beside it), so the capture's final state is the truth.
@@ -9,6 +10,7 @@ reason and its local copy is kept (the manifest is written beside it), so the ca
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -77,14 +79,25 @@ def upload_rank(
     *,
     deadline: float,
     stats: UploadStats,
+    then: Callable[[], Path | None] | None = None,
 ) -> list[UploadedArtifact]:
-    """Every file of the rank, then its manifest (which says how many attempts it took); UploadError on failure,
-    after the manifest was written into `rank_dir` beside the kept files."""
+    """Every file of the rank, then the file `then` gives once they are up (the rank's summary: optional, a failure
+    to upload it is logged, never the rank's), then its manifest (which says how many attempts it took); UploadError
+    on failure, after the manifest was written into `rank_dir` beside the kept files."""
     uploaded: list[UploadedArtifact] = []
     for path in files:
         stored = upload_file(store, path, rank_artifact_key(session, manifest.rank, path.name), deadline=deadline,
                              stats=stats)  # fmt: skip
         uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
+    extra = then() if then is not None else None
+    if extra is not None:
+        try:
+            stored = upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name),
+                                 deadline=deadline, stats=stats)  # fmt: skip
+            uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
+        except (UploadError, OSError) as exc:
+            log.warning("rank %d: its summary did not go up: %s (the analysis will parse the trace)", manifest.rank,
+                        exc)  # fmt: skip
     manifest.upload_attempts = len(files) + 1 + stats.retries  # one per file, the manifest's, and every retry
     manifest.upload_finished_at = datetime.now(UTC)
     manifest_path = write_manifest(manifest, rank_dir)

@@ -1,25 +1,25 @@
-"""`stepscope analyzer-job` in separate processes against the Kubernetes API emulator and a moto S3 server:
-all-in-one, and map (2 shards) then reduce; the session's status gets the summary, URLs and ReportReady."""
+"""`stepscope analyzer-job` in separate processes against a moto S3 server, with no Kubernetes API at all: all-in-one,
+and map (2 shards) then reduce. The Job gets the accepted session in its arguments, writes it into the folder
+(session.json), writes the report there and hands back its outcome (summary, URLs, ReportReady's ok and message) as
+report/outcome.json and in its termination-message file; a failure hands back why."""
 
 from __future__ import annotations
 
+import ast
 import gzip
 import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import boto3
 import pytest
-import yaml
 
 from stepscope_analyzer.analyses.rank_summary import summarize_trace
+from stepscope_contract.analysis_documents import AnalysisOutcome, SessionDocument
 from stepscope_contract.report import Report
-from stepscope_contract.session import ProfileSessionStatus
 from stepscope_contract.storage import (
     GPU_METRICS_FILE,
     TRACE_FILE,
@@ -29,7 +29,6 @@ from stepscope_contract.storage import (
     session_location,
     summary_key,
 )
-from stepscope_local.kube import EmulatorServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
@@ -37,76 +36,72 @@ from gpu_scenario import nvml_samples
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
-CRD = Path(__file__).resolve().parents[2] / "crds" / "profilesessions.stepscope.dev.yaml"
-API = "stepscope.dev/v1alpha1"
 BUCKET = "stepscope-artifacts"
 
 
-@pytest.fixture
-def kube() -> Iterator[EmulatorServer]:
-    with EmulatorServer() as server:
-        server.apply(yaml.safe_load(CRD.read_text()))
-        yield server
-
-
-def _session(kube: EmulatorServer, name: str, endpoint: str) -> dict[str, Any]:
-    body = {
-        "apiVersion": API,
-        "kind": "ProfileSession",
-        "metadata": {"name": name, "namespace": "team-a"},
-        "spec": {
-            "targets": {"selector": {"matchLabels": {"app": "trainer"}}},
-            "storage": {"uri": f"s3://{BUCKET}/profiles", "endpoint": endpoint, "addressingStyle": "path"},
-            "analysis": {"minSlowdownPercent": 5},
-        },
+def _session(name: str, endpoint: str) -> SessionDocument:
+    spec = {
+        "targets": {"selector": {"matchLabels": {"app": "trainer"}}},
+        "storage": {"uri": f"s3://{BUCKET}/profiles", "endpoint": endpoint, "addressingStyle": "path"},
+        "analysis": {"minSlowdownPercent": 5},
     }
-    kube.apply(body)
-    now = datetime.now(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
-    accepted = {"type": "Accepted", "status": "True", "reason": "SpecValid", "message": "", "lastTransitionTime": now}
-    kube.patch_status(API, "profilesessions", "team-a", name, {"phase": "Analyzing", "conditions": [accepted]})
-    obj = kube.get(API, "profilesessions", "team-a", name)
-    assert obj is not None
-    return dict(obj)
+    uid = f"0000{name}-1111-2222-3333-444455556666"
+    return SessionDocument.model_validate(
+        {"namespace": "team-a", "name": name, "uid": uid, "captureId": f"{name}-c1", "spec": spec}
+    )
 
 
-def _upload(endpoint: str, obj: dict[str, Any], traces: dict[int, bytes], first_layout: bool = False) -> Any:
+def _upload(endpoint: str, doc: SessionDocument, traces: dict[int, bytes], first_layout: bool = False) -> Any:
     """The traces where the sidecars put them (traces/rank<R>.pt.trace.json.gz), or in the first layout
     (ranks/<R>/trace.pt.trace.json.gz) that sessions written before still have."""
     s3 = boto3.client("s3", endpoint_url=endpoint, region_name="us-east-1")
     s3.create_bucket(Bucket=BUCKET)
-    meta = obj["metadata"]
-    loc = session_location(parse_storage_uri(f"s3://{BUCKET}/profiles"), meta["namespace"], meta["name"], meta["uid"])
+    loc = session_location(parse_storage_uri(f"s3://{BUCKET}/profiles"), doc.namespace, doc.name, doc.uid)
     for rank, data in traces.items():
         key = rank_location(loc, rank).key(TRACE_FILE) if first_layout else rank_artifact_key(loc, rank, TRACE_FILE)
         s3.put_object(Bucket=BUCKET, Key=key, Body=data)
     return s3, loc
 
 
-def _job(kube: EmulatorServer, *args: str, extra_env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "KUBECONFIG": str(kube.kubeconfig_path), **(extra_env or {})}
-    cmd = [sys.executable, "-m", "stepscope_cli.main", "analyzer-job", "--namespace", "team-a", *args]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env, check=False)
+def _job(doc: SessionDocument, out: Path, *args: str, extra_env: dict[str, str] | None = None) -> Any:
+    env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}  # no Kubernetes API to reach
+    cmd = [sys.executable, "-m", "stepscope_cli.main", "analyzer-job", "--session-json", doc.to_json(),
+           "--outcome-file", str(out), *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=120, env={**env, **(extra_env or {})},
+                          check=False)  # fmt: skip
 
 
-def _status(kube: EmulatorServer, name: str) -> ProfileSessionStatus:
-    obj = kube.get(API, "profilesessions", "team-a", name)
-    assert obj is not None
-    return ProfileSessionStatus.model_validate(obj["status"])
+def _comparable(report: dict[str, Any]) -> dict[str, Any]:
+    """A report without what depends on when and where it was written (its time, the trace links' base)."""
+    out = {k: v for k, v in report.items() if k not in ("generated_at", "analysis_seconds")}
+    out["ranks"] = [{k: v for k, v in r.items() if k != "trace_link"} for r in report["ranks"]]
+    return out
 
 
-def test_all_mode_writes_report_and_patches_status(
-    kube: EmulatorServer, moto_endpoint: str, gloo_traces: list[bytes], malformed_traces: dict[str, bytes]
+def _handed_back(out: Path) -> AnalysisOutcome:
+    text = out.read_text()
+    assert len(text.encode()) <= 4096  # what the kubelet keeps of a termination message
+    outcome = AnalysisOutcome.from_json(text)
+    assert outcome is not None
+    return outcome
+
+
+def test_all_mode_writes_report_and_hands_back_its_outcome(
+    moto_endpoint: str, gloo_traces: list[bytes], malformed_traces: dict[str, bytes], tmp_path: Path
 ) -> None:
-    obj = _session(kube, "train-1", moto_endpoint)
+    doc = _session("train-1", moto_endpoint)
     traces = {0: gloo_traces[0], 1: gloo_traces[1], 2: malformed_traces["invalid json"]}
-    s3, loc = _upload(moto_endpoint, obj, traces, first_layout=True)  # sessions written before still analyse
-    result = _job(kube, "--name", "train-1")
+    s3, loc = _upload(moto_endpoint, doc, traces, first_layout=True)  # sessions written before still analyse
+    result = _job(doc, tmp_path / "termination-log")
     assert result.returncode == 0, result.stderr
-    status = _status(kube, "train-1")
-    assert status.phase.value == "Analyzing"  # the operator's field is untouched
-    types = {c.type.value: c for c in status.conditions}
-    assert set(types) == {"Accepted", "ReportReady"}  # the other conditions are kept
-    assert types["ReportReady"].status.value == "True" and types["ReportReady"].reason == "ReportWritten"
+    status = _handed_back(tmp_path / "termination-log")
+    stored = AnalysisOutcome.from_json(
+        s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/outcome.json")["Body"].read()
+    )
+    assert stored == status  # the same document in storage and in the termination message
+    assert status.ok and status.message == (status.summary.verdict if status.summary else "")
+    written = SessionDocument.from_json(s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/session.json")["Body"].read())
+    assert written == doc  # the session as accepted, in the folder for every later step
     assert status.summary is not None
     assert status.summary.slowest_rank == 1 and status.summary.cause == "host"
     assert status.summary.errored_ranks == [2]
@@ -117,7 +112,8 @@ def test_all_mode_writes_report_and_patches_status(
     assert status.report_json_url == f"s3://{BUCKET}/{loc.prefix}/report/report.json"
     body = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.json")["Body"].read()
     report = Report.model_validate_json(body)
-    assert report.session.name == "train-1" and report.session.uid == obj["metadata"]["uid"]
+    assert report.session.name == "train-1" and report.session.uid == doc.uid
+    assert report.session.capture_id == "train-1-c1"
     assert [r.status.value for r in report.ranks] == ["ok", "ok", "error"]
     assert [r.trace_link for r in report.ranks] == [f"../ranks/{r}/trace.pt.trace.json.gz" for r in range(3)]
     assert report.capture is not None and (report.capture.steps, report.capture.skip_steps) == (5, 1)
@@ -125,28 +121,36 @@ def test_all_mode_writes_report_and_patches_status(
     html = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.html")
     assert html["ContentType"].startswith("text/html")
     assert s3.get_object(Bucket=BUCKET, Key=summary_key(loc, 2))["Body"].read()  # summaries are kept
+    # `stepscope analyze` of the folder is the same program: the session from session.json, the same report
+    local = subprocess.run(
+        [sys.executable, "-m", "stepscope_cli.main", "analyze", f"s3://{BUCKET}/{loc.prefix}", "-o",
+         str(tmp_path / "local"), "--endpoint", moto_endpoint, "--addressing-style", "path", "--allow-partial"],
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert local.returncode == 0, local.stderr
+    assert _comparable(json.loads((tmp_path / "local" / "report.json").read_text())) == _comparable(json.loads(body))
 
 
-def test_map_shards_then_reduce(kube: EmulatorServer, moto_endpoint: str, gloo_traces: list[bytes]) -> None:
-    obj = _session(kube, "train-2", moto_endpoint)
+def test_map_shards_then_reduce(moto_endpoint: str, gloo_traces: list[bytes], tmp_path: Path) -> None:
+    doc = _session("train-2", moto_endpoint)
     traces = {r: gloo_traces[1 if r == 3 else 0] for r in range(4)}  # rank 3 is the sleeper
-    s3, loc = _upload(moto_endpoint, obj, traces)
+    s3, loc = _upload(moto_endpoint, doc, traces)
     env = summarize_trace(gloo_traces[1]).environment
     assert env is not None and env.window_start is not None and env.window_end is not None
     window = (env.window_start.timestamp(), env.window_end.timestamp())
     samples = "".join(json.dumps(x) + "\n" for x in nvml_samples(window, gpu=0, throttled=True, seed=1))
     s3.put_object(Bucket=BUCKET, Key=rank_artifact_key(loc, 3, GPU_METRICS_FILE), Body=gzip.compress(samples.encode()))
     for index in range(2):
-        result = _job(kube, "--name", "train-2", "--mode", "map", "--shards", "2",
+        result = _job(doc, tmp_path / f"map-{index}", "--mode", "map", "--shards", "2",
                       extra_env={"JOB_COMPLETION_INDEX": str(index)})  # fmt: skip
         assert result.returncode == 0, result.stderr
         assert f"map shard {index}/2: 2 of 4 rank(s)" in result.stderr
-    assert _status(kube, "train-2").summary is None  # map does not touch the status
+        assert not (tmp_path / f"map-{index}").exists()  # a map shard has no outcome to hand back
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{loc.prefix}/summaries/")["Contents"]}
     assert keys == {summary_key(loc, r) for r in range(4)}
-    result = _job(kube, "--name", "train-2", "--mode", "reduce")
+    result = _job(doc, tmp_path / "reduce", "--mode", "reduce")
     assert result.returncode == 0, result.stderr
-    status = _status(kube, "train-2")
+    status = _handed_back(tmp_path / "reduce")
     assert status.summary is not None and status.summary.slowest_rank == 3 and status.summary.cause == "host"
     assert status.report_url and status.report_url.endswith("/report/report.html")
     report = Report.model_validate_json(
@@ -158,14 +162,33 @@ def test_map_shards_then_reduce(kube: EmulatorServer, moto_endpoint: str, gloo_t
     assert sampled[3] is not None and sampled[3].sm_clock_mhz is not None and sampled[3].sm_clock_mhz.max <= 705
 
 
-def test_failure_sets_report_ready_false(kube: EmulatorServer, moto_endpoint: str) -> None:
-    obj = _session(kube, "train-3", moto_endpoint)
-    boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1").create_bucket(Bucket=BUCKET)
-    result = _job(kube, "--name", "train-3")
+def test_failure_hands_back_why(moto_endpoint: str, tmp_path: Path) -> None:
+    doc = _session("train-3", moto_endpoint)
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1")
+    s3.create_bucket(Bucket=BUCKET)
+    result = _job(doc, tmp_path / "termination-log")
     assert result.returncode == 1
     assert "no rank's files under" in result.stderr
-    ready = next(c for c in _status(kube, "train-3").conditions if c.type.value == "ReportReady")
-    assert ready.status.value == "False" and ready.reason == "AnalysisFailed" and "no rank's files" in ready.message
-    missing = _job(kube, "--name", "does-not-exist")
-    assert missing.returncode == 1 and "cannot read ProfileSession team-a/does-not-exist: 404" in missing.stderr
-    del obj
+    outcome = _handed_back(tmp_path / "termination-log")
+    assert not outcome.ok and outcome.message.startswith("analysis failed: no rank's files")
+    assert outcome.summary is None and outcome.report_url is None
+    bad = subprocess.run(
+        [sys.executable, "-m", "stepscope_cli.main", "analyzer-job", "--session-json", "{}", "--outcome-file",
+         str(tmp_path / "bad")], capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert bad.returncode == 2 and "--session-json" in bad.stderr
+    refused = _handed_back(tmp_path / "bad")
+    assert not refused.ok and "not a session document" in refused.message
+
+
+def test_the_analyzer_package_needs_no_kubernetes_client() -> None:
+    """No module under analyzer_job/ imports the kubernetes client: the Job reads and writes storage only."""
+    root = Path(__file__).resolve().parents[2] / "analyzer_job"
+    offenders = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+            if isinstance(node, ast.ImportFrom) and node.module:
+                names = [node.module]
+            offenders += [f"{path.relative_to(root)}: {n}" for n in names if n.split(".")[0] == "kubernetes"]
+    assert offenders == []

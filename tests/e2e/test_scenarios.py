@@ -39,6 +39,11 @@ def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
     assert report["diagnosis"]["slow_ranks"] == [], (report["diagnosis"]["verdict"], per_rank)
     assert sorted(r["rank"] for r in report["ranks"]) == [0, 1, 2, 3]
     assert [r["steps"]["count"] for r in report["ranks"]] == [6, 6, 6, 6]
+    # each rank was summarised by its sidecar, beside its trace (the analyzer Job read those, not the traces)
+    folder = status["artifactsUri"].removeprefix(f"s3://{BUCKET}/")
+    keys = {o["Key"] for o in e2e.cluster.s3.client().list_objects_v2(Bucket=BUCKET, Prefix=folder + "/")["Contents"]}
+    assert {f"{folder}/traces/rank{r}/summary.json" for r in range(4)} <= keys, sorted(keys)
+    assert {f"{folder}/session.json", f"{folder}/report/outcome.json"} <= keys, sorted(keys)
     table = e2e.cluster.kubectl("get", "profilesessions", "-o", "wide")
     header = table.stdout.splitlines()[0].split()
     columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK"]

@@ -30,10 +30,6 @@ OPERATOR_RULES: set[Rule] = {
     ("trainer.kubeflow.org", "trainjobs", "get"),
     ("jobset.x-k8s.io", "jobsets", "get"),
 }
-ANALYZER_RULES: set[Rule] = {
-    ("stepscope.dev", "profilesessions", "get"),
-    ("stepscope.dev", "profilesessions/status", "patch"),
-}
 
 
 def _flatten(role: dict[str, Any]) -> set[Rule]:
@@ -77,12 +73,13 @@ def test_namespaced_operator_gets_roles_per_watched_namespace_and_nothing_cluste
 @pytest.mark.parametrize(
     ("values", "namespaces"), [("default", {RELEASE_NAMESPACE}), ("ci", {"team-a", "team-b", "team-c"})]
 )
-def test_analyzer_may_only_read_its_session_and_patch_its_status(values: str, namespaces: set[str]) -> None:
+def test_the_analyzer_has_no_rights_on_the_api(values: str, namespaces: set[str]) -> None:
+    """The analyzer and cleanup Jobs read and write storage only; the operator alone writes a session's status."""
     docs = render(*VALUE_SETS[values])
     for namespace in namespaces:
-        grants = _grants(docs, "stepscope-analyzer", namespace)
-        # bound in its own namespace only, never cluster-wide
-        assert grants == {("namespace", namespace): ANALYZER_RULES}
+        assert _grants(docs, "stepscope-analyzer", namespace) == {}
+        accounts = {(a["metadata"]["namespace"], a["metadata"]["name"]): a for a in by_kind(docs, "ServiceAccount")}
+        assert accounts[(namespace, "stepscope-analyzer")]["automountServiceAccountToken"] is False
 
 
 def test_operator_token_mounted_only_where_needed() -> None:

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_contract.analysis_documents import AnalysisOutcome, termination_message
+from stepscope_contract.session import ReportSummary
 from stepscope_contract.tokens import namespace_token
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.ports import free_port
@@ -136,9 +138,42 @@ def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: f
     raise AssertionError(f"{name} never reached {phases}: {(obj or {}).get('status')}")
 
 
-def finish_analysis(api: EmulatorServer, name: str) -> None:
-    """Play the Job controller and the analyzer: the Job completes and the report is in the status."""
+def finish_analysis(api: EmulatorServer, name: str, outcome: AnalysisOutcome | None = None) -> None:
+    """Play the Job controller and the analyzer: the Job's pod ends with the outcome as its termination message
+    (what the analyzer hands back: by default a report with a balanced verdict), then the Job completes."""
     job_name = f"{name}-analyze"
+    outcome = outcome or AnalysisOutcome(
+        ok=True,
+        message="No slow rank: balanced.",
+        summary=ReportSummary(verdict="No slow rank: balanced."),
+        report_url="s3://bucket/prefix/report/report.html",
+    )
+    pod = f"{job_name}-0-abcde"
+    job = api.get("batch/v1", "jobs", "default", job_name)
+    assert job is not None
+    owner = {"apiVersion": "batch/v1", "kind": "Job", "name": job_name, "uid": job["metadata"]["uid"]}
+    api.apply(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": pod,
+                "namespace": "default",
+                "labels": {"job-name": job_name},
+                "ownerReferences": [owner],
+            },
+            "spec": {"containers": [{"name": "analyzer", "image": "analyzer:1"}]},
+        }
+    )
+    terminated = {"exitCode": 0 if outcome.ok else 1, "reason": "Completed" if outcome.ok else "Error",
+                  "finishedAt": "2026-01-01T00:00:00Z", "message": termination_message(outcome)}  # fmt: skip
+    api.patch_status(
+        "v1",
+        "pods",
+        "default",
+        pod,
+        {"phase": "Succeeded", "containerStatuses": [{"name": "analyzer", "state": {"terminated": terminated}}]},
+    )
     api.patch_status(
         "batch/v1",
         "jobs",
@@ -147,28 +182,5 @@ def finish_analysis(api: EmulatorServer, name: str) -> None:
         {
             "succeeded": 1,
             "conditions": [{"type": "Complete", "status": "True"}],
-        },
-    )
-    obj = api.get(API, "profilesessions", "default", name)
-    assert obj is not None
-    conditions = [c for c in obj["status"].get("conditions", []) if c["type"] != "ReportReady"]
-    conditions.append(
-        {
-            "type": "ReportReady",
-            "status": "True",
-            "reason": "ReportWritten",
-            "message": "ok",
-            "lastTransitionTime": "2026-01-01T00:00:00Z",
-        }
-    )
-    api.patch_status(
-        API,
-        "profilesessions",
-        "default",
-        name,
-        {
-            "summary": {"verdict": "No slow rank: balanced.", "slowRanks": []},
-            "reportURL": "s3://bucket/prefix/report/report.html",
-            "conditions": conditions,
         },
     )

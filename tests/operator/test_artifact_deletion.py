@@ -1,10 +1,11 @@
 """Deleting a session's artifacts trusts nothing a status writer can set: the real operator, the local cluster's
 runner executing the cleanup Job (`stepscope analyzer-job --mode delete`) and moto S3.
 
-The attack: whoever can patch a session's status (the analyzer's ServiceAccount can) points `status.artifactsUri` at
-another team's S3 prefix or at a local directory, then deletes the session. The other prefix and the directory stay
-intact; only the session's own folder (recomputed from the accepted spec, namespace, name and uid) is deleted, by a
-Job that runs with the session's own credentials Secret; a Warning event says the claimed URI was ignored."""
+The attack: whoever can patch a session's status (a user with rights on its status subresource) points
+`status.artifactsUri` at another team's S3 prefix or at a local directory, then deletes the session. The other prefix
+and the directory stay intact; only the session's own folder (recomputed from the accepted spec, namespace, name and
+uid) is deleted, by a Job that runs with the session's own credentials Secret; a Warning event says the claimed URI
+was ignored."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 import yaml
 from operator_harness import API, OperatorProcess, session, wait_for
 
+from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.session_index import SessionIndexEntry
 from stepscope_contract.storage import parse_storage_uri, session_location
 from stepscope_local.cluster import CRD_PATH, LocalCluster
@@ -119,7 +121,9 @@ def test_a_forged_artifacts_uri_deletes_only_the_sessions_own_folder(
     assert pod["serviceAccountName"] == "stepscope-analyzer"
     refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"] for e in pod["containers"][0]["env"] if "valueFrom" in e}
     assert refs == {"AWS_ACCESS_KEY_ID": "s3-creds", "AWS_SECRET_ACCESS_KEY": "s3-creds"}
-    assert "--uid" in pod["containers"][0]["args"] and forged not in " ".join(pod["containers"][0]["args"])
+    args = pod["containers"][0]["args"]
+    assert args[0] == "--session-json" and forged not in " ".join(args)
+    assert SessionDocument.from_json(args[1]).uid == obj["metadata"]["uid"]  # the accepted session, folder recomputed
 
 
 def test_without_delete_on_session_delete_nothing_is_deleted(cluster: LocalCluster, operator: OperatorProcess) -> None:

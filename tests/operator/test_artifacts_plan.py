@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from stepscope_analyzer.cleanup import CleanupRefused, deletion_target, index_entry_is_this_session
+from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.session_index import SessionIndexEntry
 from stepscope_contract.storage import parse_storage_uri
@@ -36,7 +37,10 @@ def test_the_folder_comes_from_the_accepted_spec_not_from_status_or_the_current_
     assert [(n.warning, n.reason) for n in plan.notices] == [(True, "ArtifactsUriIgnored")]
     assert plan.job is not None and plan.job["metadata"]["name"] == cleanup_job_name("s", UID) == "s-cleanup-1234abcd"
     container = plan.job["spec"]["template"]["spec"]["containers"][0]
-    assert container["args"] == ["--namespace", "team-a", "--name", "s", "--uid", UID, "--mode", "delete"]
+    assert container["args"][0] == "--session-json" and container["args"][2:] == ["--mode", "delete"]
+    document = SessionDocument.from_json(container["args"][1])
+    assert (document.namespace, document.name, document.uid) == ("team-a", "s", UID)
+    assert document.spec.storage.uri == "s3://ours/p"  # the accepted spec, not the current one
     assert {e["valueFrom"]["secretKeyRef"]["name"] for e in container["env"] if "valueFrom" in e} == {"keys"}
     assert "ownerReferences" not in plan.job["metadata"] and plan.job["spec"]["ttlSecondsAfterFinished"] >= 0
 
@@ -56,19 +60,23 @@ def test_file_folders_are_deleted_only_in_local_mode() -> None:
     assert env["STEPSCOPE_ALLOW_FILE_DELETION"] == "true"
 
 
-def test_the_cleanup_job_checks_the_session_itself() -> None:
+def _document(storage: dict[str, Any]) -> SessionDocument:
+    spec = {"targets": {"selector": {"matchLabels": {"a": "b"}}}, "storage": storage}
+    return SessionDocument.model_validate({"namespace": "team-a", "name": "s", "uid": UID, "spec": spec})
+
+
+def test_the_cleanup_job_recomputes_the_folder_from_the_accepted_session() -> None:
     storage = {"uri": "s3://ours/p", "deleteOnSessionDelete": True}
-    location, options = deletion_target(_body(storage), UID, allow_file=False)
+    location, options = deletion_target(_document(storage), allow_file=False)
     assert location.uri == "s3://ours/p/team-a/s-1234abcd" and options.endpoint is None
-    for body, uid, why in [
-        (_body(storage), "another-uid", "uid"),
-        (_body(storage, deleting=False), UID, "not being deleted"),
-        (_body(None), UID, "no accepted spec"),
-        (_body({"uri": "s3://ours/p"}), UID, "keeps the artifacts"),
-        (_body({"uri": "file:///data", "deleteOnSessionDelete": True}), UID, "local mode"),
+    for document, why in [
+        (_document({"uri": "s3://ours/p"}), "keeps the artifacts"),
+        (_document({"uri": "file:///data", "deleteOnSessionDelete": True}), "local mode"),
     ]:
         with pytest.raises(CleanupRefused, match=why):
-            deletion_target(body, uid, allow_file=False)
+            deletion_target(document, allow_file=False)
+    local, _ = deletion_target(_document({"uri": "file:///data", "deleteOnSessionDelete": True}), allow_file=True)
+    assert local.uri == "file:///data/team-a/s-1234abcd"
 
 
 def test_only_the_sessions_own_index_entry_is_removed() -> None:

@@ -10,15 +10,19 @@ from typing import Any
 import pytest
 import yaml
 
+from stepscope_contract.analysis_documents import AnalysisOutcome, SessionDocument, termination_message
 from stepscope_contract.session import (
     AnalysisStage,
     ConditionType,
+    GateChange,
     Phase,
     ProfileSessionSpec,
+    ReportSummary,
     TargetState,
     TargetStatus,
 )
-from stepscope_operator.analyzer_jobs import build_job, job_outcome, shard_count
+from stepscope_contract.status_wire import set_condition
+from stepscope_operator.analyzer_jobs import build_job, job_outcome, outcome_from_pods, shard_count
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.status import (
     bounded,
@@ -27,7 +31,6 @@ from stepscope_operator.status import (
     failure_summary,
     final_phase,
     progress,
-    set_condition,
 )
 from stepscope_operator.targets import capture_id, pod_rank, resolve_targets, selector_string
 
@@ -148,8 +151,12 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
     )
     config = OperatorConfig()
     assert shard_count(s, 8, config) == 1 and shard_count(s, 1024, config) == 16
+    # ranks summarised by their sidecars cost the Job a read, not a parse: only the others count
+    assert shard_count(s, 1024, config, summarised=1024) == 1 and shard_count(s, 1024, config, summarised=1000) == 1
+    assert shard_count(s, 1024, config, summarised=512) == 8
+    document = SessionDocument(namespace="ns", name="s", uid="u-1", capture_id="c-1", spec=s)
     docs = [
-        build_job(session="s", namespace="ns", uid="u-1", spec=s, config=config, stage=stage, shards=4)
+        build_job(document=document, config=config, stage=stage, shards=4)
         for stage in (AnalysisStage.ALL, AnalysisStage.MAP, AnalysisStage.REDUCE)
     ]
     assert [d["metadata"]["name"] for d in docs] == ["s-analyze", "s-analyze-map", "s-analyze-reduce"]
@@ -160,6 +167,10 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
         assert all("value" not in e for e in container["env"] if e["name"].startswith("AWS_"))
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
         assert doc["metadata"]["ownerReferences"][0]["uid"] == "u-1"
+        args = container["args"]  # the accepted session in, the outcome out as the termination message
+        assert SessionDocument.from_json(args[args.index("--session-json") + 1]) == document
+        assert args[args.index("--outcome-file") + 1] == container["terminationMessagePath"] == "/dev/termination-log"
+        assert doc["spec"]["template"]["spec"]["serviceAccountName"] == "stepscope-analyzer"
     path = tmp_path / "jobs.yaml"
     path.write_text(yaml.safe_dump_all(docs))
     result = subprocess.run(
@@ -169,6 +180,42 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
         check=False,
     )
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def _analyzer_pod(message: str | None, finished: str, owner: str = "job-uid") -> dict[str, object]:
+    terminated: dict[str, object] = {"exitCode": 0, "finishedAt": finished}
+    if message is not None:
+        terminated["message"] = message
+    return {
+        "metadata": {"ownerReferences": [{"kind": "Job", "name": "s-analyze", "uid": owner}]},
+        "status": {"containerStatuses": [{"name": "analyzer", "state": {"terminated": terminated}}]},
+    }
+
+
+def test_the_outcome_is_read_from_the_latest_termination_message() -> None:
+    failed = AnalysisOutcome(ok=False, message="analysis failed: storage unreachable")
+    written = AnalysisOutcome(ok=True, message="Rank 2 slows the job", summary=ReportSummary(slowest_rank=2))
+    pods = [
+        _analyzer_pod(termination_message(failed), "2026-01-01T00:00:01Z"),  # the first try
+        _analyzer_pod(termination_message(written), "2026-01-01T00:00:09Z"),  # the retry
+        _analyzer_pod("OOMKilled: not an outcome", "2026-01-01T00:00:10Z"),
+        {"status": {"containerStatuses": [{"name": "analyzer", "state": {"running": {}}}]}},
+        _analyzer_pod(termination_message(failed), "2026-01-01T00:00:20Z", owner="another-job"),  # not the Job's
+    ]
+    assert outcome_from_pods(pods, "job-uid") == written
+    assert outcome_from_pods(pods[2:], "job-uid") is None and outcome_from_pods([], "job-uid") is None
+
+
+def test_a_long_outcome_fits_the_termination_message() -> None:
+    change = GateChange(name="aten::mm", kind="op", change="changed", baseline_us_per_step=1.0,
+                        candidate_us_per_step=1.4, delta_us_per_step=0.4, count_delta=0.0)  # fmt: skip
+    summary = ReportSummary(verdict="v" * 1024, baseline="s3://" + "b" * 2000, top_changes=[change] * 5)
+    outcome = AnalysisOutcome(ok=True, message="m" * 4000, summary=summary, report_url="s3://" + "u" * 2000,
+                              report_json_url="s3://" + "j" * 2000)  # fmt: skip
+    text = termination_message(outcome)
+    back = AnalysisOutcome.from_json(text)
+    assert len(text.encode()) <= 4096 and back is not None and back.ok
+    assert back.report_url is None and back.summary is not None and back.summary.verdict.startswith("vvv")
 
 
 def test_job_outcome() -> None:

@@ -30,6 +30,9 @@ from sidecar_harness import (
     wait_for,
 )
 
+from stepscope_analyzer.node_summaries import summarise_trace
+from stepscope_analyzer.report.build import tool_version
+from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.wire import HookState, RankMeta
 
@@ -104,6 +107,10 @@ def test_explicit_step_loop_captures_to_a_local_folder(solo: tuple[Sidecar, Path
     state = read_state(sc)  # the hook's JSON matches the contract model
     assert state.phase == "written" and state.capture_id == "explicit-1" and state.steps_captured == 3
     assert final["artifacts"][0]["uri"].startswith("file://")
+    # summarised here, beside the trace, by the analyzer's own code (the sidecar ran it as a command)
+    node = NodeSummary.model_validate_json(stored_path(session, 0, "summary.json").read_bytes())
+    assert node.analyzer_version == tool_version() and node.rank == 0 and node.top_n == 50
+    assert node.summary is not None and node.summary == summarise_trace(trace.read_bytes(), 0, 50).summary
 
 
 def test_a_broken_profiler_request_fails_the_capture_not_the_training(

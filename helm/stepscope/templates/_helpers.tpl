@@ -164,17 +164,6 @@ kopf discovers the CRD once at startup through discovery (scanning disabled), so
   verbs: ["get"]
 {{- end }}
 
-{{- define "stepscope.analyzerRules" -}}
-# The analyzer Job reads its session and writes the report's part of the status; the cleanup Job only reads the
-# session being deleted. Nothing else (docs/security.md: what the status patch can still change, and why it is safe).
-- apiGroups: ["stepscope.dev"]
-  resources: ["profilesessions"]
-  verbs: ["get"]
-- apiGroups: ["stepscope.dev"]
-  resources: ["profilesessions/status"]
-  verbs: ["patch"]
-{{- end }}
-
 {{/* The install's storage settings, as the operator reads them (STEPSCOPE_STORAGE_*); also the data of the
 ConfigMap <fullname>-storage that `stepscope check` reads. BASE and ENDPOINT are the names the sidecar reads too. */}}
 {{- define "stepscope.storageSettings" -}}

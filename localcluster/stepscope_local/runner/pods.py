@@ -1,5 +1,10 @@
 """One Pod as local processes: volumes as directories, init containers in order, then the containers; the pod's
-status (phase, podIP, hostIP, container states, exit codes, Ready) is written back to the emulator."""
+status (phase, podIP, hostIP, container states, exit codes, Ready, termination messages) is written back to the
+emulator.
+
+A container's `terminationMessagePath` (default /dev/termination-log) is a file in the pod's folder: the path in the
+container's arguments and environment is rewritten to it, as a mount's would be, and what the process left there
+(its first 4,096 bytes, the kubelet's bound) is its terminated state's `message`."""
 
 from __future__ import annotations
 
@@ -66,6 +71,22 @@ class _Proc:
     exit_code: int | None = None
     reason: str = ""
     finished_at: str = ""
+    termination: Path | None = None  # the host file standing for the container's terminationMessagePath
+
+
+TERMINATION_MESSAGE_PATH = "/dev/termination-log"
+MAX_TERMINATION_MESSAGE = 4096
+
+
+def _termination_message(path: Path | None) -> str:
+    """What a container left at its terminationMessagePath, cut as the kubelet cuts it."""
+    if path is None:
+        return ""
+    try:
+        with path.open("rb") as f:
+            return f.read(MAX_TERMINATION_MESSAGE).decode("utf-8", "replace")
+    except OSError:
+        return ""
 
 
 def kill_group(popen: subprocess.Popen[Any], grace: float) -> None:
@@ -144,6 +165,9 @@ class PodWorker:
                     "finishedAt": proc.finished_at,
                 }
             }
+            message = _termination_message(proc.termination)
+            if message:
+                state["terminated"]["message"] = message
         else:
             state = {"running": {"startedAt": proc.started_at}}
         return {
@@ -215,8 +239,11 @@ class PodWorker:
     def _launch(self, container: dict[str, Any], pod: dict[str, Any], volumes: dict[str, Path]) -> _Proc:
         name = container["name"]
         started = _now()
+        termination = self.pod_dir / "termination" / name
         try:
             mounts = self._mounts(container, volumes)
+            mounts[str(container.get("terminationMessagePath") or TERMINATION_MESSAGE_PATH)] = termination
+            termination.parent.mkdir(parents=True, exist_ok=True)
             base = {
                 "PATH": f"{VENV_BIN}:/usr/local/bin:/usr/bin:/bin",
                 "HOME": os.environ.get("HOME", "/tmp"),
@@ -268,6 +295,7 @@ class PodWorker:
             probe=container.get("readinessProbe"),
             ports=ports,
             ready=container.get("readinessProbe") is None,
+            termination=termination,
         )
         with self._lock:
             self._procs.append(proc)

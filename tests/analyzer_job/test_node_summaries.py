@@ -1,0 +1,154 @@
+"""Ranks summarised where they were recorded give the same report as a central analysis: for every scenario of the
+recorded corpus (fixtures/cpu_jobs and fixtures/gpu_jobs: balanced, stragglers, host stalls, GPU jobs, hangs), each
+rank's trace is summarised as its sidecar does (node_summaries.summarise_trace, beside the trace as summary.json),
+then the folder is analysed centrally with those summaries and again parsing every trace; report.json is the same
+but for the analysis' own time. A summary that is stale (another analyzer version or top-N), unreadable, another
+rank's, or refused (the node could not parse the trace) is not used: the trace is parsed and the rank gets its usual
+result or error. The command the sidecar runs writes the document."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from stepscope_analyzer import node_summaries
+from stepscope_analyzer.node_summaries import summarise_trace
+from stepscope_analyzer.pipeline import discover, summarize_all
+from stepscope_analyzer.reduction import reduce_outcomes
+from stepscope_analyzer.report import model_json_bytes
+from stepscope_analyzer.report.build import tool_version
+from stepscope_analyzer.storage_io import LocalStore, location_of
+from stepscope_contract.analysis_documents import NodeSummary
+from stepscope_contract.report import RankStatus
+from stepscope_contract.storage import RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
+
+pytestmark = pytest.mark.integration
+
+FIXTURES = Path(__file__).parent / "fixtures"
+SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in FIXTURES.glob("*_jobs/*/truth.json"))
+
+
+def _as_session_folder(source: Path, folder: Path) -> Path:
+    """The scenario as a session folder: copied as it is, or (a plain folder of traces) each trace moved to
+    traces/rank<R>.pt.trace.json.gz after the rank it says, where a sidecar would have put it."""
+    if (source / "ranks").is_dir():
+        shutil.copytree(source, folder)
+        return folder
+    for trace in sorted(source.glob("*.pt.trace.json.gz")):
+        rank = summarise_trace(trace.read_bytes(), None, 1).rank
+        assert rank is not None, trace
+        (folder / "traces").mkdir(parents=True, exist_ok=True)
+        shutil.copy(trace, folder / "traces" / trace_name(rank))
+    return folder
+
+
+def _summarise_on_nodes(folder: Path, top_n: int = 50) -> int:
+    """Each rank's summary beside its trace, as its sidecar leaves it; how many were written."""
+    written = 0
+    for trace in sorted(folder.glob(f"ranks/*/{TRACE_FILE}")):  # the first layout: ranks/<R>/
+        node = summarise_trace(trace.read_bytes(), int(trace.parent.name), top_n)
+        (trace.parent / RANK_SUMMARY_FILE).write_text(node.model_dump_json(by_alias=True, exclude_none=True))
+        written += 1
+    for trace in sorted(folder.glob(f"traces/rank*{TRACE_SUFFIX}")):  # traces/rank<R>.pt.trace.json.gz
+        rank = int(trace.name.removeprefix("rank").removesuffix(TRACE_SUFFIX))
+        node = summarise_trace(trace.read_bytes(), rank, top_n)
+        (trace.parent / f"rank{rank}").mkdir(exist_ok=True)
+        (trace.parent / f"rank{rank}" / RANK_SUMMARY_FILE).write_text(node.model_dump_json(by_alias=True))
+        written += 1
+    return written
+
+
+def _report_json(folder: Path, workers: int, progress: list[str] | None = None) -> dict[str, object]:
+    store = LocalStore()
+    layout = discover(store, location_of(str(folder)))
+    sink: list[str] = [] if progress is None else progress
+    outcomes = summarize_all(store, layout, workers=workers, progress=sink.append)
+    report = reduce_outcomes(outcomes, include_missing=layout.session, notes=layout.notes)
+    data = json.loads(model_json_bytes(report))
+    for volatile in ("generated_at", "analysis_seconds"):
+        data.pop(volatile, None)
+    return data
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_node_summaries_give_the_central_report(scenario: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _as_session_folder(FIXTURES / scenario, tmp_path / "job")
+    monkeypatch.setenv(node_summaries.ENV_NODE_SUMMARIES, "off")
+    central = _report_json(folder, workers=2)  # before any summary exists, and with them switched off after
+    traces = len([*folder.glob(f"ranks/*/{TRACE_FILE}"), *folder.glob(f"traces/*{TRACE_SUFFIX}")])
+    assert _summarise_on_nodes(folder) == traces  # every trace (a hung job's ranks may have none)
+    assert _report_json(folder, workers=1) == central
+    monkeypatch.delenv(node_summaries.ENV_NODE_SUMMARIES)
+    progress: list[str] = []
+    from_nodes = _report_json(folder, workers=2, progress=progress)
+    analysed = sum(1 for r in central["ranks"] if r["status"] == RankStatus.OK.value)  # type: ignore[index,union-attr]
+    if analysed:  # no trace was parsed again
+        assert any(line.startswith(f"{analysed} of ") and "summarised on their nodes" in line for line in progress)
+    assert not [line for line in progress if "steps in" in line or "steps at" in line], progress
+    assert from_nodes == central
+
+
+def _two_ranks(tmp_path: Path) -> Path:
+    folder = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cpu_jobs" / "cpu-compute-4r-hook-2x", folder)
+    for extra in ("2", "3"):
+        shutil.rmtree(folder / "ranks" / extra)
+    return folder
+
+
+def test_summaries_that_do_not_stand_for_this_analysis_are_not_used(tmp_path: Path) -> None:
+    folder = _two_ranks(tmp_path)
+    central = _report_json(folder, workers=1)
+    _summarise_on_nodes(folder)
+    path0, path1 = (folder / "ranks" / r / RANK_SUMMARY_FILE for r in ("0", "1"))
+    stale = NodeSummary.model_validate_json(path0.read_text()).model_copy(update={"analyzer_version": "0.0.0-old"})
+    path0.write_text(stale.model_dump_json(by_alias=True))
+    wrong = NodeSummary.model_validate_json(path1.read_text())
+    assert wrong.summary is not None
+    rank0 = wrong.model_copy(update={"rank": 0, "summary": wrong.summary.model_copy(update={"rank": 0})})
+    path1.write_text(rank0.model_dump_json(by_alias=True))  # rank 0's summary in rank 1's folder
+    progress: list[str] = []
+    assert _report_json(folder, workers=1, progress=progress) == central
+    assert any(f"made by analyzer 0.0.0-old, this is {tool_version()}" in line for line in progress), progress
+    assert any("it is rank 0's" in line for line in progress), progress
+    path0.write_text("{not json")
+    path1.write_text(NodeSummary(analyzer_version=tool_version(), top_n=10, rank=1, summary=wrong.summary)
+                     .model_dump_json(by_alias=True))  # fmt: skip
+    progress.clear()
+    assert _report_json(folder, workers=1, progress=progress) == central
+    assert any("node summary unreadable" in line for line in progress), progress
+    assert any("made with top-n 10, this analysis keeps 50" in line for line in progress), progress
+
+
+def test_a_trace_the_node_refused_gets_its_usual_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = _two_ranks(tmp_path)
+    monkeypatch.setenv(node_summaries.ENV_NODE_SUMMARIES, "off")
+    (folder / "ranks" / "1" / TRACE_FILE).write_bytes(b"\x1f\x8b not really gzip")
+    central = _report_json(folder, workers=1)
+    _summarise_on_nodes(folder)
+    refused = NodeSummary.model_validate_json((folder / "ranks" / "1" / RANK_SUMMARY_FILE).read_text())
+    assert refused.summary is None and refused.error
+    monkeypatch.delenv(node_summaries.ENV_NODE_SUMMARIES)
+    progress: list[str] = []
+    again = _report_json(folder, workers=1, progress=progress)
+    assert again == central and again["ranks"][1]["status"] == "error"  # type: ignore[index]
+    assert any("the node could not summarise the trace" in line for line in progress), progress
+
+
+def test_the_sidecars_command_writes_the_summary(tmp_path: Path) -> None:
+    trace = FIXTURES / "gloo_2rank_rank1.pt.trace.json.gz"
+    out = tmp_path / RANK_SUMMARY_FILE
+    result = subprocess.run(
+        [sys.executable, "-m", "stepscope_analyzer.node_summaries", "--rank", "1", "--top-n", "50", str(trace),
+         str(out)], capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    node = NodeSummary.model_validate_json(out.read_text())
+    assert node.analyzer_version == tool_version() and node.rank == 1 and node.summary is not None
+    assert node.summary == summarise_trace(trace.read_bytes(), 1, 50).summary
+    assert "rank 1: summarised in" in result.stderr and "peak" in result.stderr
