@@ -38,7 +38,7 @@ BUCKETS = ("stepscope-demo", "stepscope-traces")  # the buckets the examples nam
 STORAGE_BASE = "s3://stepscope-demo/sessions"
 BIN = Path(sys.executable).parent
 # `stepscope local-cluster` onboards namespaces by label, as the chart with onboarding.byLabel=true does
-ONBOARDING_ENV = {"STEPSCOPE_ONBOARD_LABEL": "true", "STEPSCOPE_ONBOARD_ANALYZER_ROLE": "stepscope-analyzer"}
+ONBOARDING_ENV = {"STEPSCOPE_ONBOARD_LABEL": "true"}
 
 
 def storage_settings(cluster: LocalCluster) -> dict[str, str]:

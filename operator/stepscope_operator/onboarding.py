@@ -4,8 +4,8 @@ A namespace labelled `stepscope.dev/profiling: enabled` (cluster-wide operators 
 gets what a Helm install writes into each of its `trainingNamespaces`:
 - the sidecar token Secret (`STEPSCOPE_SIDECAR_TOKEN_SECRET`, key `token`): the token derived for that namespace
   from the operator's master (stepscope_contract.tokens), so a team's Secret opens only its own sidecars;
-- the analyzer's ServiceAccount and a RoleBinding to the install's analyzer ClusterRole
-  (`STEPSCOPE_ONBOARD_ANALYZER_ROLE`; unset: neither is written).
+- the analyzer's ServiceAccount (`STEPSCOPE_ANALYZER_SERVICE_ACCOUNT`), which the analyzer and cleanup Jobs run
+  under: no RoleBinding and no API token, since those Jobs read and write storage only.
 Namespaces listed in `STEPSCOPE_ONBOARD_NAMESPACES` get the token Secret at every start: the Helm chart lists its
 training namespaces there when the master comes from an existing Secret (`sidecar.token.existingSecret`), whose
 value a render (`helm template`, Argo CD, Flux) cannot read. Storage credentials are never copied: a session names
@@ -36,7 +36,6 @@ class OnboardingSettings:
     listed: tuple[str, ...] = ()
     token_secret: str = DEFAULT_TOKEN_SECRET
     analyzer_account: str = DEFAULT_ANALYZER_ACCOUNT
-    analyzer_role: str = ""  # the analyzer ClusterRole to bind; empty: no ServiceAccount or RoleBinding written
 
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> OnboardingSettings:
@@ -46,7 +45,6 @@ class OnboardingSettings:
             listed=listed,
             token_secret=env.get("STEPSCOPE_SIDECAR_TOKEN_SECRET") or DEFAULT_TOKEN_SECRET,
             analyzer_account=env.get("STEPSCOPE_ANALYZER_SERVICE_ACCOUNT") or DEFAULT_ANALYZER_ACCOUNT,
-            analyzer_role=env.get("STEPSCOPE_ONBOARD_ANALYZER_ROLE", ""),
         )
 
 
@@ -69,31 +67,25 @@ def token_secret(namespace: str, master: str, settings: OnboardingSettings) -> d
     }
 
 
-def analyzer_objects(namespace: str, settings: OnboardingSettings) -> list[dict[str, Any]]:
-    if not settings.analyzer_role:
-        return []
+def analyzer_account(namespace: str, settings: OnboardingSettings) -> dict[str, Any]:
+    """The analyzer Jobs' ServiceAccount: no rights on the API, so no token is mounted."""
     labels = {**MANAGED_BY, "app.kubernetes.io/component": "analyzer"}
-    meta = {"name": settings.analyzer_account, "namespace": namespace, "labels": labels}
-    return [
-        {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "RoleBinding",
-            "metadata": {**meta, "name": settings.analyzer_role},
-            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": settings.analyzer_role},
-            "subjects": [{"kind": "ServiceAccount", "name": settings.analyzer_account, "namespace": namespace}],
-        },
-    ]
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": settings.analyzer_account, "namespace": namespace, "labels": labels},
+        "automountServiceAccountToken": False,
+    }
 
 
 def team_objects(namespace: str, master: str, settings: OnboardingSettings) -> list[dict[str, Any]]:
     """Everything a labelled namespace gets, the token Secret first."""
-    return [token_secret(namespace, master, settings), *analyzer_objects(namespace, settings)]
+    return [token_secret(namespace, master, settings), analyzer_account(namespace, settings)]
 
 
 def collection_path(obj: Mapping[str, Any]) -> str:
     """The REST collection an object is created in."""
-    plural = {"Secret": "secrets", "ServiceAccount": "serviceaccounts", "RoleBinding": "rolebindings"}[obj["kind"]]
+    plural = {"Secret": "secrets", "ServiceAccount": "serviceaccounts"}[obj["kind"]]
     prefix = "/api/v1" if obj["apiVersion"] == "v1" else f"/apis/{obj['apiVersion']}"
     return f"{prefix}/namespaces/{obj['metadata']['namespace']}/{plural}"
 

@@ -1,6 +1,6 @@
 """kopf handlers of onboarding (onboarding.py holds what is written): a labelled namespace, when it appears or gets
 the label, and the listed namespaces at every start, receive their sidecar token Secret (and the analyzer's
-ServiceAccount and RoleBinding). The namespace handlers are registered only when `STEPSCOPE_ONBOARD_LABEL` is on:
+ServiceAccount). The namespace handlers are registered only when `STEPSCOPE_ONBOARD_LABEL` is on:
 they need list/watch on namespaces, which the chart grants only then."""
 
 from __future__ import annotations

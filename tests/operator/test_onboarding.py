@@ -1,6 +1,7 @@
 """Adding a team without hand work (operator/stepscope_operator/onboarding.py, onboarding_handlers.py):
 
-- what a labelled namespace gets, as data: its own derived token Secret, the analyzer ServiceAccount and RoleBinding;
+- what a labelled namespace gets, as data: its own derived token Secret and the analyzer ServiceAccount (no
+  RoleBinding: the analyzer needs no API rights);
   a Secret holding another token is patched, one holding the right token is left alone;
 - with the real operator on the local cluster: a namespace listed in STEPSCOPE_ONBOARD_NAMESPACES gets its token
   Secret at start, one that cannot be written is retried without holding the start up; a new namespace is reported
@@ -42,26 +43,21 @@ def test_a_labelled_namespace_gets_its_own_token_and_the_analyzer_account() -> N
     settings = OnboardingSettings.from_env(
         {
             "STEPSCOPE_ONBOARD_LABEL": "true",
-            "STEPSCOPE_ONBOARD_ANALYZER_ROLE": "rel-analyzer",
             "STEPSCOPE_ONBOARD_NAMESPACES": "a, b",
         }
     )
     assert settings.by_label and settings.listed == ("a", "b") and settings.token_secret == "stepscope-sidecar-token"
     assert wants_onboarding({"stepscope.dev/profiling": "enabled"}) and not wants_onboarding({"team": "x"})
-    secret, account, binding = team_objects("team-x", "master-of-all-tokens", settings)
+    secret, account = team_objects("team-x", "master-of-all-tokens", settings)
     assert base64.b64decode(secret["data"]["token"]).decode() == namespace_token("master-of-all-tokens", "team-x")
     assert collection_path(secret) == "/api/v1/namespaces/team-x/secrets"
     assert account["metadata"]["name"] == "stepscope-analyzer" and account["metadata"]["namespace"] == "team-x"
-    assert collection_path(binding) == "/apis/rbac.authorization.k8s.io/v1/namespaces/team-x/rolebindings"
-    assert binding["roleRef"] == {
-        "apiGroup": "rbac.authorization.k8s.io",
-        "kind": "ClusterRole",
-        "name": "rel-analyzer",
-    }
-    assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "stepscope-analyzer", "namespace": "team-x"}]
+    assert account["automountServiceAccountToken"] is False  # the analyzer Jobs need no API token
+    assert collection_path(account) == "/api/v1/namespaces/team-x/serviceaccounts"
     assert stale_secret_patch(secret, secret) is None
     assert stale_secret_patch({"data": {"token": "b2xk"}}, secret) == {"data": {"token": secret["data"]["token"]}}
-    assert len(team_objects("team-x", "m" * 20, OnboardingSettings())) == 1  # no analyzer role: the Secret only
+    kinds = [o["kind"] for o in team_objects("team-x", "m" * 20, OnboardingSettings())]
+    assert kinds == ["Secret", "ServiceAccount"]  # nothing bound, whatever the settings
 
 
 def _check(cluster: LocalCluster, namespace: str, *skip: str) -> subprocess.CompletedProcess[str]:
@@ -115,11 +111,8 @@ def test_a_team_is_onboarded_by_label_and_check_says_what_is_missing(tmp_path: P
             assert labelled.returncode == 0, labelled.stderr
             token = _wait_for(cluster, "team-x", "stepscope-sidecar-token")
             assert base64.b64decode(token["data"]["token"]).decode() == namespace_token(MASTER_TOKEN, "team-x")
-            binding = _wait_for(
-                cluster, "team-x", "stepscope-analyzer", ("rbac.authorization.k8s.io/v1", "rolebindings")
-            )
-            assert binding["roleRef"]["name"] == "stepscope-analyzer"
-            assert _wait_for(cluster, "team-x", "stepscope-analyzer", ("v1", "serviceaccounts"))
+            account = _wait_for(cluster, "team-x", "stepscope-analyzer", ("v1", "serviceaccounts"))
+            assert account["automountServiceAccountToken"] is False
             created = cluster.kubectl(
                 "-n", "team-x", "create", "secret", "generic", "stepscope-s3",
                 f"--from-literal=AWS_ACCESS_KEY_ID={cluster.s3_access_key}",
