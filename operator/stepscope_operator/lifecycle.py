@@ -546,7 +546,9 @@ def _complete(t: Tick, handed: AnalysisOutcome) -> None:
         counts = t.status.counts
         phase = Phase.SUCCEEDED if counts.captured == counts.total else Phase.PARTIALLY_SUCCEEDED
     verdict = (handed.summary.verdict if handed.summary else "") or "report ready"
-    failures = st.failure_summary(states)
+    summary = handed.summary
+    standstill = summary is not None and summary.cause in st.STANDSTILL_CAUSES
+    failures = st.failure_summary(states, culprit=summary.slowest_rank if summary and standstill else None)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
     if handed.regressed is not None:

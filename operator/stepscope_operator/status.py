@@ -96,13 +96,19 @@ def final_phase(targets: Sequence[TargetStatus]) -> Phase:
     return Phase.SUCCEEDED if all(t.state is TargetState.CAPTURED for t in targets) else Phase.PARTIALLY_SUCCEEDED
 
 
-def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
+STANDSTILL_CAUSES = frozenset({"hang", "desync"})
+"""status.summary.cause values of a job that stands still (stepscope_contract.report.Cause.HANG and DESYNC; the
+operator does not import the report models)"""
+
+
+def failure_summary(targets: Sequence[TargetStatus], limit: int = 5, culprit: int | None = None) -> str:
     """The targets not captured, each reason once: targets with the same state and message share one entry
-    ("pod-a, pod-b (ranks 0, 1): Hung: no step boundary within stepTimeoutSeconds (30 s)")."""
-    bad = [t for t in targets if t.state is not TargetState.CAPTURED]
+    ("pod-a, pod-b (ranks 0, 1): Hung: no step boundary within stepTimeoutSeconds (30 s)"). `culprit`: the rank the
+    report found holding a standstill up (hang or desync); the other hung ranks are told as waiting for it."""
+    bad = sorted((t for t in targets if t.state is not TargetState.CAPTURED), key=lambda t: t.rank != culprit)
     groups: dict[tuple[str, str], list[TargetStatus]] = {}
     for t in bad:
-        groups.setdefault((t.state.value, t.message or "no detail"), []).append(t)
+        groups.setdefault(_standstill_role(t, culprit) or (t.state.value, t.message or "no detail"), []).append(t)
     parts = []
     for (state, message), members in list(groups.items())[:limit]:
         pods = ", ".join(t.pod for t in members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
@@ -112,3 +118,12 @@ def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
     if len(groups) > limit:
         parts.append(f"and {len(groups) - limit} more reasons")
     return "; ".join(parts)
+
+
+def _standstill_role(t: TargetStatus, culprit: int | None) -> tuple[str, str] | None:
+    """(state, message) of a hung target once the report named the rank the others wait for."""
+    if culprit is None or t.state is not TargetState.HUNG or t.rank is None:
+        return None
+    if t.rank == culprit:
+        return "Hung", f"holds the job up (the report's culprit): {t.message or 'no step boundary'}"
+    return "Waiting", f"waits for rank {culprit} in a collective (no fault of its own)"

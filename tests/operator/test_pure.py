@@ -244,3 +244,21 @@ def test_failure_summary_says_each_reason_once() -> None:
     )
     many = [TargetStatus(pod=f"p{r}", rank=r, state=TargetState.HUNG, message=hung) for r in range(9)]
     assert failure_summary(many) == f"p0, p1, p2, p3 and 5 more (ranks 0-8): Hung: {hung}"
+
+
+@pytest.mark.unit
+def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it() -> None:
+    """Once the report names the rank that holds a hang up, the other hung targets read as waiting for it, not as
+    four hung ranks."""
+    from stepscope_operator.status import STANDSTILL_CAUSES, failure_summary
+
+    targets = [
+        TargetStatus(pod=f"pod-{r}", rank=r, state=TargetState.HUNG, message="no step boundary within 30 s")
+        for r in range(4)
+    ]
+    told = failure_summary(targets, culprit=2)
+    assert "pod-2 (rank 2): Hung: holds the job up (the report's culprit): no step boundary within 30 s" in told
+    assert told.startswith("pod-2 (rank 2): Hung")  # the culprit first
+    assert "pod-0, pod-1, pod-3 (ranks 0-1,3): Waiting: waits for rank 2" in told
+    assert "(ranks 0-3): Hung" in failure_summary(targets)  # without a report's culprit: as the sidecars said
+    assert {"hang", "desync"} == STANDSTILL_CAUSES
