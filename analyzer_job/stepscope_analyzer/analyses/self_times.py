@@ -20,29 +20,36 @@ I64 = npt.NDArray[np.int64]
 def self_durations(pid: I64, tid: I64, ts: F64, dur: F64, rows: npt.NDArray[np.intp]) -> F64:
     """Self time of each of `rows` (indices into the columns), in the order of `rows`.
 
-    Vectorised per thread: sorted by start (a parent before the children that start with it), an event's depth is
-    how many earlier events are still open at its start (those that started before it, less those that ended by
-    then); its parent is the latest earlier event one level up. Zero-length events have no children and cover
-    nothing: left out (self time 0)."""
+    Vectorised over all threads at once: each thread's events are moved onto a time range of their own (shifted by
+    the thread's position times the span of the rows), so that no two threads overlap and one pass serves them all.
+    Sorted by start (a parent before the children that start with it), an event's depth is how many earlier events
+    are still open at its start (those that started before it, less those that ended by then); its parent is the
+    latest earlier event one level up. Zero-length events have no children and cover nothing: left out (self time
+    0)."""
     out = np.zeros(rows.size, dtype=np.float64)
     if rows.size == 0:
         return out
     d = np.maximum(dur[rows], 0.0)
-    s = ts[rows]
-    thread = pid[rows] * 0x1_0000_0000 + tid[rows]
-    for t in np.unique(thread).tolist():
-        idx = np.flatnonzero((thread == t) & (d > 0))
-        by_length = idx[np.argsort(-d[idx], kind="stable")]
-        order = by_length[np.argsort(s[by_length], kind="stable")]  # by start, the longer first
-        starts, lengths = s[order], d[order]
-        own = lengths.copy()
-        _children(starts, starts + lengths, own)
-        out[order] = np.maximum(own, 0.0)
+    keep = np.flatnonzero(d > 0)
+    if keep.size == 0:
+        return out
+    s = ts[rows][keep]
+    d = d[keep]
+    _, thread = np.unique(pid[rows][keep] * 0x1_0000_0000 + tid[rows][keep], return_inverse=True)
+    first = float(s.min())
+    span = float((s + d).max()) - first + 1.0
+    starts = (s - first) + thread.astype(np.float64) * span  # threads side by side, never overlapping
+    order = np.lexsort((-d, starts))  # by start, the longer first
+    starts, lengths = starts[order], d[order]
+    own = lengths.copy()
+    _children(starts, starts + lengths, own)
+    out[keep[order]] = np.maximum(own, 0.0)
     return out
 
 
 def _children(starts: F64, ends: F64, own: F64) -> None:
-    """Subtract from each event of one thread (sorted by start, longer first) what its direct children cover."""
+    """Subtract from each event (sorted by start, longer first; threads apart in time) what its direct children
+    cover."""
     n = starts.size
     closed = np.searchsorted(np.sort(ends), starts, side="right")  # events ended by each start
     depth = np.arange(n) - closed

@@ -44,24 +44,33 @@ def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, npt.NDArra
 
 
 def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) -> list[list[float]]:
-    """[start, end, phase] covering [lo, hi): the named stretches and `other` in their gaps, neighbours joined."""
-    out: list[list[float]] = []
-    at = lo
-    for start, end, kind in zip(s.tolist(), e.tolist(), k.tolist(), strict=True):
-        if start > at:
-            out.append([at, start, OTHER])
-        if end > max(start, at):
-            out.append([max(start, at), end, kind])
-        at = max(at, end)
-    if hi > at:
-        out.append([at, hi, OTHER])
-    joined: list[list[float]] = []
-    for piece in out:
-        if joined and joined[-1][2] == piece[2]:
-            joined[-1][1] = piece[1]
-        else:
-            joined.append(piece)
-    return joined
+    """[start, end, phase] covering [lo, hi): the named stretches and `other` in their gaps, neighbours joined.
+
+    Vectorised: a stretch starts where the ones before it end at the latest (overlaps go to the earlier), the gaps
+    between are `other`, and runs of one phase are joined."""
+    if s.size == 0:
+        return [[lo, hi, OTHER]] if hi > lo else []
+    reached = np.maximum.accumulate(np.maximum(e, lo))  # how far the stretches up to each one reach
+    before = np.concatenate(([lo], reached[:-1]))
+    start = np.maximum(s, before)
+    gap = s > before
+    n = s.size
+    starts = np.empty(2 * n + 1)
+    ends = np.empty(2 * n + 1)
+    kinds = np.empty(2 * n + 1, dtype=np.int64)
+    starts[0:-1:2], ends[0:-1:2], kinds[0:-1:2] = before, np.where(gap, s, before), OTHER  # the gap before each
+    starts[1::2], ends[1::2], kinds[1::2] = start, e, k
+    starts[-1], ends[-1], kinds[-1] = reached[-1], hi, OTHER  # after the last
+    keep = ends > starts
+    starts, ends, kinds = starts[keep], ends[keep], kinds[keep]
+    if starts.size == 0:
+        return []
+    first = np.concatenate(([True], kinds[1:] != kinds[:-1]))  # the first stretch of each run of one phase
+    heads = np.flatnonzero(first)
+    tails = np.concatenate((heads[1:], [kinds.size])) - 1
+    return [
+        [a, b, c] for a, b, c in zip(starts[heads].tolist(), ends[tails].tolist(), kinds[heads].tolist(), strict=True)
+    ]
 
 
 def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:

@@ -13,13 +13,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
 import numpy as np
 import numpy.typing as npt
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.native import ScannedChunk
-from stepscope_analyzer.parse.schema import ARGS_DECODER, COLLECTIVE_FIELDS, META_TYPE, TraceEvent
+from stepscope_analyzer.parse.schema import ARGS_DECODER, COLLECTIVE_FIELDS, MEMORY_ARGS_DECODER, META_TYPE, TraceEvent
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -321,6 +322,28 @@ class ColumnBuilder:
             return
         self._memory.append((float(ts), float(allocated), float(reserved), device if type(device) is int else 0))
 
+    def _memory_chunk(self, items: Sequence[tuple[float, bytes]]) -> None:
+        """A scanned chunk's `[memory]` events (time, args text) at once: the same rows as `_memory_event` one by one,
+        which takes over when a value is not of a number's type."""
+        if not items or len(self._memory) >= MAX_MEMORY_EVENTS:
+            return
+        try:
+            args = MEMORY_ARGS_DECODER.decode(b"[" + b",".join(text for _, text in items) + b"]")
+        except msgspec.MsgspecError:
+            for at, text in items:
+                a = ARGS_DECODER.decode(text)
+                self._memory_event(at, a.total_allocated, a.total_reserved, a.device_type)
+            return
+        ts = np.array([t for t, _ in items], dtype=np.float64)
+        allocated = np.array([a.total_allocated for a in args], dtype=np.float64)  # None: NaN, left out below
+        reserved = np.array([a.total_reserved for a in args], dtype=np.float64)
+        device = [a.device_type or 0 for a in args]
+        keep = np.flatnonzero(np.isfinite(ts) & np.isfinite(allocated) & np.isfinite(reserved))
+        keep = keep[: MAX_MEMORY_EVENTS - len(self._memory)]
+        kept = keep.tolist()
+        rows = (ts[keep].tolist(), allocated[keep].tolist(), reserved[keep].tolist(), [device[i] for i in kept])
+        self._memory.extend(zip(*rows, strict=True))
+
     def _intern_rows(self, first: int) -> None:
         """Turn the names and categories of the rows from `first` on into ids (in order of first appearance; both
         paths share this, so an event's ids do not depend on how it was decoded)."""
@@ -349,9 +372,7 @@ class ColumnBuilder:
         self.seen += chunk.events
         for pid, tid, name in c["threads"]:
             self._thread_names[(pid, tid)] = name
-        for ts, text in c.get("memory", ()):
-            a = ARGS_DECODER.decode(text)
-            self._memory_event(ts, a.total_allocated, a.total_reserved, a.device_type)
+        self._memory_chunk(c.get("memory", ()))
         rows = int(c["rows"])
         if not rows:
             return

@@ -85,3 +85,15 @@ EVENTS_DECODER: Any = msgspec.json.Decoder(
 )
 ARGS_DECODER: Any = msgspec.json.Decoder(EventArgs)
 """an event's args object alone (the native scanner hands over collectives' args as text)"""
+
+
+class MemoryArgs(msgspec.Struct, gc=False):
+    """A `[memory]` event's args when every kept value is a number (the native scanner hands their texts over)."""
+
+    total_allocated: float | None = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: float | None = msgspec.field(default=None, name="Total Reserved")
+    device_type: int | None = msgspec.field(default=None, name="Device Type")
+
+
+MEMORY_ARGS_DECODER: Any = msgspec.json.Decoder(list[MemoryArgs])
+"""a chunk's `[memory]` args in one call; a value of another type fails the whole list (then: one at a time)"""
