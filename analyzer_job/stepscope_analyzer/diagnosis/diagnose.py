@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.dp_replay import dp_what_ifs
 from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
 from stepscope_analyzer.diagnosis.job_numbers import step_numbers
@@ -99,7 +100,10 @@ def diagnose(
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
     findings += tp_stragglers(layout, slow, ok)
-    whatifs = what_ifs(step_work(layout, ok, micro), [s.rank for s in slow], numbers.median_step_us) if layout else []
+    slow_ids, step_us = [s.rank for s in slow], numbers.median_step_us
+    whatifs = (
+        what_ifs(step_work(layout, ok, micro), slow_ids, step_us) if layout else dp_what_ifs(ok, slow_ids, step_us)
+    )
     findings = with_replayed_gains(findings, whatifs)
     numbers = with_finding_numbers(numbers, findings, slow, hangs)
     coverage = Coverage(

@@ -11,7 +11,7 @@ import pytest
 from stepscope_analyzer.diagnosis import diagnose
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.report import build_report, html_bytes
-from stepscope_contract.report import RankReport, Report
+from stepscope_contract.report import Cause, RankReport, Report
 from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
 from stepscope_testing.synthetic import JobShape, synthetic_job
 
@@ -48,3 +48,13 @@ def test_the_status_summary_names_the_top_finding_without_a_slow_rank() -> None:
     summary = build_status_summary(report)
     assert summary.slowest_rank is None and summary.cause == "stage_imbalance"
     assert summary.estimated_speedup == pytest.approx(report.diagnosis.estimated_speedup, rel=1e-3)
+
+
+def test_a_data_parallel_job_with_a_slow_rank_shows_its_replayed_what_if() -> None:
+    slow = synthetic_job(JobShape(world_size=4), slow_rank=2, cause=Cause.COMPUTE, extra_us=30_000.0)
+    report, html = _html(slow)
+    assert report.diagnosis.layout is None and 'id="parallel-layout"' not in html
+    table = html[html.index('id="what-if"') : html.index("</table>", html.index('id="what-if"'))]
+    assert "rank 2 ran like its peers" in table
+    _, healthy = _html(synthetic_job(JobShape(world_size=4)))
+    assert 'id="what-if"' not in healthy
