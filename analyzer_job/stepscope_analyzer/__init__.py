@@ -10,3 +10,14 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 # pydantic reads the entry points of every installed distribution, looking for plugins, when it builds its first
 # model (~25 ms of the command's start-up, on the path before the first rank starts); the analyzer uses none.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+
+
+def tool_version() -> str:
+    """The installed analyzer's version (reports, node summaries and outcomes carry it); importlib.metadata is
+    imported here only, since the command's start-up never needs it."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("stepscope")
+    except metadata.PackageNotFoundError:
+        return "0.0.0"

@@ -23,8 +23,8 @@ import sys
 import time
 from pathlib import Path
 
+from stepscope_analyzer import tool_version
 from stepscope_analyzer.rank_pool import Computed, compute
-from stepscope_analyzer.report.build import tool_version
 from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.analysis_documents import NodeSummary
 

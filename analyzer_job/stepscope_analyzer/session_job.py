@@ -25,6 +25,7 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from stepscope_analyzer import tool_version
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
@@ -33,7 +34,6 @@ from stepscope_analyzer.pipeline import Layout, RankInput, RankOutcome, discover
 from stepscope_analyzer.rank_reading import read_rank
 from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.report.build import tool_version
 from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_contract.analysis_documents import (
     MAX_SESSION_DOCUMENT_BYTES,

@@ -16,12 +16,11 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer import node_summaries
+from stepscope_analyzer import node_summaries, tool_version
 from stepscope_analyzer.node_summaries import summarise_trace
 from stepscope_analyzer.pipeline import discover, summarize_all
 from stepscope_analyzer.reduction import reduce_outcomes
 from stepscope_analyzer.report import model_json_bytes
-from stepscope_analyzer.report.build import tool_version
 from stepscope_analyzer.storage_io import LocalStore, location_of
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.report import RankStatus

@@ -30,8 +30,8 @@ from sidecar_harness import (
     wait_for,
 )
 
+from stepscope_analyzer import tool_version
 from stepscope_analyzer.node_summaries import summarise_trace
-from stepscope_analyzer.report.build import tool_version
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.wire import HookState, RankMeta

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from stepscope_analyzer import tool_version
 from stepscope_analyzer.diff.added_work import added_work
 from stepscope_analyzer.diff.name_deltas import COMMUNICATION, NameTimes, Scales, name_changes, name_times, one_rank
 from stepscope_analyzer.diff.op_speed import OpSpeed, unchanged_op_speed
@@ -29,7 +30,6 @@ from stepscope_analyzer.diff.step_samples import (
     median_and_p90,
 )
 from stepscope_analyzer.diff.verdict import decide, pct
-from stepscope_analyzer.report.build import tool_version
 from stepscope_contract.diff import DiffResult, DiffVerdict, RankDelta, SideSummary, TopChange
 from stepscope_contract.report import RankReport, Report
 

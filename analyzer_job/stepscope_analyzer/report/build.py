@@ -3,17 +3,10 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from importlib import metadata
 
+from stepscope_analyzer import tool_version
 from stepscope_analyzer.report.timeline import job_timeline, without_spans
 from stepscope_contract.report import Diagnosis, RankError, RankReport, Report, SessionInfo
-
-
-def tool_version() -> str:
-    try:
-        return metadata.version("stepscope")
-    except metadata.PackageNotFoundError:
-        return "0.0.0"
 
 
 def build_report(
