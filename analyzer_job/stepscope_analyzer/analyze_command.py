@@ -17,6 +17,7 @@ from stepscope_analyzer.storage_io import StorageError, location_of, open_store
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
+from stepscope_storage.failure_fix import with_fix
 
 FINISH = "stepscope_analyzer.analyze_finish"
 
@@ -34,7 +35,7 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(f"stepscope analyze: reading {location.uri}")
         layout = discover(store, location)
     except (StorageUriError, StorageError) as exc:
-        print(f"stepscope analyze: {exc}", file=sys.stderr)
+        print(f"stepscope analyze: {with_fix(exc)}", file=sys.stderr)
         return EXIT_BAD_SOURCE
     if not layout.inputs:
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)

@@ -16,6 +16,8 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from stepscope_storage.failure_fix import ENDPOINT_FIX, storage_failure
+
 DEBUG_HINT = "run it again with --debug for the traceback"
 KUBE_FIX = (
     "check KUBECONFIG ({kubeconfig}) and its current context (kubectl cluster-info); for the local cluster run "
@@ -115,10 +117,7 @@ def _connection(exc: BaseException) -> Failure | None:
     base, path = _url_of(exc)
     reason = _short_reason(exc)
     if type(exc).__module__.startswith("botocore"):  # EndpointConnectionError, ConnectTimeoutError
-        return Failure(
-            f"cannot reach the storage endpoint {base or '(unknown)'} ({reason})",
-            "check the endpoint (--endpoint, STEPSCOPE_STORAGE_ENDPOINT or AWS_ENDPOINT_URL) and that it is running",
-        )
+        return Failure(f"cannot reach the storage endpoint {base or '(unknown)'} ({reason})", ENDPOINT_FIX)
     if _is_kube_path(path) or base == _kube_server():
         return Failure(
             f"cannot reach the Kubernetes API server at {base} ({reason})", KUBE_FIX.format(kubeconfig=_kubeconfig())
@@ -183,33 +182,11 @@ def _kube_config(exc: BaseException) -> Failure | None:
     )
 
 
-S3_AUTH = {"AccessDenied", "InvalidAccessKeyId", "SignatureDoesNotMatch", "InvalidToken", "ExpiredToken", "403"}
-S3_MISSING = {"NoSuchBucket", "NoSuchKey", "404", "NotFound"}
-
-
 def _storage(exc: BaseException) -> Failure | None:
-    names = _names(exc)
-    if names & {"NoCredentialsError", "PartialCredentialsError"}:
-        return Failure(
-            "no storage credentials found",
-            "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile), or name the credentials Secret",
-        )
-    if "ClientError" not in names:
-        return None
-    error = (getattr(exc, "response", None) or {}).get("Error", {})
-    code = str(error.get("Code", ""))
-    bucket = error.get("BucketName") or ""
-    if code in S3_AUTH:
-        return Failure(
-            f"the storage refused the credentials ({code}: {error.get('Message', '')})".replace(": )", ")"),
-            "check AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY (or the credentials Secret) and the bucket's policy",
-        )
-    if code in S3_MISSING:
-        what = f"bucket {bucket}" if code == "NoSuchBucket" and bucket else "the object or bucket"
-        return Failure(
-            f"{what} does not exist in storage ({code})", "check the storage URI and the endpoint (--endpoint)"
-        )
-    return None
+    """Credentials and missing buckets or keys (an unreachable endpoint is _connection's, which names its URL)."""
+    answered = {"ClientError", "NoCredentialsError", "PartialCredentialsError"}
+    found = storage_failure(exc) if _names(exc) & answered else None
+    return Failure(*found) if found is not None else None
 
 
 def _files(exc: BaseException) -> Failure | None:

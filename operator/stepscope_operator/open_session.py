@@ -23,6 +23,7 @@ from stepscope_contract.status_wire import read_status
 from stepscope_contract.storage import AddressingStyle, FetchLayout, StorageLocation, parse_storage_uri
 from stepscope_operator.check import Cluster, Context, credentials_of, storage_settings
 from stepscope_storage import Connection, open_store
+from stepscope_storage.failure_fix import with_fix
 from stepscope_storage.fetch import Fetched, fetch_session
 from stepscope_storage.fetch import main as fetch_uri_main
 from stepscope_storage.store import StorageError, Store
@@ -95,18 +96,14 @@ def _download(args: argparse.Namespace, dest: str | None, prog: str) -> tuple[Pa
     if not re.fullmatch(DNS_SUBDOMAIN, args.session):
         print(f"{prog}: '{args.session}' is not a session name", file=sys.stderr)
         return None
-    try:
-        cluster = Cluster(args.kubeconfig)
-    except Exception as exc:
-        print(f"{prog}: cannot reach a cluster: {exc}", file=sys.stderr)
-        return None
+    cluster = Cluster(args.kubeconfig)  # no kubeconfig: the CLI's failure line names the cause and the fix
     namespace = args.namespace or cluster.context_namespace
     try:
         folder = session_folder(cluster, namespace, args.session, args.install_namespace)
         target = Path(dest or f"stepscope-{namespace}-{args.session}")
         fetched = fetch_session(folder.store, folder.location, target, FetchLayout.SESSION)
     except (SessionError, StorageError, ValueError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {with_fix(exc)}", file=sys.stderr)
         return None
     finally:
         cluster.close()

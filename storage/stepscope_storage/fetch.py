@@ -30,6 +30,7 @@ from stepscope_contract.storage import (
 from stepscope_storage import open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
+from stepscope_storage.failure_fix import with_fix
 from stepscope_storage.store import StorageError, Store
 
 
@@ -100,7 +101,7 @@ def main(argv: list[str]) -> int:
             store, session, Path(args.dest), FetchLayout(args.layout), None if args.quiet else print
         )
     except (StorageUriError, StorageError) as exc:
-        print(f"stepscope fetch: {exc}", file=sys.stderr)
+        print(f"stepscope fetch: {with_fix(exc)}", file=sys.stderr)
         return 2
     if not fetched.files:
         print(f"stepscope fetch: nothing to fetch under {session.uri} (layout {args.layout})", file=sys.stderr)

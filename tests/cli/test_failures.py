@@ -176,3 +176,46 @@ def test_explain_names_cause_and_fix() -> None:
     assert explain(FileNotFoundError(2, "No such file", "/x/y")).cause == "no such file or folder: /x/y"
     odd = explain(ValueError("three\nlines\nhere"))
     assert odd.cause == "unexpected ValueError: three" and "--debug" in odd.fix
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", [["analyze", "s3://bucket/ns/sess", "-o"], ["fetch", "s3://bucket/ns/sess"]])
+def test_an_unreachable_storage_endpoint_names_the_fix(tmp_path: Path, command: list[str]) -> None:
+    """`stepscope analyze` and `stepscope fetch` of a storage URI whose endpoint nobody listens on: the last line
+    names the cause and what to check; exit 2, no traceback."""
+    endpoint = f"http://127.0.0.1:{_closed_port()}"
+    got = _run(
+        None, *command, str(tmp_path / "out"), "--endpoint", endpoint, AWS_ACCESS_KEY_ID="a", AWS_SECRET_ACCESS_KEY="b"
+    )
+    assert got.returncode == 2, got.stdout + got.stderr
+    assert "Traceback" not in got.stderr
+    last = got.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"stepscope {command[0]}: ") and "EndpointConnectionError" in last, got.stderr
+    assert last.endswith(
+        "check the endpoint (--endpoint, STEPSCOPE_STORAGE_ENDPOINT or AWS_ENDPOINT_URL) and that it is running"
+    )
+
+
+@pytest.mark.integration
+def test_fetch_by_name_without_a_kubeconfig_is_one_line(tmp_path: Path) -> None:
+    line = _one_line(_run(tmp_path / "missing-kubeconfig", "fetch", "demo"), "fetch")
+    assert "no usable kubeconfig" in line and "set KUBECONFIG or pass --kubeconfig" in line
+
+
+@pytest.mark.unit
+def test_storage_failures_carry_their_fix_through_a_storage_error() -> None:
+    from stepscope_storage.failure_fix import with_fix
+    from stepscope_storage.store import StorageError
+
+    missing = botocore.exceptions.ClientError(
+        {"Error": {"Code": "NoSuchBucket", "Message": "gone", "BucketName": "team-a"}}, "ListObjectsV2"
+    )
+    try:
+        raise StorageError("cannot list s3://team-a/x/") from missing
+    except StorageError as exc:
+        assert with_fix(exc) == "cannot list s3://team-a/x/; check the storage URI and the endpoint (--endpoint)"
+    assert with_fix(StorageError("refusing to delete a whole bucket")) == "refusing to delete a whole bucket"
+    assert explain(missing).line("fetch") == (
+        "stepscope fetch: bucket team-a does not exist in storage (NoSuchBucket); check the storage URI and the "
+        "endpoint (--endpoint)"
+    )
