@@ -13,10 +13,12 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from stepscope_storage.failure_fix import ENDPOINT_FIX, storage_failure
+from stepscope_storage.failure_fix import chain as _chain
+from stepscope_storage.failure_fix import class_names as _names
 
 DEBUG_HINT = "run it again with --debug for the traceback"
 KUBE_FIX = (
@@ -32,19 +34,6 @@ class Failure:
 
     def line(self, command: str) -> str:
         return f"stepscope {command}: {self.cause}; {self.fix}"
-
-
-def _chain(exc: BaseException) -> Iterator[BaseException]:
-    seen: set[int] = set()
-    current: BaseException | None = exc
-    while current is not None and id(current) not in seen and len(seen) < 20:
-        seen.add(id(current))
-        yield current
-        current = current.__cause__ or current.__context__
-
-
-def _names(exc: BaseException) -> set[str]:
-    return {cls.__name__ for cls in type(exc).__mro__}
 
 
 def _kubeconfig() -> str:

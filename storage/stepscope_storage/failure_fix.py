@@ -18,7 +18,8 @@ ENDPOINT_FIX = "check the endpoint (--endpoint, STEPSCOPE_STORAGE_ENDPOINT or AW
 CREDENTIALS_FIX = "set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY (or a profile), or name the credentials Secret"
 
 
-def _chain(exc: BaseException) -> Iterator[BaseException]:
+def chain(exc: BaseException) -> Iterator[BaseException]:
+    """`exc` and its causes (`raise ... from`, and the exception being handled when it was raised), at most 20."""
     seen: set[int] = set()
     current: BaseException | None = exc
     while current is not None and id(current) not in seen and len(seen) < 20:
@@ -27,14 +28,15 @@ def _chain(exc: BaseException) -> Iterator[BaseException]:
         current = current.__cause__ or current.__context__
 
 
-def _names(exc: BaseException) -> set[str]:
+def class_names(exc: BaseException) -> set[str]:
+    """The names of `exc`'s class and its bases (clients' errors are matched by name, their modules not imported)."""
     return {cls.__name__ for cls in type(exc).__mro__}
 
 
 def storage_failure(exc: BaseException) -> tuple[str, str] | None:
     """(cause, fix) of a storage failure raised by botocore, or None when `exc` is not one (this one exception; the
     caller walks causes, or uses `storage_fix`)."""
-    names = _names(exc)
+    names = class_names(exc)
     if type(exc).__module__.startswith("botocore") and names & {"EndpointConnectionError", "ConnectTimeoutError"}:
         return f"cannot reach the storage endpoint ({exc})", ENDPOINT_FIX
     if names & {"NoCredentialsError", "PartialCredentialsError"}:
@@ -57,7 +59,7 @@ def storage_failure(exc: BaseException) -> tuple[str, str] | None:
 
 def storage_fix(exc: BaseException) -> str | None:
     """The fix for the first storage failure in `exc`'s chain of causes, or None."""
-    for e in _chain(exc):
+    for e in chain(exc):
         found = storage_failure(e)
         if found is not None:
             return found[1]
