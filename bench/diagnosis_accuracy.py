@@ -28,7 +28,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "testing"))
 
-from stepscope_analyzer.cli import analyze_main  # noqa: E402
+from stepscope_analyzer.commands.cli import analyze_main  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
 from stepscope_testing.gloo_jobs import GlooJob  # noqa: E402
 

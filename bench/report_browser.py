@@ -17,10 +17,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import reduce_outcomes
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import LocalStore, location_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "analyzer_job"))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests" / "analyzer_job" / "report"))

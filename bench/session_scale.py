@@ -112,7 +112,7 @@ def prepare_traces(sources: list[Path], ranks: int, folder: Path) -> list[Path]:
 def _warm(_: int) -> None:
     import boto3  # noqa: F401 - what the first upload of each uploader process would import
 
-    import stepscope_analyzer.node_summaries  # noqa: F401 - and what its summaries run
+    import stepscope_analyzer.ranks.node_summaries  # noqa: F401 - and what its summaries run
 
 
 _STORES: dict[str, Store] = {}  # per uploader process: one client per session folder
@@ -121,7 +121,7 @@ _SUMMARIES = ThreadPoolExecutor(1)  # per uploader process: the summary beside t
 
 def _summarise(data: bytes, rank: int, rank_dir: Path) -> tuple[Path, float]:
     """The rank's node summary of its own trace (the analyzer's code the sidecar runs), written into `rank_dir`."""
-    from stepscope_analyzer.node_summaries import summarise_trace
+    from stepscope_analyzer.ranks.node_summaries import summarise_trace
 
     node = summarise_trace(data, rank, 50)
     rank_dir.mkdir(parents=True, exist_ok=True)

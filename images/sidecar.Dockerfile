@@ -1,7 +1,7 @@
 # syntax=docker/dockerfile:1
 # stepscope sidecar image: the sidecar agent and the init container that copies the in-process hook; no torch, no kopf.
 # It carries the analyzer's packages (numpy, orjson, msgspec, isal: the [analyzer] extra) so that each rank's trace is
-# summarised where it was recorded (python -m stepscope_analyzer.node_summaries, run by the sidecar as a command).
+# summarised where it was recorded (python -m stepscope_analyzer.ranks.node_summaries, run by the sidecar as a command).
 # Built from the repository root with the one pyproject: docker build -f images/sidecar.Dockerfile -t stepscope/sidecar:dev .
 ARG PYTHON_IMAGE=python:3.11-slim-bookworm
 

@@ -1,5 +1,5 @@
 """The rank's summary made here, right after its capture, while its trace uploads: the analyzer's own rank summary,
-run as a command (`python -m stepscope_analyzer.node_summaries`, from the analyzer package the sidecar image
+run as a command (`python -m stepscope_analyzer.ranks.node_summaries`, from the analyzer package the sidecar image
 carries) so the sidecar imports nothing of the analyzer. It runs at a lower priority than the training (nice), on one
 CPU, within an address-space limit and a deadline; its NodeSummary goes beside the trace
 (`traces/rank<R>/summary.json`). Whatever goes wrong here only costs the central analysis a parse: it reads the
@@ -27,7 +27,7 @@ from stepscope_contract.storage import RANK_SUMMARY_FILE
 
 log = logging.getLogger(__name__)
 
-ANALYZER_MODULE = "stepscope_analyzer.node_summaries"
+ANALYZER_MODULE = "stepscope_analyzer.ranks.node_summaries"
 MiB = 1024 * 1024
 
 

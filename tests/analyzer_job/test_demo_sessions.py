@@ -15,10 +15,10 @@ from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diagnosis.straggler_test import Effect
 from stepscope_analyzer.diagnosis.what_ran import OPS_LABEL
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
-from stepscope_analyzer.storage_io import LocalStore, location_of
 from stepscope_contract.report import Cause, Report
 
 pytestmark = pytest.mark.unit

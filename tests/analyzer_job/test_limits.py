@@ -6,8 +6,9 @@ import gzip
 
 import pytest
 
-from stepscope_analyzer import limits, missing
+from stepscope_analyzer import limits
 from stepscope_analyzer.parse import TraceError, parse_bytes, parse_trace
+from stepscope_analyzer.reduce import missing
 
 pytestmark = pytest.mark.unit
 

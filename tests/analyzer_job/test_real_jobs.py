@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import reduce_outcomes
-from stepscope_analyzer.storage_io import LocalStore, location_of
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Cause, Report
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 

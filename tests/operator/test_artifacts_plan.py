@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from stepscope_analyzer.cleanup import CleanupRefused, deletion_target, index_entry_is_this_session
+from stepscope_analyzer.commands.cleanup import CleanupRefused, deletion_target, index_entry_is_this_session
 from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.session_index import SessionIndexEntry

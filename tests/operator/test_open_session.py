@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from stepscope_analyzer.ranks.storage_io import location_of
 from stepscope_analyzer.report import html_bytes, with_trace_links
-from stepscope_analyzer.storage_io import location_of
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import STORAGE_BASE, install
 

@@ -31,7 +31,7 @@ from sidecar_harness import (
 )
 
 from stepscope_analyzer import tool_version
-from stepscope_analyzer.node_summaries import summarise_trace
+from stepscope_analyzer.ranks.node_summaries import summarise_trace
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.wire import HookState, RankMeta

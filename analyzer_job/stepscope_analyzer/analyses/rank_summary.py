@@ -35,8 +35,8 @@ from stepscope_analyzer.analyses.step_spans import step_spans
 from stepscope_analyzer.analyses.steps import stats_of, step_numbers, step_rows, step_stats
 from stepscope_analyzer.analyses.trace_checks import check_event_times
 from stepscope_analyzer.analyses.trace_info import trace_environment
-from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.parse import ParsedTrace, TraceColumns, TraceError, parse_trace
+from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import (
     Bottleneck,
     IdleBreakdown,

@@ -25,7 +25,7 @@ from stepscope_analyzer.diagnosis.thread_stacks import (
     shown_stacks,
 )
 from stepscope_analyzer.flight_recorder import Dump, analyse, rank_list
-from stepscope_analyzer.hang_evidence import HangEvidence
+from stepscope_analyzer.ranks.hang_evidence import HangEvidence
 from stepscope_contract.report import (
     Cause,
     CollectiveCall,

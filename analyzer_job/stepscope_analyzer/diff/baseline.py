@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from stepscope_analyzer.diff.sides import SideError, load_side
-from stepscope_analyzer.storage_io import StorageError, Store
+from stepscope_analyzer.ranks.storage_io import StorageError, Store
 from stepscope_contract.diff import DiffResult, DiffVerdict
 from stepscope_contract.report import BaselineChange, Report, VsBaseline
 from stepscope_contract.session import (

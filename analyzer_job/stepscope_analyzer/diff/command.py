@@ -8,11 +8,11 @@ import argparse
 import sys
 from pathlib import Path
 
+from stepscope_analyzer.commands.output_files import write_files
 from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
 from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
 from stepscope_analyzer.diff.pr_summary import decided_on, junit, markdown
 from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
-from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult, DiffVerdict
 from stepscope_contract.storage import AddressingStyle

@@ -13,9 +13,9 @@ from pathlib import PurePosixPath
 
 from pydantic import ValidationError
 
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import reduce_outcomes
-from stepscope_analyzer.storage_io import StorageError, Store, TooLargeError, location_of, open_store
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import StorageError, Store, TooLargeError, location_of, open_store
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Report
 from stepscope_contract.storage import REPORT_JSON, StorageLocation, StorageUriError, report_location
 from stepscope_storage import Credentials, EndpointSettings

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.flight_recorder.dump import Dump, FlightRecorderError, Interner, compact, own_cost, parse_dump
-from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
+from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
 from stepscope_analyzer.trace_error import TraceError
 from stepscope_contract.report import RankError
 from stepscope_contract.storage import FLIGHT_RECORDER_FILE

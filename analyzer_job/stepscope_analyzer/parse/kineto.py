@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.cpu_quota import cpus_per_trace
 from stepscope_analyzer.parse.columns import ColumnBuilder, TraceColumns
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.source import read_raw_bytes, whole_text
@@ -21,6 +20,7 @@ from stepscope_analyzer.parse.splitter import (
     parse_whole,
 )
 from stepscope_analyzer.parse.stream import iter_blocks
+from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 
 
 @dataclass

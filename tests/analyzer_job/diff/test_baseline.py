@@ -9,12 +9,12 @@ from pathlib import Path
 import pytest
 from report_maker import noisy_job, rank, report
 
+from stepscope_analyzer.commands.gate_step import run_gate, write_index_entry
+from stepscope_analyzer.commands.session_job import with_step_numbers
 from stepscope_analyzer.diff.baseline import BaselineError, find_baseline, regressed
 from stepscope_analyzer.diff.compare import diff_reports
-from stepscope_analyzer.gate_step import run_gate, write_index_entry
+from stepscope_analyzer.ranks.storage_io import location_of, open_store
 from stepscope_analyzer.report import html_bytes, model_json_bytes
-from stepscope_analyzer.session_job import with_step_numbers
-from stepscope_analyzer.storage_io import location_of, open_store
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult
 from stepscope_contract.report import Cause, Report, SlowRank
 from stepscope_contract.session import ConditionStatus, ProfileSessionSpec, ReportSummary

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from report_maker import noisy_job
 
+from stepscope_analyzer.commands.gate_step import run_gate, write_index_entry
 from stepscope_analyzer.diff.baseline import BaselineError, find_baseline
-from stepscope_analyzer.gate_step import run_gate, write_index_entry
+from stepscope_analyzer.ranks.storage_io import location_of, open_store
 from stepscope_analyzer.report import model_json_bytes
-from stepscope_analyzer.storage_io import location_of, open_store
 from stepscope_contract.session import ConditionStatus, ProfileSessionSpec
 from stepscope_contract.storage import REPORT_JSON, confinement_error, parse_storage_uri, report_location
 

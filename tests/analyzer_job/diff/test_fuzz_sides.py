@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from stepscope_analyzer.diff.sides import SideError, _read_report
-from stepscope_analyzer.storage_io import LocalStore
+from stepscope_analyzer.ranks.storage_io import LocalStore
 from stepscope_contract.report import Report
 from stepscope_contract.storage import confinement_error, parse_storage_uri
 from stepscope_testing.hostile_inputs import encoded, json_values

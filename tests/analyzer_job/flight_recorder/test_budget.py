@@ -26,7 +26,7 @@ from fr_dumps import dump, entry
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.flight_recorder import load_dumps
-from stepscope_analyzer.storage_io import LocalStore
+from stepscope_analyzer.ranks.storage_io import LocalStore
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import Report
 from stepscope_contract.wire import CaptureState, RankMeta

@@ -19,7 +19,7 @@ from stepscope_analyzer import limits
 from stepscope_analyzer.flight_recorder import FlightRecorderError, analyse, load_dumps, parse_dump
 from stepscope_analyzer.flight_recorder.calls import rank_calls
 from stepscope_analyzer.flight_recorder.dump import Dump, Interner, compact
-from stepscope_analyzer.storage_io import LocalStore
+from stepscope_analyzer.ranks.storage_io import LocalStore
 from stepscope_testing.hostile_inputs import encoded, fr_dump
 
 pytestmark = [pytest.mark.unit, pytest.mark.fuzz]

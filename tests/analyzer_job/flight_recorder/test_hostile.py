@@ -17,9 +17,9 @@ from fr_dumps import dump, encode, entry, session_folder
 
 from stepscope_analyzer.flight_recorder import FlightRecorderError, parse_dump
 from stepscope_analyzer.flight_recorder.dump import MAX_ENTRIES, MAX_JSON_BYTES, MAX_TEXT
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
-from stepscope_analyzer.storage_io import LocalStore, location_of
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 
 pytestmark = pytest.mark.unit
 

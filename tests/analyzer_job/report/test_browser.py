@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import reduce_outcomes
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS
-from stepscope_analyzer.storage_io import LocalStore, location_of
 from stepscope_contract.report import Report, StepPhases
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))

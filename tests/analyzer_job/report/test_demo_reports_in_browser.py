@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from stepscope_analyzer.ranks.storage_io import location_of
 from stepscope_analyzer.report import html_bytes, with_trace_links
-from stepscope_analyzer.storage_io import location_of
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))

@@ -13,10 +13,10 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "flight_recorder"))
 from fr_dumps import session_folder, site
 
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes
-from stepscope_analyzer.storage_io import LocalStore, location_of
 
 pytestmark = pytest.mark.unit
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.hang_evidence import HangEvidence
-from stepscope_analyzer.pipeline import RankOutcome, within_stacks_budget
+from stepscope_analyzer.ranks.hang_evidence import HangEvidence
+from stepscope_analyzer.ranks.pipeline import RankOutcome, within_stacks_budget
 from stepscope_contract.report import RankReport, RankStatus
 
 pytestmark = pytest.mark.unit

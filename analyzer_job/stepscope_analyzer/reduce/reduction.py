@@ -5,15 +5,16 @@ from __future__ import annotations
 
 import time
 
-from stepscope_analyzer import limits, missing
+from stepscope_analyzer import limits
 from stepscope_analyzer.diagnosis import DiagnosisConfig, diagnose, with_collective_waits
-from stepscope_analyzer.discovery import Layout
 from stepscope_analyzer.error_text import MAX_ERROR_CHARS
 from stepscope_analyzer.flight_recorder import Dump, load_dumps
-from stepscope_analyzer.job_groups import split_jobs
-from stepscope_analyzer.pipeline import RankOutcome
+from stepscope_analyzer.ranks.discovery import Layout
+from stepscope_analyzer.ranks.pipeline import RankOutcome
+from stepscope_analyzer.ranks.storage_io import Store
+from stepscope_analyzer.reduce import missing
+from stepscope_analyzer.reduce.job_groups import split_jobs
 from stepscope_analyzer.report import build_report
-from stepscope_analyzer.storage_io import Store
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
 
 __all__ = ["flight_recorder_dumps", "missing_rank_ranges", "missing_ranks", "reduce_outcomes"]

@@ -18,7 +18,7 @@ from stepscope_testing.html_tags import TagCollector as _Tags
 
 pytestmark = pytest.mark.integration
 
-GLOO_JOB = Path(__file__).resolve().parent / "gloo_job.py"
+GLOO_JOB = Path(__file__).resolve().parents[1] / "gloo_job.py"
 
 
 def _run(

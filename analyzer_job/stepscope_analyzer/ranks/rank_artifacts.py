@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope_analyzer.limits import LimitExceededError
-from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
+from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankEnvironment, RankError, RankReport
 

@@ -15,13 +15,13 @@ import multiprocessing
 from multiprocessing import forkserver
 from multiprocessing.context import ForkServerContext
 
-from stepscope_analyzer.cpu_quota import worker_count
+from stepscope_analyzer.workers.cpu_quota import worker_count
 
 PRELOAD = [
     "stepscope_analyzer.parse",
     "stepscope_analyzer.analyses",
-    "stepscope_analyzer.rank_pool",
-    "stepscope_analyzer.preload_frozen",  # last: freezes what the others created
+    "stepscope_analyzer.workers.rank_pool",
+    "stepscope_analyzer.workers.preload_frozen",  # last: freezes what the others created
 ]
 
 

@@ -29,7 +29,7 @@ def test_the_analyze_entry_point_imports_nothing_heavy() -> None:
     out = _run(
         """
         import sys
-        import stepscope_analyzer.cli
+        import stepscope_analyzer.commands.cli
         print(sorted(m for m in ("numpy", "pydantic", "boto3", "stepscope_analyzer.analyses") if m in sys.modules))
         """,
         "2",
@@ -43,7 +43,7 @@ def test_start_early_starts_the_server_only_for_workers(workers: str, started: b
         """
         import os
         from multiprocessing import forkserver
-        from stepscope_analyzer import fork_server
+        from stepscope_analyzer.workers import fork_server
         began = fork_server.start_early()
         pid = forkserver._forkserver._forkserver_pid
         print(began, pid is not None, os.environ["OPENBLAS_NUM_THREADS"])
@@ -58,7 +58,7 @@ def test_a_started_server_serves_the_pool() -> None:
     out = _run(
         """
         from multiprocessing import forkserver
-        from stepscope_analyzer import fork_server, rank_pool
+        from stepscope_analyzer.workers import fork_server, rank_pool
         if __name__ == "__main__":
             fork_server.start_early()
             first = forkserver._forkserver._forkserver_pid
@@ -76,7 +76,7 @@ def test_the_workers_inherit_the_preload_frozen() -> None:
     out = _run(
         """
         import gc
-        from stepscope_analyzer import fork_server, rank_pool
+        from stepscope_analyzer.workers import fork_server, rank_pool
         if __name__ == "__main__":
             fork_server.start_early()
             with rank_pool._executor(2) as pool:
@@ -91,12 +91,12 @@ def test_the_command_freezes_its_objects_before_the_interpreter_exits(tmp_path: 
     """The exit's collections skip what the analysis left alive (the report is written by then)."""
     source = tmp_path / "in"
     source.mkdir()
-    fixture = Path(__file__).resolve().parent / "fixtures" / "gloo_2rank_rank0.pt.trace.json.gz"
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "gloo_2rank_rank0.pt.trace.json.gz"
     shutil.copy(fixture, source / "rank0.pt.trace.json.gz")
     out = _run(
         f"""
         import contextlib, gc, io
-        from stepscope_analyzer.cli import analyze_main
+        from stepscope_analyzer.commands.cli import analyze_main
         if __name__ == "__main__":
             with contextlib.redirect_stdout(io.StringIO()):
                 code = analyze_main([{str(source)!r}, "-o", {str(tmp_path / "out")!r}])
@@ -120,14 +120,14 @@ def test_the_analyze_command_hands_out_ranks_before_it_loads_the_reduce_step() -
         "stepscope_analyzer.diagnosis",
         "stepscope_analyzer.diagnosis.status_summary",
         "stepscope_analyzer.report",
-        "stepscope_analyzer.reduction",
+        "stepscope_analyzer.reduce.reduction",
     )
     out = _run(
         f"""
         import sys
-        import stepscope_analyzer.analyze_command
+        import stepscope_analyzer.commands.analyze_command
         print(sorted(m for m in {heavy!r} if m in sys.modules))
-        import stepscope_analyzer.analyze_finish
+        import stepscope_analyzer.commands.analyze_finish
         print(sorted(m for m in {heavy!r} if m not in sys.modules))
         """,
         "2",

@@ -24,9 +24,10 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 
-from stepscope_analyzer import fork_server, limits
-from stepscope_analyzer.cpu_quota import cpus_per_trace
+from stepscope_analyzer import limits
 from stepscope_analyzer.error_text import error_text
+from stepscope_analyzer.workers import fork_server
+from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import RankReport
 
 IN_FLIGHT_PER_WORKER = 2

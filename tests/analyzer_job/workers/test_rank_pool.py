@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.pipeline import discover, each_outcome, summarize_all
-from stepscope_analyzer.rank_pool import Task, compute_all
-from stepscope_analyzer.reduction import reduce_outcomes
-from stepscope_analyzer.storage_io import location_of
+from stepscope_analyzer.ranks.pipeline import discover, each_outcome, summarize_all
+from stepscope_analyzer.ranks.storage_io import location_of
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
+from stepscope_analyzer.workers.rank_pool import Task, compute_all
 from stepscope_contract.report import RankStatus, Report
 from stepscope_storage import open_store
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope_analyzer.job_groups import split_jobs
+from stepscope_analyzer.reduce.job_groups import split_jobs
 from stepscope_contract.report import ProcessGroup, RankReport
 
 pytestmark = pytest.mark.unit

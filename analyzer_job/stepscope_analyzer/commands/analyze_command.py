@@ -11,15 +11,15 @@ import argparse
 import importlib
 import sys
 
-from stepscope_analyzer.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.storage_io import StorageError, location_of, open_store
+from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
 from stepscope_storage.failure_fix import with_fix
 
-FINISH = "stepscope_analyzer.analyze_finish"
+FINISH = "stepscope_analyzer.commands.analyze_finish"
 
 
 def _import_finish() -> None:
@@ -50,6 +50,6 @@ def run(args: argparse.Namespace, started: float) -> int:
     if not any(o.skipped is None for o in outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
-    from stepscope_analyzer.analyze_finish import finish  # loaded already unless there were no workers
+    from stepscope_analyzer.commands.analyze_finish import finish  # loaded already unless there were no workers
 
     return finish(args, store, layout, outcomes, started)

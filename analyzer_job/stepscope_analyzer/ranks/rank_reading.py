@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.discovery import RankInput, looks_like_kineto
 from stepscope_analyzer.error_text import error_text as shared_error_text
-from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
+from stepscope_analyzer.ranks.discovery import RankInput, looks_like_kineto
+from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankError
 

@@ -12,8 +12,8 @@ import pytest
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.diff import sides
-from stepscope_analyzer.rank_artifacts import rank_extras
-from stepscope_analyzer.storage_io import LocalStore
+from stepscope_analyzer.ranks.rank_artifacts import rank_extras
+from stepscope_analyzer.ranks.storage_io import LocalStore
 from stepscope_contract.report import RankReport, RankStatus
 
 pytestmark = pytest.mark.unit

@@ -1,6 +1,6 @@
 """A rank summarised where its trace was recorded, and the central analysis' use of that summary.
 
-The sidecar runs `python -m stepscope_analyzer.node_summaries --rank R --top-n N TRACE OUT` right after a capture,
+The sidecar runs `python -m stepscope_analyzer.ranks.node_summaries --rank R --top-n N TRACE OUT` right after a capture,
 at a lower priority than the training (nice) and on one CPU: the same `rank_pool.compute` the central analysis runs
 on the trace (parse + RankReport), written as a contract NodeSummary (with this analyzer's version and top-N) and
 uploaded beside the trace as `traces/rank<R>/summary.json`. The sidecar never imports this package: it finds it in
@@ -24,8 +24,8 @@ import time
 from pathlib import Path
 
 from stepscope_analyzer import tool_version
-from stepscope_analyzer.rank_pool import Computed, compute
-from stepscope_analyzer.storage_io import StorageError, Store, read_bounded
+from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
+from stepscope_analyzer.workers.rank_pool import Computed, compute
 from stepscope_contract.analysis_documents import NodeSummary
 
 ENV_NODE_SUMMARIES = "STEPSCOPE_NODE_SUMMARIES"
@@ -73,7 +73,7 @@ def read_node_summary(store: Store, key: str, rank: int, top_n: int) -> tuple[Co
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
-        prog="python -m stepscope_analyzer.node_summaries",
+        prog="python -m stepscope_analyzer.ranks.node_summaries",
         description="summarise one rank's Kineto trace where it was recorded (the sidecar runs this)",
     )
     p.add_argument("trace", type=Path, help="the rank's trace (.pt.trace.json[.gz])")

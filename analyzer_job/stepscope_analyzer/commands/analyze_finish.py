@@ -13,14 +13,14 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from stepscope_analyzer.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
+from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
+from stepscope_analyzer.commands.output_files import write_files
 from stepscope_analyzer.diagnosis import DiagnosisConfig
-from stepscope_analyzer.discovery import Layout
-from stepscope_analyzer.output_files import write_files
-from stepscope_analyzer.pipeline import RankOutcome
-from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_analyzer.ranks.discovery import Layout
+from stepscope_analyzer.ranks.pipeline import RankOutcome
+from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import StorageError, StorageUriError, Store, location_of
 from stepscope_contract.analysis_documents import MAX_SESSION_DOCUMENT_BYTES, SessionDocument
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo

@@ -26,15 +26,23 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stepscope_analyzer import tool_version
+from stepscope_analyzer.commands.gate_step import run_gate, write_index_entry
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
-from stepscope_analyzer.gate_step import run_gate, write_index_entry
-from stepscope_analyzer.pipeline import Layout, RankInput, RankOutcome, discover, each_outcome, summarise, summarize_all
-from stepscope_analyzer.rank_reading import read_rank
-from stepscope_analyzer.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_analyzer.ranks.pipeline import (
+    Layout,
+    RankInput,
+    RankOutcome,
+    discover,
+    each_outcome,
+    summarise,
+    summarize_all,
+)
+from stepscope_analyzer.ranks.rank_reading import read_rank
+from stepscope_analyzer.ranks.storage_io import StorageError, Store, open_store, read_bounded
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
-from stepscope_analyzer.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_contract.analysis_documents import (
     MAX_SESSION_DOCUMENT_BYTES,
     AnalysisOutcome,
@@ -270,7 +278,7 @@ def _failed(args: argparse.Namespace, document: SessionDocument, exc: Exception)
 
 
 def _delete(document: SessionDocument) -> int:
-    from stepscope_analyzer.cleanup import CleanupRefused, run_delete
+    from stepscope_analyzer.commands.cleanup import CleanupRefused, run_delete
 
     try:
         run_delete(document, _log)

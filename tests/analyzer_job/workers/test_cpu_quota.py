@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope_analyzer import cpu_quota
-from stepscope_analyzer.cpu_quota import WORKERS_ENV, quota_from_v1, quota_from_v2, usable_cpus, worker_count
+from stepscope_analyzer.workers import cpu_quota
+from stepscope_analyzer.workers.cpu_quota import WORKERS_ENV, quota_from_v1, quota_from_v2, usable_cpus, worker_count
 
 pytestmark = pytest.mark.unit
 

@@ -21,15 +21,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.cpu_quota import worker_count
-from stepscope_analyzer.discovery import Layout, RankInput, discover
-from stepscope_analyzer.hang_evidence import HangEvidence
-from stepscope_analyzer.node_summaries import node_summaries_enabled, read_node_summary
-from stepscope_analyzer.rank_artifacts import rank_extras
-from stepscope_analyzer.rank_pool import Computed, Task, compute, compute_all
-from stepscope_analyzer.rank_reading import RankRead, read_rank
-from stepscope_analyzer.recording_cycles import cycles_left_out, worker_of
-from stepscope_analyzer.storage_io import Store
+from stepscope_analyzer.ranks.discovery import Layout, RankInput, discover
+from stepscope_analyzer.ranks.hang_evidence import HangEvidence
+from stepscope_analyzer.ranks.node_summaries import node_summaries_enabled, read_node_summary
+from stepscope_analyzer.ranks.rank_artifacts import rank_extras
+from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
+from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
+from stepscope_analyzer.ranks.storage_io import Store
+from stepscope_analyzer.workers.cpu_quota import worker_count
+from stepscope_analyzer.workers.rank_pool import Computed, Task, compute, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
 from stepscope_contract.wire import CaptureState
 

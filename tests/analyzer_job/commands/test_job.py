@@ -30,7 +30,7 @@ from stepscope_contract.storage import (
     summary_key,
 )
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from gpu_scenario import nvml_samples
 
@@ -183,7 +183,7 @@ def test_failure_hands_back_why(moto_endpoint: str, tmp_path: Path) -> None:
 
 def test_the_analyzer_package_needs_no_kubernetes_client() -> None:
     """No module under analyzer_job/ imports the kubernetes client: the Job reads and writes storage only."""
-    root = Path(__file__).resolve().parents[2] / "analyzer_job"
+    root = Path(__file__).resolve().parents[3] / "analyzer_job"
     offenders = []
     for path in root.rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text(), str(path))):

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.storage_io import Store
+from stepscope_analyzer.ranks.storage_io import Store
 from stepscope_contract.storage import (
     FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,

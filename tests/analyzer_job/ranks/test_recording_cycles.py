@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope_analyzer.recording_cycles import cycles_left_out, worker_of
+from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
 from stepscope_contract.report import RankReport, StepStats
 
 pytestmark = pytest.mark.unit

@@ -16,19 +16,20 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer import node_summaries, tool_version
-from stepscope_analyzer.node_summaries import summarise_trace
-from stepscope_analyzer.pipeline import discover, summarize_all
-from stepscope_analyzer.reduction import reduce_outcomes
+from stepscope_analyzer import tool_version
+from stepscope_analyzer.ranks import node_summaries
+from stepscope_analyzer.ranks.node_summaries import summarise_trace
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import model_json_bytes
-from stepscope_analyzer.storage_io import LocalStore, location_of
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.report import RankStatus
 from stepscope_contract.storage import RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
 
 pytestmark = pytest.mark.integration
 
-FIXTURES = Path(__file__).parent / "fixtures"
+FIXTURES = Path(__file__).parents[1] / "fixtures"
 SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in FIXTURES.glob("*_jobs/*/truth.json"))
 
 
@@ -143,7 +144,7 @@ def test_the_sidecars_command_writes_the_summary(tmp_path: Path) -> None:
     trace = FIXTURES / "gloo_2rank_rank1.pt.trace.json.gz"
     out = tmp_path / RANK_SUMMARY_FILE
     result = subprocess.run(
-        [sys.executable, "-m", "stepscope_analyzer.node_summaries", "--rank", "1", "--top-n", "50", str(trace),
+        [sys.executable, "-m", "stepscope_analyzer.ranks.node_summaries", "--rank", "1", "--top-n", "50", str(trace),
          str(out)], capture_output=True, text=True, timeout=120, check=False,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr

@@ -11,7 +11,7 @@ import gc
 import sys
 import time
 
-from stepscope_analyzer import fork_server
+from stepscope_analyzer.workers import fork_server
 
 EXIT_OK = 0
 EXIT_NO_TRACES = 1
@@ -68,7 +68,7 @@ def analyze_main(argv: list[str]) -> int:
     if not {"-h", "--help"} & set(argv):
         fork_server.start_early()  # the workers' imports run beside this process's own, from here on
     args = analyze_parser().parse_args(argv)
-    from stepscope_analyzer.analyze_command import run
+    from stepscope_analyzer.commands.analyze_command import run
 
     try:
         return run(args, started)
@@ -80,6 +80,6 @@ def analyze_main(argv: list[str]) -> int:
 
 def job_main(argv: list[str]) -> int:
     """`stepscope analyzer-job` (session_job.py), imported only for that command."""
-    from stepscope_analyzer.session_job import job_main as run
+    from stepscope_analyzer.commands.session_job import job_main as run
 
     return run(argv)
