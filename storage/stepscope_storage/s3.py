@@ -3,13 +3,16 @@
 Retries are botocore's own (standard mode, `TransferSettings.attempts` per request): a failed part of a multipart
 upload is sent again, not the whole file. A transfer deadline is enforced from botocore's retry hook: once it has
 passed, the next failed attempt ends the transfer with DeadlineExceeded (the last error in its message) instead of
-another wait. Every upload carries its SHA-256 as user metadata and is checked (size and SHA-256) once stored;
-downloads are checked against it.
+another wait. Every upload carries its SHA-256 as user metadata; a file below the multipart threshold is one PUT with
+its Content-MD5 (checked by the store, and against the reply's ETag), a larger one is checked (size and SHA-256) by a
+HEAD once stored; downloads are checked against the SHA-256.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import hashlib
 import os
 import threading
 import time
@@ -194,7 +197,10 @@ class S3Store:
         return int(head.get("ContentLength", -1)), (head.get("Metadata") or {}).get(METADATA_KEY)
 
     def put_file(self, local: Path, key: str, content_type: str, *, deadline: float | None = None) -> Stored:
-        size, digest = local.stat().st_size, sha256_file(local)
+        size = local.stat().st_size
+        if size < self._transfer.multipart_threshold:
+            return self._put_small(local.read_bytes(), key, content_type, deadline)
+        digest = sha256_file(local)
         self._deadline = deadline
         try:
             self._client.upload_file(
@@ -215,6 +221,38 @@ class S3Store:
                 f"{size} bytes (SHA-256 {digest}) were sent"
             )
         return Stored(self.uri(key), size, digest)
+
+    def _put_small(self, data: bytes, key: str, content_type: str, deadline: float | None) -> Stored:
+        """One PUT below the multipart threshold, no HEAD after it. Its Content-MD5 makes S3, OSS and MinIO refuse a
+        body that arrives changed; and where the reply's ETag is the body's MD5 (no KMS or customer-key encryption,
+        whose ETags are not) it must be ours, or the object is deleted and the upload fails."""
+        digest = sha256_bytes(data)
+        md5 = hashlib.md5(data, usedforsecurity=False)
+        self._deadline = deadline
+        try:
+            reply = self._client.put_object(
+                Bucket=self._bucket,
+                Key=key,
+                Body=data,
+                ContentMD5=base64.b64encode(md5.digest()).decode(),
+                ContentType=content_type,
+                Metadata={METADATA_KEY: digest},
+            )
+        except Exception as exc:
+            raise self._fail("cannot upload", key, exc) from exc
+        finally:
+            self._deadline = None
+        etag = str(reply.get("ETag", "")).strip('"')
+        sse = str(reply.get("ServerSideEncryption", ""))
+        encrypted = bool(reply.get("SSECustomerAlgorithm")) or sse.startswith("aws:kms")
+        if etag and not encrypted and etag != md5.hexdigest():
+            with contextlib.suppress(Exception):
+                self._client.delete_object(Bucket=self._bucket, Key=key)
+            raise ChecksumMismatch(
+                f"{self.uri(key)}: storage holds a body with MD5 {etag}, {len(data)} bytes with MD5 {md5.hexdigest()} "
+                "were sent (changed on the way): deleted"
+            )
+        return Stored(self.uri(key), len(data), digest)
 
     def get_file(self, key: str, local: Path) -> Stored:
         tmp = local.with_name(f".{local.name}.part")

@@ -94,7 +94,8 @@ class Store(Protocol):
 
     def put_file(self, local: Path, key: str, content_type: str, *, deadline: float | None = None) -> Stored:
         """Upload a local file (multipart above the threshold; each request retried on its own until `deadline`,
-        a time.monotonic() value); checks size and SHA-256 of what was stored. DeadlineExceeded or StorageError."""
+        a time.monotonic() value); checks what was stored (Content-MD5 and ETag for one PUT, size and SHA-256 for a
+        multipart upload). DeadlineExceeded, ChecksumMismatch or StorageError."""
         ...
 
     def get_file(self, key: str, local: Path) -> Stored:

@@ -38,9 +38,10 @@ class FlakyProxy(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, upstream: str, fail: Callable[[str, str], bool]) -> None:
+    def __init__(self, upstream: str, fail: Callable[[str, str], bool], mangle: bool = False) -> None:
         self.upstream = urlsplit(upstream)
         self.fail = fail
+        self.mangle = mangle  # flip one byte of every PUT body on its way (a corrupting hop), length unchanged
         self.seen: list[tuple[str, str]] = []
         self.lock = threading.Lock()
         super().__init__(("127.0.0.1", free_port()), _Forward)
@@ -63,6 +64,8 @@ class _Forward(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.seen.append((self.command, self.path))
             failing = self.server.fail(self.command, self.path)
+        if self.server.mangle and self.command == "PUT" and body:
+            body = bytes([body[0] ^ 0xFF]) + body[1:]
         if failing:
             payload = b"<Error><Code>SlowDown</Code><Message>slow down</Message></Error>"
             self.send_response(503)
@@ -91,11 +94,11 @@ class _Forward(BaseHTTPRequestHandler):
 
 
 @pytest.fixture
-def proxy(moto: str, raw_s3: Any) -> Iterator[Callable[[Callable[[str, str], bool]], FlakyProxy]]:
+def proxy(moto: str, raw_s3: Any) -> Iterator[Callable[..., FlakyProxy]]:
     started: list[FlakyProxy] = []
 
-    def start(fail: Callable[[str, str], bool]) -> FlakyProxy:
-        server = FlakyProxy(moto, fail)
+    def start(fail: Callable[[str, str], bool], mangle: bool = False) -> FlakyProxy:
+        server = FlakyProxy(moto, fail, mangle)
         threading.Thread(target=server.serve_forever, daemon=True).start()
         started.append(server)
         return server
@@ -169,3 +172,24 @@ def test_a_download_that_does_not_match_the_recorded_sha256_is_refused(moto: str
     with pytest.raises(ChecksumMismatch, match="SHA-256"):
         store.get_file(key, tmp_path / "down")
     assert not (tmp_path / "down").exists()
+
+
+def test_a_small_upload_is_one_put_and_a_body_changed_on_its_way_is_refused(
+    proxy: Any, tmp_path: Path, raw_s3: Any
+) -> None:
+    """Below the multipart threshold a file goes up as one PUT carrying its Content-MD5 and no HEAD follows: the
+    store itself refuses a body that arrived changed, so nothing wrong is stored and the upload fails."""
+    (tmp_path / "f").write_bytes(b"a rank's summary" * 100)
+    clean = proxy(lambda m, p: False)
+    store, key = _store(clean.url, "one-put")
+    stored = store.put_file(tmp_path / "f", key, "application/json")
+    assert [m for m, _ in clean.seen] == ["PUT"] and store.counts.calls == 1
+    assert raw_s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == (tmp_path / "f").read_bytes()
+    assert stored.sha256 == hashlib.sha256((tmp_path / "f").read_bytes()).hexdigest()
+
+    corrupting = proxy(lambda m, p: False, mangle=True)
+    store, key = _store(corrupting.url, "mangled", attempts=1)
+    with pytest.raises(StorageError, match="changed on the way"):
+        store.put_file(tmp_path / "f", key, "application/json")
+    with pytest.raises(raw_s3.exceptions.NoSuchKey):
+        raw_s3.get_object(Bucket=BUCKET, Key=key)
