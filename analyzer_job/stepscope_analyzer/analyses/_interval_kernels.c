@@ -1,6 +1,7 @@
 /* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
  * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, the
- * time each level of a ranked set of intervals owns first, and per name the sums of bottlenecks.per_name.
+ * time each level of a ranked set of intervals owns first, per name the sums of bottlenecks.per_name, and one pass
+ * of step_spans' folding of short stretches into their neighbours.
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -378,6 +379,68 @@ static PyObject *search_right(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* One pass of step_spans' coarsening over stretches in time order (start, end, kind): a stretch shorter than
+ * `least` goes to its longer neighbour (the previous kept one when it is at least as long as the next original, the
+ * next one otherwise, by handing its start on), neighbours of one kind join. Returns the stretches kept. */
+static size_t fold_short(const double *s, const double *e, const int64_t *k, size_t n, double least, double *os,
+                         double *oe, int64_t *ok) {
+    size_t kept = 0;
+    int carrying = 0;
+    double carry = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        double start = carrying ? carry : s[i];
+        double end = e[i];
+        int64_t kind = k[i];
+        carrying = 0;
+        int is_short = end - start < least;
+        int has_next = i + 1 < n;
+        if (is_short && kept && (!has_next || oe[kept - 1] - os[kept - 1] >= e[i + 1] - s[i + 1])) {
+            oe[kept - 1] = end;
+        } else if (is_short && has_next) {
+            carrying = 1;
+            carry = start;
+        } else if (kept && ok[kept - 1] == kind) {
+            oe[kept - 1] = end;
+        } else {
+            os[kept] = start;
+            oe[kept] = end;
+            ok[kept] = kind;
+            kept++;
+        }
+    }
+    return kept;
+}
+
+static PyObject *fold_short_stretches(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer bs, be, bk, os, oe, ok;
+    double least;
+    if (!PyArg_ParseTuple(args, "y*y*y*dw*w*w*", &bs, &be, &bk, &least, &os, &oe, &ok)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (bs.len % sizeof(double) || be.len != bs.len || bk.len != bs.len || os.len < bs.len || oe.len != os.len ||
+        ok.len != os.len) {
+        PyErr_SetString(PyExc_ValueError, "fold_short(starts, ends, kinds, least, out_starts, out_ends, out_kinds): "
+                                          "float64, float64 and int64 of one length, outputs at least as long");
+    } else {
+        size_t count;
+        size_t n = (size_t)bs.len / sizeof(double);
+        Py_BEGIN_ALLOW_THREADS
+        count = fold_short((const double *)bs.buf, (const double *)be.buf, (const int64_t *)bk.buf, n, least,
+                           (double *)os.buf, (double *)oe.buf, (int64_t *)ok.buf);
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSize_t(count);
+    }
+    PyBuffer_Release(&bs);
+    PyBuffer_Release(&be);
+    PyBuffer_Release(&bk);
+    PyBuffer_Release(&os);
+    PyBuffer_Release(&oe);
+    PyBuffer_Release(&ok);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"search_right", search_right, METH_VARARGS,
      "search_right(values, keys, out): out[i] = the number of values <= keys[i] (values sorted; float64, float64, "
@@ -394,6 +457,9 @@ static PyMethodDef methods[] = {
     {"name_times", per_name_times, METH_VARARGS,
      "name_times(s, e, first, cover_starts, cover_ends, cover_cum, total, merged, covered): per name of rows sorted "
      "by (name, start), the summed durations, the union of its intervals and the part of it the cover covers."},
+    {"fold_short", fold_short_stretches, METH_VARARGS,
+     "fold_short(starts, ends, kinds, least, out_starts, out_ends, out_kinds) -> count: one pass of step_spans' "
+     "coarsening (stretches shorter than least go to their longer neighbour, neighbours of one kind join)."},
     {NULL, NULL, 0, NULL},
 };
 

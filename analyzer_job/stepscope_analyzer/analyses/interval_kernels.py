@@ -3,7 +3,8 @@ does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), e
 key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, the
 pieces of one interval set in or outside another (one sweep over both sets' boundaries), the time each level of
 ranked intervals owns first (one sweep with a count per level), and per name of rows sorted by (name, start) the
-summed durations, the union of its intervals and the part of it compute covers (one pass). The same answers either
+summed durations, the union of its intervals and the part of it compute covers (one pass), and one pass of
+step_spans' folding of short stretches into their neighbours. The same answers either
 way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
@@ -21,24 +22,26 @@ CoverageKernel = Callable[[Any, Any, Any, Any, Any], None]
 PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
 LevelsKernel = Callable[[Any, Any, Any, int, Any, Any, Any], int]
 NamesKernel = Callable[[Any, Any, Any, Any, Any, Any, Any, Any, Any], None]
-Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel]
+FoldKernel = Callable[[Any, Any, Any, float, Any, Any, Any], int]
+Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel, FoldKernel]
 
 
-def _native() -> Kernels | tuple[None, None, None, None, None]:
+def _native() -> Kernels | tuple[None, None, None, None, None, None]:
     try:
         from stepscope_analyzer.analyses._interval_kernels import (
             coverage_before,
             first_level,
+            fold_short,
             name_times,
             pieces,
             search_right,
         )
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None, None, None, None
-    return search_right, coverage_before, pieces, first_level, name_times
+        return None, None, None, None, None, None
+    return search_right, coverage_before, pieces, first_level, name_times, fold_short
 
 
-_kernel, _coverage, _pieces, _first_level, _name_times = _native()
+_kernel, _coverage, _pieces, _first_level, _name_times, _fold_short = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -118,3 +121,15 @@ def name_times(s: F64, e: F64, first: npt.NDArray[np.intp], cover: tuple[F64, F6
     rows = (np.ascontiguousarray(s), np.ascontiguousarray(e), np.ascontiguousarray(first, dtype=np.int64))
     _name_times(*rows, starts, ends, cum, total, merged, covered)
     return total, merged, covered
+
+
+def fold_short(starts: F64, ends: F64, kinds: I64, least: float) -> tuple[F64, F64, I64] | None:
+    """step_spans' one coarsening pass by the native kernel; None where it does not apply (not built, other
+    dtypes), for the Python pass to compute."""
+    if _fold_short is None or starts.dtype != np.float64 or ends.dtype != np.float64 or kinds.dtype != np.int64:
+        return None
+    room = max(starts.size, 1)
+    out_s, out_e, out_k = np.empty(room), np.empty(room), np.empty(room, dtype=np.int64)
+    args = (np.ascontiguousarray(starts), np.ascontiguousarray(ends), np.ascontiguousarray(kinds))
+    count = _fold_short(*args, float(least), out_s, out_e, out_k)
+    return out_s[:count], out_e[:count], out_k[:count]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses import interval_kernels
 from stepscope_analyzer.analyses.phase_names import COMM, STEP, name_mask
 from stepscope_analyzer.analyses.step_phases import HOST_CATS, PHASES, PhaseSets, StepWindows
 from stepscope_analyzer.parse import TraceColumns
@@ -43,13 +44,18 @@ def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, npt.NDArra
     return s_all[order], e_all[order], k_all[order]
 
 
-def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) -> list[list[float]]:
-    """[start, end, phase] covering [lo, hi): the named stretches and `other` in their gaps, neighbours joined.
+Stretches = tuple[F64, F64, npt.NDArray[np.int64]]
+"""(starts, ends, phase indexes) in time order"""
+
+
+def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) -> Stretches:
+    """The stretches covering [lo, hi): the named ones and `other` in their gaps, neighbours joined.
 
     Vectorised: a stretch starts where the ones before it end at the latest (overlaps go to the earlier), the gaps
     between are `other`, and runs of one phase are joined."""
     if s.size == 0:
-        return [[lo, hi, OTHER]] if hi > lo else []
+        whole = hi > lo
+        return np.array([lo][:whole]), np.array([hi][:whole]), np.array([OTHER][:whole], dtype=np.int64)
     reached = np.maximum.accumulate(np.maximum(e, lo))  # how far the stretches up to each one reach
     before = np.concatenate(([lo], reached[:-1]))
     start = np.maximum(s, before)
@@ -64,17 +70,16 @@ def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) 
     keep = ends > starts
     starts, ends, kinds = starts[keep], ends[keep], kinds[keep]
     if starts.size == 0:
-        return []
+        return starts, ends, kinds
     first = np.concatenate(([True], kinds[1:] != kinds[:-1]))  # the first stretch of each run of one phase
     heads = np.flatnonzero(first)
     tails = np.concatenate((heads[1:], [kinds.size])) - 1
-    return [
-        [a, b, c] for a, b, c in zip(starts[heads].tolist(), ends[tails].tolist(), kinds[heads].tolist(), strict=True)
-    ]
+    return starts[heads], ends[tails], kinds[heads]
 
 
 def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:
-    """One pass: each stretch shorter than `least` goes to its longer neighbour; neighbours of one phase join."""
+    """One pass: each stretch shorter than `least` goes to its longer neighbour; neighbours of one phase join.
+    (interval_kernels.fold_short does the same in C.)"""
     kept: list[list[float]] = []
     carry: float | None = None  # the start of short stretches handed on to the next one
     for i, original in enumerate(pieces):
@@ -93,13 +98,26 @@ def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:
     return kept
 
 
-def _coarsen(pieces: list[list[float]], step_us: float) -> list[list[float]]:
+def _fold(stretches: Stretches, least: float) -> Stretches:
+    """One coarsening pass: natively where built, else the Python pass."""
+    native = interval_kernels.fold_short(*stretches, least)
+    if native is not None:
+        return native
+    kept = _pass([[a, b, c] for a, b, c in zip(*(x.tolist() for x in stretches), strict=True)], least)
+    return (
+        np.array([p[0] for p in kept], dtype=np.float64),
+        np.array([p[1] for p in kept], dtype=np.float64),
+        np.array([p[2] for p in kept], dtype=np.int64),
+    )
+
+
+def _coarsen(stretches: Stretches, step_us: float) -> list[tuple[float, float, int]]:
     """Stretches shorter than MIN_SHARE of the step folded into a neighbour, then coarser until MAX_SPANS fit."""
     share = MIN_SHARE
     while True:
-        pieces = _pass(pieces, share * step_us)
-        if len(pieces) <= MAX_SPANS:
-            return pieces
+        stretches = _fold(stretches, share * step_us)
+        if stretches[0].size <= MAX_SPANS:
+            return list(zip(*(x.tolist() for x in stretches), strict=True))
         share *= 2
 
 
