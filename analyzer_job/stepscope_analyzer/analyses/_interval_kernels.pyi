@@ -44,7 +44,14 @@ def name_times(
     union of its intervals and the part of it the cover pieces cover (float64 buffers, one output per name)."""
 
 def fold_short(
-    starts: Buffer, ends: Buffer, kinds: Buffer, least: float, out_starts: Buffer, out_ends: Buffer, out_kinds: Buffer, /
+    starts: Buffer,
+    ends: Buffer,
+    kinds: Buffer,
+    least: float,
+    out_starts: Buffer,
+    out_ends: Buffer,
+    out_kinds: Buffer,
+    /,
 ) -> int:
     """One pass of step_spans' coarsening over stretches in time order (float64 starts and ends, int64 kinds): a
     stretch shorter than `least` goes to its longer neighbour, neighbours of one kind join; the count kept."""
