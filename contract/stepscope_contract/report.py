@@ -536,6 +536,22 @@ class LayoutRank(ReportModel):
     compute_us: float | None = Field(default=None, description="median compute per step (forward+backward+optimizer)")
 
 
+class GroupTime(ReportModel):
+    """Where the step of one pipeline stage or one data-parallel replica goes, µs per step: the median over the
+    group's ranks of each rank's median step, split by what ran."""
+
+    group: str = Field(description="'stage 0', 'replica 3'")
+    ranks: list[int] = Field(default_factory=list)
+    step_us: float = 0.0
+    compute_us: float = Field(default=0.0, description="forward + backward + optimizer")
+    waiting_us: float = Field(default=0.0, description="blocked on a collective or a peer's send (communication_wait)")
+    host_us: float = Field(default=0.0, description="data loading and other host work")
+    compute_excess_us: float = Field(
+        default=0.0,
+        description="compute beyond the median group of its kind (stages with stages, replicas with replicas)",
+    )
+
+
 class ParallelLayout(ReportModel):
     """The job's parallel layout: rank -> (pipeline stage, data-parallel replica, tensor-parallel position)."""
 
@@ -546,6 +562,10 @@ class ParallelLayout(ReportModel):
     summary: str = Field(description="'4 ranks = 2 stages x 2 replicas, from process groups'")
     microbatches: int | None = Field(default=None, description="per step, from the first stage's sends")
     ranks: list[LayoutRank] = Field(default_factory=list)
+    by_stage: list[GroupTime] = Field(default_factory=list, description="the step decomposed per pipeline stage")
+    by_replica: list[GroupTime] = Field(
+        default_factory=list, description="the step decomposed per data-parallel replica"
+    )
 
 
 class JobFinding(ReportModel):
@@ -563,7 +583,9 @@ class JobFinding(ReportModel):
 class WhatIf(ReportModel):
     """The step time if one thing ran differently, from a replay of the recorded steps' dependencies."""
 
-    kind: str = Field(description="like_peers | balanced_stages | median_work")
+    kind: str = Field(
+        description="like_peers | slow_like_peers (every slow rank at once) | balanced_stages | median_work"
+    )
     change: str = Field(description="the change in words: 'rank 13 ran like its peers'")
     step_us: float = Field(description="the step time with the change, µs")
     gain_us: float = Field(description="µs per step saved")

@@ -7,7 +7,7 @@ from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.dp_replay import dp_what_ifs
 from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
-from stepscope_analyzer.diagnosis.job_numbers import step_numbers
+from stepscope_analyzer.diagnosis.job_numbers import base_step_us, step_numbers, with_replayed_slowdown
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
 from stepscope_analyzer.diagnosis.layout import job_layout, layout_model
 from stepscope_analyzer.diagnosis.memory_evidence import with_memory_evidence
@@ -100,10 +100,11 @@ def diagnose(
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
     findings += tp_stragglers(layout, slow, ok)
-    slow_ids, step_us = [s.rank for s in slow], numbers.median_step_us
+    slow_ids, step_us = [s.rank for s in slow], base_step_us(numbers)
     whatifs = (
         what_ifs(step_work(layout, ok, micro), slow_ids, step_us) if layout else dp_what_ifs(ok, slow_ids, step_us)
     )
+    numbers = with_replayed_slowdown(numbers, whatifs)
     findings = with_replayed_gains(findings, whatifs)
     numbers = with_finding_numbers(numbers, findings, slow, hangs)
     coverage = Coverage(

@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_contract.report import LayoutRank, ParallelLayout, ProcessGroup, RankReport
+from stepscope_contract.report import GroupTime, LayoutRank, ParallelLayout, ProcessGroup, RankReport
 
 WORDS = {
     "pp": frozenset({"pp", "pipe", "pipeline"}),
@@ -213,4 +213,50 @@ def layout_model(layout: Layout, ranks: list[RankReport]) -> ParallelLayout:
         summary=layout.summary(max(sizes) if sizes else len(ranks)),
         microbatches=microbatches(layout, ranks),
         ranks=rows,
+        by_stage=group_times("stage", layout.stage, ranks) if layout.stages > 1 else [],
+        by_replica=group_times("replica", layout.replica, ranks) if layout.replicas > 1 else [],
     )
+
+
+def _split(r: RankReport) -> tuple[float, float, float, float]:
+    """(step, compute, waiting, host) of the rank's median step, each the median over its recorded steps."""
+    phases = r.step_phases or ([r.phases] if r.phases is not None else [])
+    if not phases:
+        return 0.0, 0.0, 0.0, 0.0
+    rows = np.array(
+        [
+            (
+                p.data_loading + p.forward + p.backward + p.optimizer + p.communication_wait + p.other,
+                p.forward + p.backward + p.optimizer,
+                p.communication_wait,
+                p.data_loading + p.other,
+            )
+            for p in phases
+        ]
+    )
+    step, compute, waiting, host = np.median(rows, axis=0).tolist()
+    return step, compute, waiting, host
+
+
+def group_times(kind: str, of: dict[int, int], ranks: list[RankReport]) -> list[GroupTime]:
+    """The step decomposed per group (`of`: rank -> its stage or replica), each group's compute against the
+    median group's."""
+    members: dict[int, list[RankReport]] = defaultdict(list)
+    for r in ranks:
+        members[of.get(r.rank, 0)].append(r)
+    out = []
+    for g in sorted(members):
+        splits = np.array([_split(r) for r in members[g]])
+        step, compute, waiting, host = np.median(splits, axis=0).tolist()
+        out.append(
+            GroupTime(
+                group=f"{kind} {g}",
+                ranks=sorted(r.rank for r in members[g]),
+                step_us=round(step, 1),
+                compute_us=round(compute, 1),
+                waiting_us=round(waiting, 1),
+                host_us=round(host, 1),
+            )
+        )
+    middle = float(np.median([g.compute_us for g in out])) if out else 0.0
+    return [g.model_copy(update={"compute_excess_us": round(max(g.compute_us - middle, 0.0), 1)}) for g in out]

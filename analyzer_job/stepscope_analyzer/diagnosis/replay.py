@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope_analyzer.diagnosis.dp_replay import ran_like_peers
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_contract.report import Cause, JobFinding, RankReport, WhatIf
 
@@ -107,16 +108,19 @@ def what_if(job: StepWork, change: Callable[[int, Work], Work], step_us: float) 
     return max(step_us - float(np.mean(saved)), 0.0)
 
 
-def like_peers(job: StepWork, rank: int) -> Callable[[int, Work], Work]:
-    stage = next((s for (s, _), r in job.cells.items() if r == rank), None)
-    peers = [r for (s, _), r in job.cells.items() if s == stage and r != rank]
+def like_peers(job: StepWork, ranks: list[int]) -> Callable[[int, Work], Work]:
+    """Each of `ranks` takes the median work of the ranks of its stage that are not among them."""
+    stage_of = {r: s for (s, _), r in job.cells.items()}
+    peers = {
+        rank: [r for (s, _), r in job.cells.items() if s == stage_of.get(rank) and r not in ranks] for rank in ranks
+    }
 
     def change(_: int, w: Work) -> Work:
-        if not peers:
-            return w
-        f = float(np.median([w[p][0] for p in peers]))
-        b = float(np.median([w[p][1] for p in peers]))
-        return {**w, rank: (f, b)}
+        out = dict(w)
+        for rank, others in peers.items():
+            if others and rank in w:
+                out[rank] = (float(np.median([w[p][0] for p in others])), float(np.median([w[p][1] for p in others])))
+        return out
 
     return change
 
@@ -143,10 +147,13 @@ def median_work(job: StepWork) -> Callable[[int, Work], Work]:
 
 
 def what_ifs(job: StepWork | None, slow: list[int], step_us: float) -> list[WhatIf]:
-    """The step time under each what-if (a slow rank like its peers, balanced stages, work at its median)."""
+    """The step time under each what-if (a slow rank like its peers, every slow rank like its peers, balanced
+    stages, work at its median)."""
     if job is None or step_us <= 0:
         return []
-    changes = [("like_peers", f"rank {r} ran like its peers", like_peers(job, r)) for r in slow]
+    changes = [("like_peers", ran_like_peers([r]), like_peers(job, [r])) for r in slow]
+    if len(slow) > 1:
+        changes.append(("slow_like_peers", ran_like_peers(slow), like_peers(job, slow)))
     changes += [
         ("balanced_stages", "the stages were balanced", balanced_stages(job)),
         ("median_work", "every step's work took its median", median_work(job)),

@@ -28,7 +28,7 @@ def test_the_grid_shows_every_stage_and_replica_and_the_slow_cell() -> None:
     assert report.diagnosis.slow_ranks[0].rank == 5
     section = html[html.index('id="parallel-layout"') : html.index('id="ranks"')]
     assert "8 ranks = 4 stages x 2 replicas, from process groups; 4 microbatches per step" in section
-    grid = section[section.index('id="layout-grid"') :]
+    grid = section[section.index('id="layout-grid"') : section.index("</table>", section.index('id="layout-grid"'))]
     rows = re.findall(r"<tr><td>(\d)</td>", grid)
     assert rows == ["0", "1", "2", "3"] and grid.count("replica ") == 2
     cells = re.findall(r'<td class="num( bad)?" style="[^"]*"><span title="rank (\d+)">', grid)
@@ -58,3 +58,23 @@ def test_a_data_parallel_job_with_a_slow_rank_shows_its_replayed_what_if() -> No
     assert "rank 2 ran like its peers" in table
     _, healthy = _html(synthetic_job(JobShape(world_size=4)))
     assert 'id="what-if"' not in healthy
+
+
+def test_the_step_is_decomposed_by_stage_and_replica() -> None:
+    """A heavy last stage: its compute stands out among the stages (report.json and the report's table), while
+    the replicas, which all hold one of each stage, split the step alike."""
+    report, html = _html(pipeline_job(PipeShape(pp=4, dp=2, microbatches=8, stage_scale={3: 1.65})))
+    layout = report.diagnosis.layout
+    assert layout is not None
+    assert [g.group for g in layout.by_stage] == ["stage 0", "stage 1", "stage 2", "stage 3"]
+    assert [g.group for g in layout.by_replica] == ["replica 0", "replica 1"]
+    heavy = max(layout.by_stage, key=lambda g: g.compute_excess_us)
+    assert heavy.group == "stage 3" and heavy.compute_excess_us > 0.4 * (heavy.compute_us - heavy.compute_excess_us)
+    assert all(g.compute_excess_us < 0.1 * heavy.compute_excess_us for g in layout.by_stage[:3])
+    for g in layout.by_stage + layout.by_replica:
+        assert g.compute_us + g.waiting_us + g.host_us == pytest.approx(g.step_us, rel=0.05)
+    a, b = layout.by_replica
+    assert a.compute_us == pytest.approx(b.compute_us, rel=0.1) and a.compute_excess_us < 0.1 * a.compute_us
+    table = html[html.index('id="group-times"') : html.index("</table>", html.index('id="group-times"'))]
+    slow_rows = re.findall(r'<tr class="slow"><td>([^<]+)</td>', table)
+    assert slow_rows == ["stage 3"]
