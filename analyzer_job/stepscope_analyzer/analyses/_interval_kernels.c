@@ -1,6 +1,7 @@
 /* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
  * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, the
- * time each level of a ranked set of intervals owns first, and per name the sums of bottlenecks.per_name.
+ * time each level of a ranked set of intervals owns first, per name the sums of bottlenecks.per_name, and one
+ * coarsening pass over a step's timeline (step_spans._pass).
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -378,6 +379,66 @@ static PyObject *search_right(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* One pass of step_spans._pass over a step's stretches (s, e, k) in time order: each stretch shorter than `least`
+ * goes to its longer neighbour (the one before it, as it stands, against the next one, as it was), neighbours of one
+ * phase join. Writes the stretches kept to (os, oe, ok); returns their count. The same steps as the Python loop, in
+ * the same order, so the same doubles. */
+static size_t coarsen_pass(const double *s, const double *e, const int64_t *k, size_t n, double least, double *os,
+                           double *oe, int64_t *ok) {
+    size_t kept = 0;
+    int carrying = 0;
+    double carry = 0.0; /* the start of short stretches handed on to the next one */
+    for (size_t i = 0; i < n; i++) {
+        double ps = carrying ? carry : s[i], pe = e[i];
+        int64_t pk = k[i];
+        carrying = 0;
+        int short_ = pe - ps < least, has_next = i + 1 < n;
+        if (short_ && kept && (!has_next || oe[kept - 1] - os[kept - 1] >= e[i + 1] - s[i + 1])) {
+            oe[kept - 1] = pe;
+        } else if (short_ && has_next) {
+            carry = ps;
+            carrying = 1;
+        } else if (kept && ok[kept - 1] == pk) {
+            oe[kept - 1] = pe;
+        } else {
+            os[kept] = ps;
+            oe[kept] = pe;
+            ok[kept++] = pk;
+        }
+    }
+    return kept;
+}
+
+static PyObject *coarsen(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer s, e, k, os, oe, ok;
+    double least;
+    if (!PyArg_ParseTuple(args, "y*y*y*dw*w*w*", &s, &e, &k, &least, &os, &oe, &ok)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (s.len % sizeof(double) || e.len != s.len || k.len != s.len || os.len < s.len || oe.len != os.len ||
+        ok.len != os.len) {
+        PyErr_SetString(PyExc_ValueError, "coarsen_pass(starts, ends, kinds, least, out_starts, out_ends, out_kinds): "
+                                          "float64 starts and ends, int64 kinds as long, outputs as long at least");
+    } else {
+        size_t count;
+        Py_BEGIN_ALLOW_THREADS
+        count = coarsen_pass((const double *)s.buf, (const double *)e.buf, (const int64_t *)k.buf,
+                             (size_t)s.len / sizeof(double), least, (double *)os.buf, (double *)oe.buf,
+                             (int64_t *)ok.buf);
+        Py_END_ALLOW_THREADS
+        result = PyLong_FromSize_t(count);
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&k);
+    PyBuffer_Release(&os);
+    PyBuffer_Release(&oe);
+    PyBuffer_Release(&ok);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"search_right", search_right, METH_VARARGS,
      "search_right(values, keys, out): out[i] = the number of values <= keys[i] (values sorted; float64, float64, "
@@ -394,6 +455,9 @@ static PyMethodDef methods[] = {
     {"name_times", per_name_times, METH_VARARGS,
      "name_times(s, e, first, cover_starts, cover_ends, cover_cum, total, merged, covered): per name of rows sorted "
      "by (name, start), the summed durations, the union of its intervals and the part of it the cover covers."},
+    {"coarsen_pass", coarsen, METH_VARARGS,
+     "coarsen_pass(starts, ends, kinds, least, out_starts, out_ends, out_kinds) -> count: one pass of "
+     "step_spans._pass (stretches shorter than least to their longer neighbour, one phase's neighbours joined)."},
     {NULL, NULL, 0, NULL},
 };
 

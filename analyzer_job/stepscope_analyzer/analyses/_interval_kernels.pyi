@@ -42,3 +42,17 @@ def name_times(
 ) -> None:
     """Per name of rows sorted by (name, start), the names starting at `first` (int64): the summed durations, the
     union of its intervals and the part of it the cover pieces cover (float64 buffers, one output per name)."""
+
+def coarsen_pass(
+    starts: Buffer,
+    ends: Buffer,
+    kinds: Buffer,
+    least: float,
+    out_starts: Buffer,
+    out_ends: Buffer,
+    out_kinds: Buffer,
+    /,
+) -> int:
+    """One pass of step_spans._pass over a step's stretches in time order (float64 starts and ends, int64 kinds):
+    each shorter than `least` to its longer neighbour, neighbours of one phase joined; the count kept, written to the
+    outputs (as long as the inputs at least)."""

@@ -3,8 +3,9 @@ does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), e
 key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, the
 pieces of one interval set in or outside another (one sweep over both sets' boundaries), the time each level of
 ranked intervals owns first (one sweep with a count per level), and per name of rows sorted by (name, start) the
-summed durations, the union of its intervals and the part of it compute covers (one pass). The same answers either
-way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
+summed durations, the union of its intervals and the part of it compute covers (one pass), and step_spans' pass that
+folds a step's short stretches into their neighbours (a loop each stretch of which depends on the one before). The
+same answers either way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
 
@@ -21,12 +22,14 @@ CoverageKernel = Callable[[Any, Any, Any, Any, Any], None]
 PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
 LevelsKernel = Callable[[Any, Any, Any, int, Any, Any, Any], int]
 NamesKernel = Callable[[Any, Any, Any, Any, Any, Any, Any, Any, Any], None]
-Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel]
+CoarsenKernel = Callable[[Any, Any, Any, float, Any, Any, Any], int]
+Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel, CoarsenKernel]
 
 
-def _native() -> Kernels | tuple[None, None, None, None, None]:
+def _native() -> Kernels | tuple[None, None, None, None, None, None]:
     try:
         from stepscope_analyzer.analyses._interval_kernels import (
+            coarsen_pass,
             coverage_before,
             first_level,
             name_times,
@@ -34,11 +37,11 @@ def _native() -> Kernels | tuple[None, None, None, None, None]:
             search_right,
         )
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None, None, None, None
-    return search_right, coverage_before, pieces, first_level, name_times
+        return None, None, None, None, None, None
+    return search_right, coverage_before, pieces, first_level, name_times, coarsen_pass
 
 
-_kernel, _coverage, _pieces, _first_level, _name_times = _native()
+_kernel, _coverage, _pieces, _first_level, _name_times, _coarsen = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -118,3 +121,16 @@ def name_times(s: F64, e: F64, first: npt.NDArray[np.intp], cover: tuple[F64, F6
     rows = (np.ascontiguousarray(s), np.ascontiguousarray(e), np.ascontiguousarray(first, dtype=np.int64))
     _name_times(*rows, starts, ends, cum, total, merged, covered)
     return total, merged, covered
+
+
+def coarsen_pass(starts: F64, ends: F64, kinds: I64, least: float) -> tuple[F64, F64, I64] | None:
+    """step_spans._pass by the native kernel, on a step's stretches in time order (float64 starts and ends, int64
+    kinds): each stretch shorter than `least` goes to its longer neighbour, neighbours of one phase join; None where
+    it does not apply (not built, other dtypes), for the Python loop to compute."""
+    if _coarsen is None or starts.dtype != np.float64 or ends.dtype != np.float64 or kinds.dtype != np.int64:
+        return None
+    room = starts.size
+    out = np.empty(room), np.empty(room), np.empty(room, dtype=np.int64)
+    args = (np.ascontiguousarray(starts), np.ascontiguousarray(ends), np.ascontiguousarray(kinds))
+    count = _coarsen(*args, least, *out)
+    return out[0][:count], out[1][:count], out[2][:count]

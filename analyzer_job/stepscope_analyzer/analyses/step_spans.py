@@ -13,12 +13,14 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses import interval_kernels
 from stepscope_analyzer.analyses.phase_names import COMM, STEP, name_mask
 from stepscope_analyzer.analyses.step_phases import HOST_CATS, PHASES, PhaseSets, StepWindows
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import PhaseSpan
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 MIN_SHARE = 0.01
 MAX_SPANS = 32
@@ -26,7 +28,7 @@ NAMED = tuple(p for p in PHASES if p != "other")
 OTHER = PHASES.index("other")
 
 
-def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, npt.NDArray[np.int64]]:
+def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, I64]:
     """The named phases' stretches inside [lo, hi), sorted by start."""
     starts, ends, kinds = [], [], []
     for name in NAMED:
@@ -43,13 +45,15 @@ def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, npt.NDArra
     return s_all[order], e_all[order], k_all[order]
 
 
-def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) -> list[list[float]]:
-    """[start, end, phase] covering [lo, hi): the named stretches and `other` in their gaps, neighbours joined.
+def _runs(lo: float, hi: float, s: F64, e: F64, k: I64) -> tuple[F64, F64, I64]:
+    """The (starts, ends, phases) covering [lo, hi): the named stretches and `other` in their gaps, neighbours joined.
 
     Vectorised: a stretch starts where the ones before it end at the latest (overlaps go to the earlier), the gaps
     between are `other`, and runs of one phase are joined."""
     if s.size == 0:
-        return [[lo, hi, OTHER]] if hi > lo else []
+        if hi > lo:
+            return np.array([lo]), np.array([hi]), np.array([OTHER], dtype=np.int64)
+        return np.empty(0), np.empty(0), np.empty(0, dtype=np.int64)
     reached = np.maximum.accumulate(np.maximum(e, lo))  # how far the stretches up to each one reach
     before = np.concatenate(([lo], reached[:-1]))
     start = np.maximum(s, before)
@@ -64,13 +68,20 @@ def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) 
     keep = ends > starts
     starts, ends, kinds = starts[keep], ends[keep], kinds[keep]
     if starts.size == 0:
-        return []
+        return starts, ends, kinds
     first = np.concatenate(([True], kinds[1:] != kinds[:-1]))  # the first stretch of each run of one phase
     heads = np.flatnonzero(first)
     tails = np.concatenate((heads[1:], [kinds.size])) - 1
-    return [
-        [a, b, c] for a, b, c in zip(starts[heads].tolist(), ends[tails].tolist(), kinds[heads].tolist(), strict=True)
-    ]
+    return starts[heads], ends[tails], kinds[heads]
+
+
+def _with_other(lo: float, hi: float, s: F64, e: F64, k: I64) -> list[list[float]]:
+    """_runs as [start, end, phase] lists."""
+    return _as_lists(*_runs(lo, hi, s, e, k))
+
+
+def _as_lists(starts: F64, ends: F64, kinds: I64) -> list[list[float]]:
+    return [[a, b, c] for a, b, c in zip(starts.tolist(), ends.tolist(), kinds.tolist(), strict=True)]
 
 
 def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:
@@ -93,9 +104,22 @@ def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:
     return kept
 
 
-def _coarsen(pieces: list[list[float]], step_us: float) -> list[list[float]]:
-    """Stretches shorter than MIN_SHARE of the step folded into a neighbour, then coarser until MAX_SPANS fit."""
+def _coarsen(runs: tuple[F64, F64, I64], step_us: float) -> list[list[float]]:
+    """Stretches shorter than MIN_SHARE of the step folded into a neighbour, then coarser until MAX_SPANS fit (each
+    pass by the native kernel where it is built, else by _pass: the same stretches)."""
     share = MIN_SHARE
+    while True:
+        native = interval_kernels.coarsen_pass(*runs, share * step_us)
+        if native is None:
+            return _coarsen_lists(_as_lists(*runs), step_us, share)
+        runs = native
+        if runs[0].size <= MAX_SPANS:
+            return _as_lists(*runs)
+        share *= 2
+
+
+def _coarsen_lists(pieces: list[list[float]], step_us: float, share: float = MIN_SHARE) -> list[list[float]]:
+    """_coarsen by the Python loop, from the pass at `share` on."""
     while True:
         pieces = _pass(pieces, share * step_us)
         if len(pieces) <= MAX_SPANS:
@@ -149,7 +173,7 @@ def step_spans(
     for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         dur = float(steps.end[i] - steps.start[i])
         factor = dur / (hi - lo) if hi > lo else 0.0
-        pieces = _coarsen(_with_other(lo, hi, *_pieces(sets, lo, hi)), hi - lo) if hi > lo else []
+        pieces = _coarsen(_runs(lo, hi, *_pieces(sets, lo, hi)), hi - lo) if hi > lo else []
         out.append(
             [
                 PhaseSpan(
