@@ -13,8 +13,8 @@
  *     (or null, or integral floats); ts and dur numbers (or null); args an object (or null) whose known keys
  *     (stream, correlation, External id, name) are numbers or null (name: anything);
  *   - integers within int64, finite floats;
- *   - the allocator's `[memory]` events (profile_memory) are handed over as their ts and args text, decoded in
- *     Python as collectives' args are.
+ *   - the allocator's `[memory]` events (profile_memory) are handed over as their ts and their args texts joined
+ *     into one JSON array, decoded in Python in one call.
  * Values of other keys are validated and skipped. Strings are not checked for UTF-8 except names and categories
  * that become columns (decoded strictly; the Python path replaces bad bytes, so such a chunk goes there).
  * The scan itself runs without the GIL (another thread inflates the next blocks meanwhile).
@@ -1016,26 +1016,57 @@ static PyObject *strings_of(const Table *t) {
     return list;
 }
 
+/* The [memory] events' args texts as one JSON array, "[a0,a1,...]" (b"" when there are none), decoded in Python in
+ * one call; each text starts after the "[" or the "," before it. */
+static PyObject *memory_args(const Buf *m, const char *base) {
+    size_t n = m->len / (3 * sizeof(double)), total = 1;
+    const double *row = (const double *)m->data;
+    for (size_t i = 0; i < n; i++) {
+        int64_t span[2];
+        memcpy(span, &row[3 * i + 1], sizeof span);
+        total += (size_t)(span[1] - span[0]) + 1;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n ? (Py_ssize_t)total : 0);
+    if (out == NULL || n == 0) {
+        return out;
+    }
+    char *w = PyBytes_AS_STRING(out);
+    for (size_t i = 0; i < n; i++) {
+        int64_t span[2];
+        memcpy(span, &row[3 * i + 1], sizeof span);
+        *w++ = i ? ',' : '[';
+        memcpy(w, base + span[0], (size_t)(span[1] - span[0]));
+        w += span[1] - span[0];
+    }
+    *w = ']';
+    return out;
+}
+
+/* The [memory] events' times (float64 bytes, in the order of memory_args). */
+static PyObject *memory_times(const Buf *m) {
+    size_t n = m->len / (3 * sizeof(double));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(double)));
+    if (out == NULL) {
+        return NULL;
+    }
+    double *w = (double *)PyBytes_AS_STRING(out);
+    const double *row = (const double *)m->data;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = row[3 * i];
+    }
+    return out;
+}
+
 static PyObject *build(const Out *o, const char *base) {
     PyObject *names = strings_of(&o->names);
     PyObject *cats = names ? strings_of(&o->cats) : NULL;
     PyObject *coll = cats ? PyList_New(0) : NULL;
     PyObject *threads = coll ? PyList_New(0) : NULL;
-    PyObject *memory = threads ? PyList_New(0) : NULL;
+    PyObject *memory = threads ? memory_args(&o->memory, base) : NULL;
+    PyObject *memory_ts = memory ? memory_times(&o->memory) : NULL;
     PyObject *result = NULL;
-    if (memory == NULL) {
+    if (memory_ts == NULL) {
         goto done;
-    }
-    const double *m = (const double *)o->memory.data;
-    for (size_t i = 0; i < o->memory.len / (3 * sizeof(double)); i++) {
-        int64_t span[2];
-        memcpy(span, &m[3 * i + 1], sizeof span);
-        PyObject *item = Py_BuildValue("(dy#)", m[3 * i], base + span[0], (Py_ssize_t)(span[1] - span[0]));
-        if (item == NULL || PyList_Append(memory, item) < 0) {
-            Py_XDECREF(item);
-            goto done;
-        }
-        Py_DECREF(item);
     }
     const int64_t *c = (const int64_t *)o->coll.data;
     for (size_t i = 0; i < o->coll.len / (3 * sizeof(int64_t)); i++) {
@@ -1063,20 +1094,21 @@ static PyObject *build(const Out *o, const char *base) {
         Py_DECREF(item);
     }
     result = Py_BuildValue(
-        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O,s:O}",
+        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O,s:O,s:O}",
         "events", (long long)o->events, "rows", (long long)o->rows,
         "ts", bytes_of(o->ts_float ? &o->ts_f : &o->ts_i), "ts_float", PyBool_FromLong(o->ts_float),
         "dur", bytes_of(o->dur_float ? &o->dur_f : &o->dur_i), "dur_float", PyBool_FromLong(o->dur_float),
         "name_id", bytes_of(&o->name), "names", names, "cat_id", bytes_of(&o->cat), "cats", cats,
         "pid", bytes_of(&o->pid), "tid", bytes_of(&o->tid), "stream", bytes_of(&o->stream),
         "correlation", bytes_of(&o->corr), "external_id", bytes_of(&o->ext), "collectives", coll,
-        "threads", threads, "memory", memory);
+        "threads", threads, "memory_ts", memory_ts, "memory_args", memory);
 done:
     Py_XDECREF(names);
     Py_XDECREF(cats);
     Py_XDECREF(coll);
     Py_XDECREF(threads);
     Py_XDECREF(memory);
+    Py_XDECREF(memory_ts);
     return result;
 }
 
