@@ -137,9 +137,9 @@ class _Labels:
         region &= ~name_mask(ev, STEP)
         regions = np.flatnonzero(region)
         self.ev = ev
-        self.comm = (
-            comm[[not ev.names[ev.name_id[r]].startswith("c10d::") for r in comm.tolist()]] if comm.size else comm
-        )
+        ids = np.unique(ev.name_id[comm])  # the names once each, not every row's
+        c10d = [i for i in ids.tolist() if ev.names[i].startswith("c10d::")]
+        self.comm = comm[~np.isin(ev.name_id[comm], c10d)] if c10d else comm
         self.regions = regions
 
     def at(self, rows: npt.NDArray[np.int64], t: float) -> str:
