@@ -65,7 +65,7 @@ def python_paths(on: bool) -> Iterator[None]:
     from stepscope_analyzer.analyses import interval_kernels
     from stepscope_analyzer.parse import native
 
-    names = ("_kernel", "_coverage", "_pieces", "_first_level", "_name_times", "_coarsen")
+    names = ("_kernel", "_coverage", "_pieces", "_first_level", "_name_times", "_coarsen", "_children")
     saved = {n: getattr(interval_kernels, n) for n in names}
     try:
         for n in names:

@@ -1,7 +1,8 @@
 /* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
  * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, the
- * time each level of a ranked set of intervals owns first, per name the sums of bottlenecks.per_name, and one
- * coarsening pass over a step's timeline (step_spans._pass).
+ * time each level of a ranked set of intervals owns first, per name the sums of bottlenecks.per_name, one
+ * coarsening pass over a step's timeline (step_spans._pass), and what nested events' direct children cover
+ * (self_times._children).
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -439,6 +440,63 @@ static PyObject *coarsen(PyObject *self, PyObject *args) {
     return result;
 }
 
+/* self_times._children in one pass over events sorted by start (longer first; finite): an event's depth is its
+ * index less the events ended by its start (`sorted_ends`, searched as the starts increase), its parent the latest
+ * earlier event one level up; each parent loses the sum of its children's covers, summed in the children's order
+ * from 0.0 as numpy.bincount sums them, so the same doubles. `depth_last` and `covered`: scratch of n (int64,
+ * float64). */
+static void nest_children(const double *starts, const double *ends, const double *sorted_ends, size_t n,
+                          int64_t *depth_last, double *covered, double *own) {
+    size_t closed = 0;
+    for (size_t i = 0; i < n; i++) {
+        depth_last[i] = -1;
+        covered[i] = 0.0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        while (closed < n && sorted_ends[closed] <= starts[i]) {
+            closed++;
+        }
+        size_t depth = i - closed; /* closed <= i: only earlier events end by this start */
+        if (depth >= 1 && depth_last[depth - 1] >= 0) {
+            size_t parent = (size_t)depth_last[depth - 1];
+            double end = ends[i] <= ends[parent] ? ends[i] : ends[parent];
+            double cover = end - starts[i];
+            covered[parent] += cover >= 0.0 ? cover : 0.0;
+        }
+        depth_last[depth] = (int64_t)i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        own[i] -= covered[i];
+    }
+}
+
+static PyObject *children_cover(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer s, e, se, dl, cv, own;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*", &s, &e, &se, &dl, &cv, &own)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (s.len % sizeof(double) || e.len != s.len || se.len != s.len || dl.len != s.len || cv.len != s.len ||
+        own.len != s.len) {
+        PyErr_SetString(PyExc_ValueError, "children(starts, ends, sorted_ends, depth_last, covered, own): float64 "
+                                          "buffers and an int64 one, all as long");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        nest_children((const double *)s.buf, (const double *)e.buf, (const double *)se.buf,
+                      (size_t)s.len / sizeof(double), (int64_t *)dl.buf, (double *)cv.buf, (double *)own.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&se);
+    PyBuffer_Release(&dl);
+    PyBuffer_Release(&cv);
+    PyBuffer_Release(&own);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"search_right", search_right, METH_VARARGS,
      "search_right(values, keys, out): out[i] = the number of values <= keys[i] (values sorted; float64, float64, "
@@ -455,6 +513,9 @@ static PyMethodDef methods[] = {
     {"name_times", per_name_times, METH_VARARGS,
      "name_times(s, e, first, cover_starts, cover_ends, cover_cum, total, merged, covered): per name of rows sorted "
      "by (name, start), the summed durations, the union of its intervals and the part of it the cover covers."},
+    {"children", children_cover, METH_VARARGS,
+     "children(starts, ends, sorted_ends, depth_last, covered, own): own[i] less what event i's direct children "
+     "cover, for events sorted by start (longer first), as self_times._children computes it with numpy."},
     {"coarsen_pass", coarsen, METH_VARARGS,
      "coarsen_pass(starts, ends, kinds, least, out_starts, out_ends, out_kinds) -> count: one pass of "
      "step_spans._pass (stretches shorter than least to their longer neighbour, one phase's neighbours joined)."},

@@ -56,3 +56,10 @@ def coarsen_pass(
     """One pass of step_spans._pass over a step's stretches in time order (float64 starts and ends, int64 kinds):
     each shorter than `least` to its longer neighbour, neighbours of one phase joined; the count kept, written to the
     outputs (as long as the inputs at least)."""
+
+def children(
+    starts: Buffer, ends: Buffer, sorted_ends: Buffer, depth_last: Buffer, covered: Buffer, own: Buffer, /
+) -> None:
+    """own[i] less what event i's direct children cover, for finite events sorted by start (longer first), as
+    self_times._children computes it with numpy (float64 buffers; depth_last int64 and covered: scratch; all as
+    long)."""

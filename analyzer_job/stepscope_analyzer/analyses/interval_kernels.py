@@ -4,8 +4,9 @@ key's answer, which the analyses' mostly increasing keys make short), the covera
 pieces of one interval set in or outside another (one sweep over both sets' boundaries), the time each level of
 ranked intervals owns first (one sweep with a count per level), and per name of rows sorted by (name, start) the
 summed durations, the union of its intervals and the part of it compute covers (one pass), and step_spans' pass that
-folds a step's short stretches into their neighbours (a loop each stretch of which depends on the one before). The
-same answers either way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
+folds a step's short stretches into their neighbours (a loop each stretch of which depends on the one before), and
+what nested events' direct children cover (one pass instead of one per level of nesting). The same answers either
+way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,14 @@ PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
 LevelsKernel = Callable[[Any, Any, Any, int, Any, Any, Any], int]
 NamesKernel = Callable[[Any, Any, Any, Any, Any, Any, Any, Any, Any], None]
 CoarsenKernel = Callable[[Any, Any, Any, float, Any, Any, Any], int]
-Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel, CoarsenKernel]
+ChildrenKernel = Callable[[Any, Any, Any, Any, Any, Any], None]
+Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel, CoarsenKernel, ChildrenKernel]
 
 
-def _native() -> Kernels | tuple[None, None, None, None, None, None]:
+def _native() -> Kernels | tuple[None, None, None, None, None, None, None]:
     try:
         from stepscope_analyzer.analyses._interval_kernels import (
+            children,
             coarsen_pass,
             coverage_before,
             first_level,
@@ -37,11 +40,11 @@ def _native() -> Kernels | tuple[None, None, None, None, None, None]:
             search_right,
         )
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None, None, None, None, None
-    return search_right, coverage_before, pieces, first_level, name_times, coarsen_pass
+        return None, None, None, None, None, None, None
+    return search_right, coverage_before, pieces, first_level, name_times, coarsen_pass, children
 
 
-_kernel, _coverage, _pieces, _first_level, _name_times, _coarsen = _native()
+_kernel, _coverage, _pieces, _first_level, _name_times, _coarsen, _children = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -134,3 +137,17 @@ def coarsen_pass(starts: F64, ends: F64, kinds: I64, least: float) -> tuple[F64,
     args = (np.ascontiguousarray(starts), np.ascontiguousarray(ends), np.ascontiguousarray(kinds))
     count = _coarsen(*args, least, *out)
     return out[0][:count], out[1][:count], out[2][:count]
+
+
+def children_cover(starts: F64, ends: F64, own: F64) -> bool:
+    """self_times._children by the native kernel: `own` (float64, in place) less what each event's direct children
+    cover, for events sorted by start (longer first); False where it does not apply (not built, other dtypes, a
+    number that is not finite), for numpy to compute."""
+    arrays = (starts, ends, own)
+    if _children is None or any(x.dtype != np.float64 or x.ndim != 1 or not x.flags.c_contiguous for x in arrays):
+        return False
+    if not (np.isfinite(starts).all() and np.isfinite(ends).all()):
+        return False
+    n = starts.size
+    _children(starts, ends, np.sort(ends), np.empty(n, dtype=np.int64), np.empty(n), own)
+    return True
