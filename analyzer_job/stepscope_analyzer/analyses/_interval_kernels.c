@@ -1,7 +1,8 @@
 /* The interval analyses' kernels: searchsorted(side="right") of many keys into one sorted float64 array, the
  * coverage of sorted intervals that follows from it, the pieces of one interval set in or outside another, the
- * time each level of a ranked set of intervals owns first, per name the sums of bottlenecks.per_name, and one pass
- * of step_spans' folding of short stretches into their neighbours.
+ * time each level of a ranked set of intervals owns first, per name the sums of bottlenecks.per_name, one
+ * coarsening pass over a step's timeline (step_spans._pass), and what nested events' direct children cover
+ * (self_times._children).
  *
  * numpy's searchsorted halves the whole array for every key. The analyses' keys mostly come in increasing runs
  * (interval starts grouped by name and sorted within each name, the boundaries of a sorted interval set), so this
@@ -379,65 +380,120 @@ static PyObject *search_right(PyObject *self, PyObject *args) {
     return result;
 }
 
-/* One pass of step_spans' coarsening over stretches in time order (start, end, kind): a stretch shorter than
- * `least` goes to its longer neighbour (the previous kept one when it is at least as long as the next original, the
- * next one otherwise, by handing its start on), neighbours of one kind join. Returns the stretches kept. */
-static size_t fold_short(const double *s, const double *e, const int64_t *k, size_t n, double least, double *os,
-                         double *oe, int64_t *ok) {
+/* One pass of step_spans._pass over a step's stretches (s, e, k) in time order: each stretch shorter than `least`
+ * goes to its longer neighbour (the one before it, as it stands, against the next one, as it was), neighbours of one
+ * phase join. Writes the stretches kept to (os, oe, ok); returns their count. The same steps as the Python loop, in
+ * the same order, so the same doubles. */
+static size_t coarsen_pass(const double *s, const double *e, const int64_t *k, size_t n, double least, double *os,
+                           double *oe, int64_t *ok) {
     size_t kept = 0;
     int carrying = 0;
-    double carry = 0.0;
+    double carry = 0.0; /* the start of short stretches handed on to the next one */
     for (size_t i = 0; i < n; i++) {
-        double start = carrying ? carry : s[i];
-        double end = e[i];
-        int64_t kind = k[i];
+        double ps = carrying ? carry : s[i], pe = e[i];
+        int64_t pk = k[i];
         carrying = 0;
-        int is_short = end - start < least;
-        int has_next = i + 1 < n;
-        if (is_short && kept && (!has_next || oe[kept - 1] - os[kept - 1] >= e[i + 1] - s[i + 1])) {
-            oe[kept - 1] = end;
-        } else if (is_short && has_next) {
+        int short_ = pe - ps < least, has_next = i + 1 < n;
+        if (short_ && kept && (!has_next || oe[kept - 1] - os[kept - 1] >= e[i + 1] - s[i + 1])) {
+            oe[kept - 1] = pe;
+        } else if (short_ && has_next) {
+            carry = ps;
             carrying = 1;
-            carry = start;
-        } else if (kept && ok[kept - 1] == kind) {
-            oe[kept - 1] = end;
+        } else if (kept && ok[kept - 1] == pk) {
+            oe[kept - 1] = pe;
         } else {
-            os[kept] = start;
-            oe[kept] = end;
-            ok[kept] = kind;
-            kept++;
+            os[kept] = ps;
+            oe[kept] = pe;
+            ok[kept++] = pk;
         }
     }
     return kept;
 }
 
-static PyObject *fold_short_stretches(PyObject *self, PyObject *args) {
+static PyObject *coarsen(PyObject *self, PyObject *args) {
     (void)self;
-    Py_buffer bs, be, bk, os, oe, ok;
+    Py_buffer s, e, k, os, oe, ok;
     double least;
-    if (!PyArg_ParseTuple(args, "y*y*y*dw*w*w*", &bs, &be, &bk, &least, &os, &oe, &ok)) {
+    if (!PyArg_ParseTuple(args, "y*y*y*dw*w*w*", &s, &e, &k, &least, &os, &oe, &ok)) {
         return NULL;
     }
     PyObject *result = NULL;
-    if (bs.len % sizeof(double) || be.len != bs.len || bk.len != bs.len || os.len < bs.len || oe.len != os.len ||
+    if (s.len % sizeof(double) || e.len != s.len || k.len != s.len || os.len < s.len || oe.len != os.len ||
         ok.len != os.len) {
-        PyErr_SetString(PyExc_ValueError, "fold_short(starts, ends, kinds, least, out_starts, out_ends, out_kinds): "
-                                          "float64, float64 and int64 of one length, outputs at least as long");
+        PyErr_SetString(PyExc_ValueError, "coarsen_pass(starts, ends, kinds, least, out_starts, out_ends, out_kinds): "
+                                          "float64 starts and ends, int64 kinds as long, outputs as long at least");
     } else {
         size_t count;
-        size_t n = (size_t)bs.len / sizeof(double);
         Py_BEGIN_ALLOW_THREADS
-        count = fold_short((const double *)bs.buf, (const double *)be.buf, (const int64_t *)bk.buf, n, least,
-                           (double *)os.buf, (double *)oe.buf, (int64_t *)ok.buf);
+        count = coarsen_pass((const double *)s.buf, (const double *)e.buf, (const int64_t *)k.buf,
+                             (size_t)s.len / sizeof(double), least, (double *)os.buf, (double *)oe.buf,
+                             (int64_t *)ok.buf);
         Py_END_ALLOW_THREADS
         result = PyLong_FromSize_t(count);
     }
-    PyBuffer_Release(&bs);
-    PyBuffer_Release(&be);
-    PyBuffer_Release(&bk);
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&k);
     PyBuffer_Release(&os);
     PyBuffer_Release(&oe);
     PyBuffer_Release(&ok);
+    return result;
+}
+
+/* self_times._children in one pass over events sorted by start (longer first; finite): an event's depth is its
+ * index less the events ended by its start (`sorted_ends`, searched as the starts increase), its parent the latest
+ * earlier event one level up; each parent loses the sum of its children's covers, summed in the children's order
+ * from 0.0 as numpy.bincount sums them, so the same doubles. `depth_last` and `covered`: scratch of n (int64,
+ * float64). */
+static void nest_children(const double *starts, const double *ends, const double *sorted_ends, size_t n,
+                          int64_t *depth_last, double *covered, double *own) {
+    size_t closed = 0;
+    for (size_t i = 0; i < n; i++) {
+        depth_last[i] = -1;
+        covered[i] = 0.0;
+    }
+    for (size_t i = 0; i < n; i++) {
+        while (closed < n && sorted_ends[closed] <= starts[i]) {
+            closed++;
+        }
+        size_t depth = i - closed; /* closed <= i: only earlier events end by this start */
+        if (depth >= 1 && depth_last[depth - 1] >= 0) {
+            size_t parent = (size_t)depth_last[depth - 1];
+            double end = ends[i] <= ends[parent] ? ends[i] : ends[parent];
+            double cover = end - starts[i];
+            covered[parent] += cover >= 0.0 ? cover : 0.0;
+        }
+        depth_last[depth] = (int64_t)i;
+    }
+    for (size_t i = 0; i < n; i++) {
+        own[i] -= covered[i];
+    }
+}
+
+static PyObject *children_cover(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer s, e, se, dl, cv, own;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*w*w*", &s, &e, &se, &dl, &cv, &own)) {
+        return NULL;
+    }
+    PyObject *result = NULL;
+    if (s.len % sizeof(double) || e.len != s.len || se.len != s.len || dl.len != s.len || cv.len != s.len ||
+        own.len != s.len) {
+        PyErr_SetString(PyExc_ValueError, "children(starts, ends, sorted_ends, depth_last, covered, own): float64 "
+                                          "buffers and an int64 one, all as long");
+    } else {
+        Py_BEGIN_ALLOW_THREADS
+        nest_children((const double *)s.buf, (const double *)e.buf, (const double *)se.buf,
+                      (size_t)s.len / sizeof(double), (int64_t *)dl.buf, (double *)cv.buf, (double *)own.buf);
+        Py_END_ALLOW_THREADS
+        result = Py_NewRef(Py_None);
+    }
+    PyBuffer_Release(&s);
+    PyBuffer_Release(&e);
+    PyBuffer_Release(&se);
+    PyBuffer_Release(&dl);
+    PyBuffer_Release(&cv);
+    PyBuffer_Release(&own);
     return result;
 }
 
@@ -457,9 +513,12 @@ static PyMethodDef methods[] = {
     {"name_times", per_name_times, METH_VARARGS,
      "name_times(s, e, first, cover_starts, cover_ends, cover_cum, total, merged, covered): per name of rows sorted "
      "by (name, start), the summed durations, the union of its intervals and the part of it the cover covers."},
-    {"fold_short", fold_short_stretches, METH_VARARGS,
-     "fold_short(starts, ends, kinds, least, out_starts, out_ends, out_kinds) -> count: one pass of step_spans' "
-     "coarsening (stretches shorter than least go to their longer neighbour, neighbours of one kind join)."},
+    {"children", children_cover, METH_VARARGS,
+     "children(starts, ends, sorted_ends, depth_last, covered, own): own[i] less what event i's direct children "
+     "cover, for events sorted by start (longer first), as self_times._children computes it with numpy."},
+    {"coarsen_pass", coarsen, METH_VARARGS,
+     "coarsen_pass(starts, ends, kinds, least, out_starts, out_ends, out_kinds) -> count: one pass of "
+     "step_spans._pass (stretches shorter than least to their longer neighbour, one phase's neighbours joined)."},
     {NULL, NULL, 0, NULL},
 };
 

@@ -43,7 +43,7 @@ def name_times(
     """Per name of rows sorted by (name, start), the names starting at `first` (int64): the summed durations, the
     union of its intervals and the part of it the cover pieces cover (float64 buffers, one output per name)."""
 
-def fold_short(
+def coarsen_pass(
     starts: Buffer,
     ends: Buffer,
     kinds: Buffer,
@@ -53,5 +53,13 @@ def fold_short(
     out_kinds: Buffer,
     /,
 ) -> int:
-    """One pass of step_spans' coarsening over stretches in time order (float64 starts and ends, int64 kinds): a
-    stretch shorter than `least` goes to its longer neighbour, neighbours of one kind join; the count kept."""
+    """One pass of step_spans._pass over a step's stretches in time order (float64 starts and ends, int64 kinds):
+    each shorter than `least` to its longer neighbour, neighbours of one phase joined; the count kept, written to the
+    outputs (as long as the inputs at least)."""
+
+def children(
+    starts: Buffer, ends: Buffer, sorted_ends: Buffer, depth_last: Buffer, covered: Buffer, own: Buffer, /
+) -> None:
+    """own[i] less what event i's direct children cover, for finite events sorted by start (longer first), as
+    self_times._children computes it with numpy (float64 buffers; depth_last int64 and covered: scratch; all as
+    long)."""

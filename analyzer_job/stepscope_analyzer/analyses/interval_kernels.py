@@ -3,8 +3,9 @@ does not apply: sorted search (numpy.searchsorted(values, keys, side="right"), e
 key's answer, which the analyses' mostly increasing keys make short), the coverage that follows from it, the
 pieces of one interval set in or outside another (one sweep over both sets' boundaries), the time each level of
 ranked intervals owns first (one sweep with a count per level), and per name of rows sorted by (name, start) the
-summed durations, the union of its intervals and the part of it compute covers (one pass), and one pass of
-step_spans' folding of short stretches into their neighbours. The same answers either
+summed durations, the union of its intervals and the part of it compute covers (one pass), and step_spans' pass that
+folds a step's short stretches into their neighbours (a loop each stretch of which depends on the one before), and
+what nested events' direct children cover (one pass instead of one per level of nesting). The same answers either
 way (tests/analyzer_job/analyses/test_interval_kernels.py)."""
 
 from __future__ import annotations
@@ -22,26 +23,28 @@ CoverageKernel = Callable[[Any, Any, Any, Any, Any], None]
 PiecesKernel = Callable[[Any, Any, Any, Any, bool, Any, Any], int]
 LevelsKernel = Callable[[Any, Any, Any, int, Any, Any, Any], int]
 NamesKernel = Callable[[Any, Any, Any, Any, Any, Any, Any, Any, Any], None]
-FoldKernel = Callable[[Any, Any, Any, float, Any, Any, Any], int]
-Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel, FoldKernel]
+CoarsenKernel = Callable[[Any, Any, Any, float, Any, Any, Any], int]
+ChildrenKernel = Callable[[Any, Any, Any, Any, Any, Any], None]
+Kernels = tuple[Kernel, CoverageKernel, PiecesKernel, LevelsKernel, NamesKernel, CoarsenKernel, ChildrenKernel]
 
 
-def _native() -> Kernels | tuple[None, None, None, None, None, None]:
+def _native() -> Kernels | tuple[None, None, None, None, None, None, None]:
     try:
         from stepscope_analyzer.analyses._interval_kernels import (
+            children,
+            coarsen_pass,
             coverage_before,
             first_level,
-            fold_short,
             name_times,
             pieces,
             search_right,
         )
     except ImportError:  # pragma: no cover - built wherever a C compiler was at install time
-        return None, None, None, None, None, None
-    return search_right, coverage_before, pieces, first_level, name_times, fold_short
+        return None, None, None, None, None, None, None
+    return search_right, coverage_before, pieces, first_level, name_times, coarsen_pass, children
 
 
-_kernel, _coverage, _pieces, _first_level, _name_times, _fold_short = _native()
+_kernel, _coverage, _pieces, _first_level, _name_times, _coarsen, _children = _native()
 AVAILABLE = _kernel is not None
 SMALL = 32
 """fewer keys than this: numpy (the call's own cost is all there is)"""
@@ -123,13 +126,28 @@ def name_times(s: F64, e: F64, first: npt.NDArray[np.intp], cover: tuple[F64, F6
     return total, merged, covered
 
 
-def fold_short(starts: F64, ends: F64, kinds: I64, least: float) -> tuple[F64, F64, I64] | None:
-    """step_spans' one coarsening pass by the native kernel; None where it does not apply (not built, other
-    dtypes), for the Python pass to compute."""
-    if _fold_short is None or starts.dtype != np.float64 or ends.dtype != np.float64 or kinds.dtype != np.int64:
+def coarsen_pass(starts: F64, ends: F64, kinds: I64, least: float) -> tuple[F64, F64, I64] | None:
+    """step_spans._pass by the native kernel, on a step's stretches in time order (float64 starts and ends, int64
+    kinds): each stretch shorter than `least` goes to its longer neighbour, neighbours of one phase join; None where
+    it does not apply (not built, other dtypes), for the Python loop to compute."""
+    if _coarsen is None or starts.dtype != np.float64 or ends.dtype != np.float64 or kinds.dtype != np.int64:
         return None
-    room = max(starts.size, 1)
-    out_s, out_e, out_k = np.empty(room), np.empty(room), np.empty(room, dtype=np.int64)
+    room = starts.size
+    out = np.empty(room), np.empty(room), np.empty(room, dtype=np.int64)
     args = (np.ascontiguousarray(starts), np.ascontiguousarray(ends), np.ascontiguousarray(kinds))
-    count = _fold_short(*args, float(least), out_s, out_e, out_k)
-    return out_s[:count], out_e[:count], out_k[:count]
+    count = _coarsen(*args, least, *out)
+    return out[0][:count], out[1][:count], out[2][:count]
+
+
+def children_cover(starts: F64, ends: F64, own: F64) -> bool:
+    """self_times._children by the native kernel: `own` (float64, in place) less what each event's direct children
+    cover, for events sorted by start (longer first); False where it does not apply (not built, other dtypes, a
+    number that is not finite), for numpy to compute."""
+    arrays = (starts, ends, own)
+    if _children is None or any(x.dtype != np.float64 or x.ndim != 1 or not x.flags.c_contiguous for x in arrays):
+        return False
+    if not (np.isfinite(starts).all() and np.isfinite(ends).all()):
+        return False
+    n = starts.size
+    _children(starts, ends, np.sort(ends), np.empty(n, dtype=np.int64), np.empty(n), own)
+    return True

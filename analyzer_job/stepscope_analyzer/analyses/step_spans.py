@@ -20,6 +20,7 @@ from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import PhaseSpan
 
 F64 = npt.NDArray[np.float64]
+I64 = npt.NDArray[np.int64]
 
 MIN_SHARE = 0.01
 MAX_SPANS = 32
@@ -27,7 +28,7 @@ NAMED = tuple(p for p in PHASES if p != "other")
 OTHER = PHASES.index("other")
 
 
-def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, npt.NDArray[np.int64]]:
+def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, I64]:
     """The named phases' stretches inside [lo, hi), sorted by start."""
     starts, ends, kinds = [], [], []
     for name in NAMED:
@@ -44,18 +45,15 @@ def _pieces(sets: PhaseSets, lo: float, hi: float) -> tuple[F64, F64, npt.NDArra
     return s_all[order], e_all[order], k_all[order]
 
 
-Stretches = tuple[F64, F64, npt.NDArray[np.int64]]
-"""(starts, ends, phase indexes) in time order"""
-
-
-def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) -> Stretches:
-    """The stretches covering [lo, hi): the named ones and `other` in their gaps, neighbours joined.
+def _runs(lo: float, hi: float, s: F64, e: F64, k: I64) -> tuple[F64, F64, I64]:
+    """The (starts, ends, phases) covering [lo, hi): the named stretches and `other` in their gaps, neighbours joined.
 
     Vectorised: a stretch starts where the ones before it end at the latest (overlaps go to the earlier), the gaps
     between are `other`, and runs of one phase are joined."""
     if s.size == 0:
-        whole = hi > lo
-        return np.array([lo][:whole]), np.array([hi][:whole]), np.array([OTHER][:whole], dtype=np.int64)
+        if hi > lo:
+            return np.array([lo]), np.array([hi]), np.array([OTHER], dtype=np.int64)
+        return np.empty(0), np.empty(0), np.empty(0, dtype=np.int64)
     reached = np.maximum.accumulate(np.maximum(e, lo))  # how far the stretches up to each one reach
     before = np.concatenate(([lo], reached[:-1]))
     start = np.maximum(s, before)
@@ -77,9 +75,17 @@ def _with_other(lo: float, hi: float, s: F64, e: F64, k: npt.NDArray[np.int64]) 
     return starts[heads], ends[tails], kinds[heads]
 
 
+def _with_other(lo: float, hi: float, s: F64, e: F64, k: I64) -> list[list[float]]:
+    """_runs as [start, end, phase] lists."""
+    return _as_lists(*_runs(lo, hi, s, e, k))
+
+
+def _as_lists(starts: F64, ends: F64, kinds: I64) -> list[list[float]]:
+    return [[a, b, c] for a, b, c in zip(starts.tolist(), ends.tolist(), kinds.tolist(), strict=True)]
+
+
 def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:
-    """One pass: each stretch shorter than `least` goes to its longer neighbour; neighbours of one phase join.
-    (interval_kernels.fold_short does the same in C.)"""
+    """One pass: each stretch shorter than `least` goes to its longer neighbour; neighbours of one phase join."""
     kept: list[list[float]] = []
     carry: float | None = None  # the start of short stretches handed on to the next one
     for i, original in enumerate(pieces):
@@ -98,26 +104,26 @@ def _pass(pieces: list[list[float]], least: float) -> list[list[float]]:
     return kept
 
 
-def _fold(stretches: Stretches, least: float) -> Stretches:
-    """One coarsening pass: natively where built, else the Python pass."""
-    native = interval_kernels.fold_short(*stretches, least)
-    if native is not None:
-        return native
-    kept = _pass([[a, b, c] for a, b, c in zip(*(x.tolist() for x in stretches), strict=True)], least)
-    return (
-        np.array([p[0] for p in kept], dtype=np.float64),
-        np.array([p[1] for p in kept], dtype=np.float64),
-        np.array([p[2] for p in kept], dtype=np.int64),
-    )
-
-
-def _coarsen(stretches: Stretches, step_us: float) -> list[tuple[float, float, int]]:
-    """Stretches shorter than MIN_SHARE of the step folded into a neighbour, then coarser until MAX_SPANS fit."""
+def _coarsen(runs: tuple[F64, F64, I64], step_us: float) -> list[list[float]]:
+    """Stretches shorter than MIN_SHARE of the step folded into a neighbour, then coarser until MAX_SPANS fit (each
+    pass by the native kernel where it is built, else by _pass: the same stretches)."""
     share = MIN_SHARE
     while True:
-        stretches = _fold(stretches, share * step_us)
-        if stretches[0].size <= MAX_SPANS:
-            return list(zip(*(x.tolist() for x in stretches), strict=True))
+        native = interval_kernels.coarsen_pass(*runs, share * step_us)
+        if native is None:
+            return _coarsen_lists(_as_lists(*runs), step_us, share)
+        runs = native
+        if runs[0].size <= MAX_SPANS:
+            return _as_lists(*runs)
+        share *= 2
+
+
+def _coarsen_lists(pieces: list[list[float]], step_us: float, share: float = MIN_SHARE) -> list[list[float]]:
+    """_coarsen by the Python loop, from the pass at `share` on."""
+    while True:
+        pieces = _pass(pieces, share * step_us)
+        if len(pieces) <= MAX_SPANS:
+            return pieces
         share *= 2
 
 
@@ -131,9 +137,9 @@ class _Labels:
         region &= ~name_mask(ev, STEP)
         regions = np.flatnonzero(region)
         self.ev = ev
-        self.comm = (
-            comm[[not ev.names[ev.name_id[r]].startswith("c10d::") for r in comm.tolist()]] if comm.size else comm
-        )
+        ids = np.unique(ev.name_id[comm])  # the names once each, not every row's
+        c10d = [i for i in ids.tolist() if ev.names[i].startswith("c10d::")]
+        self.comm = comm[~np.isin(ev.name_id[comm], c10d)] if c10d else comm
         self.regions = regions
 
     def at(self, rows: npt.NDArray[np.int64], t: float) -> str:
@@ -167,7 +173,7 @@ def step_spans(
     for i, (lo, hi) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         dur = float(steps.end[i] - steps.start[i])
         factor = dur / (hi - lo) if hi > lo else 0.0
-        pieces = _coarsen(_with_other(lo, hi, *_pieces(sets, lo, hi)), hi - lo) if hi > lo else []
+        pieces = _coarsen(_runs(lo, hi, *_pieces(sets, lo, hi)), hi - lo) if hi > lo else []
         out.append(
             [
                 PhaseSpan(

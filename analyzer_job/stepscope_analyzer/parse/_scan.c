@@ -13,8 +13,9 @@
  *     (or null, or integral floats); ts and dur numbers (or null); args an object (or null) whose known keys
  *     (stream, correlation, External id, name) are numbers or null (name: anything);
  *   - integers within int64, finite floats;
- *   - the allocator's `[memory]` events (profile_memory) are handed over as their ts and args text, decoded in
- *     Python as collectives' args are.
+ *   - the allocator's `[memory]` events (profile_memory): their ts and numbers (Total Allocated, Total Reserved,
+ *     Device Type) read here where they are plain numbers or null, else (for the whole chunk) their ts and args texts
+ *     joined into one JSON array, decoded in Python in one call.
  * Values of other keys are validated and skipped. Strings are not checked for UTF-8 except names and categories
  * that become columns (decoded strictly; the Python path replaces bad bytes, so such a chunk goes there).
  * The scan itself runs without the GIL (another thread inflates the next blocks meanwhile).
@@ -192,6 +193,8 @@ typedef struct {
     Buf coll;    /* (int64 row, int64 start, int64 end) of collective rows' args objects */
     Buf threads; /* (int64 pid, int64 tid, int64 start, int64 len) of thread_name metadata */
     Buf memory;  /* (double ts, int64 start, int64 end) of the allocator's [memory] events' args objects */
+    Buf memnum;  /* (double ts, double allocated, double reserved, int64 device) of the same events, read here */
+    int memtext; /* some [memory] event's args are not read here: all of the chunk's go to Python as text */
     Table names, cats;
     GapSlot event_gaps[GAP_SLOTS], args_gaps[GAP_SLOTS];
     int ts_float, dur_float;
@@ -766,6 +769,57 @@ static int scan_args(Cur *c, Args *a, GapSlot *gaps) {
     return 1;
 }
 
+/* A [memory] event's number, as MemoryArgs' float field decodes it: an int or a float (null: NaN, left out). 0:
+ * anything else, or a sign (msgspec's -0 is left to it), for Python to decode. */
+static int memory_float(Cur *c, double *out) {
+    Value v;
+    if (*c->p == '-' || !number_or_null(c, &v)) {
+        return 0;
+    }
+    *out = v.kind == NUL ? NAN : v.kind == INT ? (double)v.i : v.f;
+    return 1;
+}
+
+/* The numbers of a [memory] event's args object (validated JSON at [start, end)): Total Allocated and Total Reserved
+ * (absent or null: NaN), Device Type (an int; absent or null: 0), as MEMORY_ARGS_DECODER reads them. 0 where it
+ * might read them otherwise (another type, a sign, a key twice or with escapes): the args go to Python as text. */
+static int memory_numbers(const char *start, const char *end, double *allocated, double *reserved, int64_t *device) {
+    Cur c = {start + 1, end};
+    *allocated = *reserved = NAN;
+    *device = 0;
+    unsigned seen = 0;
+    for (int i = 0;; i++) {
+        int more = i == 0 ? closes(&c, '}') : next_or_close(&c, '}');
+        if (more != 1) {
+            return more == 2;
+        }
+        Span k;
+        int escaped;
+        if (!member_key(&c, &k, &escaped) || escaped) {
+            return 0;
+        }
+        unsigned bit = key_is(k, "Total Allocated") ? 1 : key_is(k, "Total Reserved") ? 2 : 0;
+        bit = key_is(k, "Device Type") ? 4 : bit;
+        if (seen & bit) {
+            return 0;
+        }
+        seen |= bit;
+        if (bit == 1 || bit == 2) {
+            if (!memory_float(&c, bit == 1 ? allocated : reserved)) {
+                return 0;
+            }
+        } else if (bit == 4) {
+            Value v;
+            if (*c.p == '-' || !number_or_null(&c, &v) || v.kind == FLOAT) {
+                return 0;
+            }
+            *device = v.kind == INT ? v.i : 0;
+        } else if (!skip_value(&c, 2)) {
+            return 0;
+        }
+    }
+}
+
 static const char FULL_PHASES[] = "XMiICBEbenPNODRVvc()";
 static const char FLOW_PHASES[] = "stf";
 enum { PHASE_UNKNOWN = 0, PHASE_FULL = 1, PHASE_FLOW = 2 };
@@ -890,6 +944,18 @@ static int scan_event(Cur *c, Out *o) {
                     o->oom = 1;
                     return 0;
                 }
+                double nums[4];
+                int64_t device;
+                nums[0] = row[0];
+                if (!o->memtext && memory_numbers(args.start, args.end, &nums[1], &nums[2], &device)) {
+                    memcpy(&nums[3], &device, sizeof device);
+                    if (!buf_put(&o->memnum, nums, sizeof nums)) {
+                        o->oom = 1;
+                        return 0;
+                    }
+                } else {
+                    o->memtext = 1;
+                }
             }
             return 1;
         }
@@ -989,7 +1055,7 @@ static int scan_items(Cur *c, Out *o) {
 
 static void out_free(Out *o) {
     Buf *bufs[] = {&o->ts_i, &o->ts_f, &o->dur_i, &o->dur_f, &o->name, &o->cat, &o->pid, &o->tid,
-                   &o->stream, &o->corr, &o->ext, &o->coll, &o->threads, &o->memory};
+                   &o->stream, &o->corr, &o->ext, &o->coll, &o->threads, &o->memory, &o->memnum};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         free(bufs[i]->data);
     }
@@ -1016,26 +1082,60 @@ static PyObject *strings_of(const Table *t) {
     return list;
 }
 
+/* The [memory] events' args texts as one JSON array, "[a0,a1,...]" (b"" when there are none), decoded in Python in
+ * one call; each text starts after the "[" or the "," before it. */
+static PyObject *memory_args(const Buf *m, const char *base) {
+    size_t n = m->len / (3 * sizeof(double)), total = 1;
+    const double *row = (const double *)m->data;
+    for (size_t i = 0; i < n; i++) {
+        int64_t span[2];
+        memcpy(span, &row[3 * i + 1], sizeof span);
+        total += (size_t)(span[1] - span[0]) + 1;
+    }
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n ? (Py_ssize_t)total : 0);
+    if (out == NULL || n == 0) {
+        return out;
+    }
+    char *w = PyBytes_AS_STRING(out);
+    for (size_t i = 0; i < n; i++) {
+        int64_t span[2];
+        memcpy(span, &row[3 * i + 1], sizeof span);
+        *w++ = i ? ',' : '[';
+        memcpy(w, base + span[0], (size_t)(span[1] - span[0]));
+        w += span[1] - span[0];
+    }
+    *w = ']';
+    return out;
+}
+
+/* The [memory] events' times (float64 bytes, in the order of memory_args). */
+static PyObject *memory_times(const Buf *m) {
+    size_t n = m->len / (3 * sizeof(double));
+    PyObject *out = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(n * sizeof(double)));
+    if (out == NULL) {
+        return NULL;
+    }
+    double *w = (double *)PyBytes_AS_STRING(out);
+    const double *row = (const double *)m->data;
+    for (size_t i = 0; i < n; i++) {
+        w[i] = row[3 * i];
+    }
+    return out;
+}
+
 static PyObject *build(const Out *o, const char *base) {
     PyObject *names = strings_of(&o->names);
     PyObject *cats = names ? strings_of(&o->cats) : NULL;
     PyObject *coll = cats ? PyList_New(0) : NULL;
     PyObject *threads = coll ? PyList_New(0) : NULL;
-    PyObject *memory = threads ? PyList_New(0) : NULL;
+    static const Buf none = {0};
+    const Buf *texts = o->memtext ? &o->memory : &none; /* all of the chunk's [memory] events one way: their order */
+    PyObject *memory = threads ? memory_args(texts, base) : NULL;
+    PyObject *memory_ts = memory ? memory_times(texts) : NULL;
+    PyObject *memory_rows = memory_ts ? bytes_of(o->memtext ? &none : &o->memnum) : NULL;
     PyObject *result = NULL;
-    if (memory == NULL) {
+    if (memory_rows == NULL) {
         goto done;
-    }
-    const double *m = (const double *)o->memory.data;
-    for (size_t i = 0; i < o->memory.len / (3 * sizeof(double)); i++) {
-        int64_t span[2];
-        memcpy(span, &m[3 * i + 1], sizeof span);
-        PyObject *item = Py_BuildValue("(dy#)", m[3 * i], base + span[0], (Py_ssize_t)(span[1] - span[0]));
-        if (item == NULL || PyList_Append(memory, item) < 0) {
-            Py_XDECREF(item);
-            goto done;
-        }
-        Py_DECREF(item);
     }
     const int64_t *c = (const int64_t *)o->coll.data;
     for (size_t i = 0; i < o->coll.len / (3 * sizeof(int64_t)); i++) {
@@ -1063,20 +1163,22 @@ static PyObject *build(const Out *o, const char *base) {
         Py_DECREF(item);
     }
     result = Py_BuildValue(
-        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O,s:O}",
+        "{s:L,s:L,s:N,s:N,s:N,s:N,s:N,s:O,s:N,s:O,s:N,s:N,s:N,s:N,s:N,s:O,s:O,s:O,s:O,s:O}",
         "events", (long long)o->events, "rows", (long long)o->rows,
         "ts", bytes_of(o->ts_float ? &o->ts_f : &o->ts_i), "ts_float", PyBool_FromLong(o->ts_float),
         "dur", bytes_of(o->dur_float ? &o->dur_f : &o->dur_i), "dur_float", PyBool_FromLong(o->dur_float),
         "name_id", bytes_of(&o->name), "names", names, "cat_id", bytes_of(&o->cat), "cats", cats,
         "pid", bytes_of(&o->pid), "tid", bytes_of(&o->tid), "stream", bytes_of(&o->stream),
         "correlation", bytes_of(&o->corr), "external_id", bytes_of(&o->ext), "collectives", coll,
-        "threads", threads, "memory", memory);
+        "threads", threads, "memory_ts", memory_ts, "memory_args", memory, "memory_rows", memory_rows);
 done:
     Py_XDECREF(names);
     Py_XDECREF(cats);
     Py_XDECREF(coll);
     Py_XDECREF(threads);
     Py_XDECREF(memory);
+    Py_XDECREF(memory_ts);
+    Py_XDECREF(memory_rows);
     return result;
 }
 

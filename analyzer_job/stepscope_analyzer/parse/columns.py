@@ -20,7 +20,14 @@ import numpy.typing as npt
 from stepscope_analyzer import limits
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.native import ScannedChunk
-from stepscope_analyzer.parse.schema import ARGS_DECODER, COLLECTIVE_FIELDS, MEMORY_ARGS_DECODER, META_TYPE, TraceEvent
+from stepscope_analyzer.parse.schema import (
+    ARGS_DECODER,
+    COLLECTIVE_FIELDS,
+    MEMORY_ARGS_DECODER,
+    META_TYPE,
+    RAW_LIST_DECODER,
+    TraceEvent,
+)
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -47,6 +54,8 @@ FLOWS = ("s", "t", "f")
 """flow events' phases: they carry nothing kept (the typed path decodes no field of theirs)"""
 MAX_MEMORY_EVENTS = 1_000_000
 """allocator events kept per trace (each a few numbers): the memory chart needs far fewer"""
+MEMORY_ROW = np.dtype([("ts", "<f8"), ("allocated", "<f8"), ("reserved", "<f8"), ("device", "<i8")])
+"""a `[memory]` event as the native scanner reads it"""
 
 
 def _is_number(v: Any) -> bool:
@@ -322,19 +331,32 @@ class ColumnBuilder:
             return
         self._memory.append((float(ts), float(allocated), float(reserved), device if type(device) is int else 0))
 
-    def _memory_chunk(self, items: Sequence[tuple[float, bytes]]) -> None:
-        """A scanned chunk's `[memory]` events (time, args text) at once: the same rows as `_memory_event` one by one,
-        which takes over when a value is not of a number's type."""
-        if not items or len(self._memory) >= MAX_MEMORY_EVENTS:
+    def _memory_rows(self, rows: bytes) -> None:
+        """A scanned chunk's `[memory]` events the scanner read itself ((ts, allocated, reserved, device) records; NaN
+        where allocated or reserved was null or absent): the same rows as `_memory_chunk` decodes from their text."""
+        if not rows or len(self._memory) >= MAX_MEMORY_EVENTS:
             return
+        table = np.frombuffer(rows, dtype=MEMORY_ROW)
+        ts, allocated, reserved = table["ts"], table["allocated"], table["reserved"]
+        keep = np.flatnonzero(np.isfinite(ts) & np.isfinite(allocated) & np.isfinite(reserved))
+        keep = keep[: MAX_MEMORY_EVENTS - len(self._memory)]
+        kept = table[keep]
+        columns = (kept["ts"].tolist(), kept["allocated"].tolist(), kept["reserved"].tolist(), kept["device"].tolist())
+        self._memory.extend(zip(*columns, strict=True))
+
+    def _memory_chunk(self, times: bytes, texts: bytes) -> None:
+        """A scanned chunk's `[memory]` events at once (their times, float64; their args texts as one JSON array): the
+        same rows as `_memory_event` one by one, which takes over when a value is not of a number's type."""
+        if not texts or len(self._memory) >= MAX_MEMORY_EVENTS:
+            return
+        ts = np.frombuffer(times, dtype=np.float64)
         try:
-            args = MEMORY_ARGS_DECODER.decode(b"[" + b",".join(text for _, text in items) + b"]")
+            args = MEMORY_ARGS_DECODER.decode(texts)
         except msgspec.MsgspecError:
-            for at, text in items:
+            for at, text in zip(ts.tolist(), RAW_LIST_DECODER.decode(texts), strict=True):
                 a = ARGS_DECODER.decode(text)
                 self._memory_event(at, a.total_allocated, a.total_reserved, a.device_type)
             return
-        ts = np.array([t for t, _ in items], dtype=np.float64)
         allocated = np.array([a.total_allocated for a in args], dtype=np.float64)  # None: NaN, left out below
         reserved = np.array([a.total_reserved for a in args], dtype=np.float64)
         device = [a.device_type or 0 for a in args]
@@ -372,7 +394,8 @@ class ColumnBuilder:
         self.seen += chunk.events
         for pid, tid, name in c["threads"]:
             self._thread_names[(pid, tid)] = name
-        self._memory_chunk(c.get("memory", ()))
+        self._memory_rows(c["memory_rows"])
+        self._memory_chunk(c["memory_ts"], c["memory_args"])
         rows = int(c["rows"])
         if not rows:
             return

@@ -97,3 +97,5 @@ class MemoryArgs(msgspec.Struct, gc=False):
 
 MEMORY_ARGS_DECODER: Any = msgspec.json.Decoder(list[MemoryArgs])
 """a chunk's `[memory]` args in one call; a value of another type fails the whole list (then: one at a time)"""
+RAW_LIST_DECODER: Any = msgspec.json.Decoder(list[msgspec.Raw])
+"""a JSON array's elements, each as its own text"""

@@ -1,12 +1,13 @@
 """Self time: an event's duration less what its direct children on the same thread cover; nesting is per thread,
 a child overrunning its parent is clipped, the self times of a thread add up to its busy time, and random nestings
-give what a stack walk gives."""
+give what a stack walk gives; the interval kernels give numpy's self times to the bit."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from stepscope_analyzer.analyses import interval_kernels
 from stepscope_analyzer.analyses.self_times import self_durations, self_time_by_name
 
 pytestmark = pytest.mark.unit
@@ -88,3 +89,29 @@ def test_the_same_as_a_stack_walk_on_random_nesting(seed: int) -> None:
     dur = np.asarray(lengths)[shuffle]
     got = self_durations(np.ones_like(tid), tid, ts, dur, np.arange(ts.size))
     assert got.tolist() == pytest.approx(_stack_walk(tid.tolist(), ts.tolist(), dur.tolist()))
+
+
+def _random_events(rng: np.random.Generator, n: int) -> tuple[np.ndarray, ...]:
+    """Nesting, partial overlaps (clock rounding), ties, zero and fractional lengths, several threads."""
+    tid = rng.integers(0, 3, n).astype(np.int64)
+    ts = np.round(rng.random(n) * 1000.0, int(rng.integers(0, 3)))
+    dur = np.where(rng.random(n) < 0.1, 0.0, np.round(rng.exponential(60.0, n), 1))
+    return tid, ts, dur
+
+
+@pytest.mark.skipif(not interval_kernels.AVAILABLE, reason="the native kernels are not built")
+@pytest.mark.parametrize("seed", range(40))
+def test_the_kernel_gives_numpy_s_self_times_to_the_bit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = np.random.default_rng(seed)
+    tid, ts, dur = _random_events(rng, int(rng.integers(1, 3000)))
+    rows = rng.permutation(ts.size)[: max(1, ts.size // 2 + 1)]
+    native = self_durations(np.ones_like(tid), tid, ts, dur, rows)
+    monkeypatch.setattr(interval_kernels, "_children", None)
+    python = self_durations(np.ones_like(tid), tid, ts, dur, rows)
+    assert native.tobytes() == python.tobytes()
+
+
+def test_the_kernel_leaves_numbers_that_are_not_finite_to_numpy() -> None:
+    starts, ends = np.array([0.0, np.inf]), np.array([5.0, np.inf])
+    own = ends - starts
+    assert not interval_kernels.children_cover(starts, ends, own)
