@@ -12,6 +12,8 @@ from pydantic.alias_generators import to_camel
 from stepscope_contract.ranks import RANK_SET_PATTERN, parse_rank_set
 from stepscope_contract.storage import AddressingStyle
 
+MAX_PROGRESS = 32
+"""characters of status.progress, the Captured printer column"""
 MAX_TARGET_STATUSES = 256
 """At most this many per-target entries are kept in status; the counts always cover every target."""
 
@@ -469,8 +471,9 @@ class ProfileSessionStatus(CamelModel):
     capture_deadline: datetime | None = None
     completion_time: datetime | None = None
     counts: TargetCounts = Field(default_factory=TargetCounts)
-    progress: Annotated[str, Field(max_length=32)] = Field(
-        default="0/0", description="captured/total, for the printer column"
+    progress: Annotated[str, Field(max_length=MAX_PROGRESS)] = Field(
+        default="0/0",
+        description="captured/total, for the printer column; after a hang's report, the rank the others wait for",
     )
     targets: Annotated[list[TargetStatus], Field(max_length=MAX_TARGET_STATUSES)] = Field(default_factory=list)
     targets_truncated: bool = False

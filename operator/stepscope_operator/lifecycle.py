@@ -548,7 +548,11 @@ def _complete(t: Tick, handed: AnalysisOutcome) -> None:
     verdict = (handed.summary.verdict if handed.summary else "") or "report ready"
     summary = handed.summary
     standstill = summary is not None and summary.cause in st.STANDSTILL_CAUSES
-    failures = st.failure_summary(states, culprit=summary.slowest_rank if summary and standstill else None)
+    culprit = summary.slowest_rank if summary and standstill else None
+    failures = st.failure_summary(states, culprit=culprit)
+    if summary is not None and culprit is not None:
+        role = "desynced" if summary.cause == "desync" else "hung"
+        t.status.progress = st.progress(t.status.counts, culprit, role)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
     if handed.regressed is not None:

@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
+    MAX_PROGRESS,
     MAX_TARGET_STATUSES,
     Phase,
     TargetCounts,
@@ -67,8 +68,15 @@ def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
     return counts
 
 
-def progress(counts: TargetCounts) -> str:
-    return f"{counts.captured}/{counts.total}"
+def progress(counts: TargetCounts, culprit: int | None = None, role: str = "hung") -> str:
+    """The Captured column: 'captured/total'; once the report named the rank a standstill waits for (`culprit`),
+    that rank and its `role` ('0/4, rank 2 hung', '0/4, rank 2 desynced'): the other hung targets wait for it, as
+    the message says. Within the column's MAX_PROGRESS characters."""
+    text = f"{counts.captured}/{counts.total}"
+    if culprit is None or not counts.hung:
+        return text
+    told = f"{text}, rank {culprit} {role}"
+    return told if len(told) <= MAX_PROGRESS else text
 
 
 def bounded(targets: Sequence[TargetStatus]) -> tuple[list[TargetStatus], bool]:

@@ -139,6 +139,8 @@ def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str,
     assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(2, mode)]
     rows = [line for line in out.splitlines() if re.match(r"^\s+demo\s+\S*Succeeded\s", line)]
     assert rows and re.search(rf"\s{mode}\s+{re.escape(bottleneck)}", rows[-1]), rows[-1:]
+    role = "desynced" if mode == "desync" else "hung"
+    assert re.search(rf"Succeeded\s+0/4, rank 2 {role}\s", rows[-1]), rows[-1]  # CAPTURED names the culprit
     seen = _in_browser(tmp_path)
     assert "rank 2 holds the job up; ranks 0, 1, 3 wait for it" in seen["text"]
     assert len(seen["artifacts"]) == 8 and all(a["exists"] for a in seen["artifacts"]), seen["artifacts"]

@@ -18,6 +18,7 @@ from stepscope_contract.session import (
     Phase,
     ProfileSessionSpec,
     ReportSummary,
+    TargetCounts,
     TargetState,
     TargetStatus,
 )
@@ -262,3 +263,17 @@ def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it() -> None:
     assert "pod-0, pod-1, pod-3 (ranks 0-1,3): Waiting: waits for rank 2" in told
     assert "(ranks 0-3): Hung" in failure_summary(targets)  # without a report's culprit: as the sidecars said
     assert {"hang", "desync"} == STANDSTILL_CAUSES
+
+
+def test_the_captured_column_names_the_culprit_of_a_standstill() -> None:
+    """'0/4' alone read as four hung ranks: once the report names the one the others wait for, the column says it."""
+    from stepscope_operator.status import count_targets, progress
+
+    hung = count_targets(TargetStatus(pod=f"p{r}", rank=r, state=TargetState.HUNG) for r in range(4))
+    assert progress(hung) == "0/4"
+    assert progress(hung, culprit=2) == "0/4, rank 2 hung"
+    assert progress(hung, culprit=2, role="desynced") == "0/4, rank 2 desynced"
+    many = TargetCounts(total=10**9, hung=10**9)
+    assert progress(many, culprit=10**12) == "0/1000000000"  # beyond the column's 32 characters: the counts only
+    captured = count_targets([TargetStatus(pod="p", rank=0, state=TargetState.CAPTURED)])
+    assert progress(captured, culprit=0) == "1/1"  # nothing hung: nothing to tell
