@@ -421,6 +421,20 @@ class ProcessGroup(ReportModel):
     ranks: list[int] = Field(default_factory=list, description="its members' global ranks, in group-rank order")
 
 
+class RankPerStep(ReportModel):
+    """A rank's figures per step, µs (means over its recorded steps; the step its median): the figures the report's
+    per-rank table, the evidence and the status quote. The RankReport's `*_time` fields are totals over the
+    analysed window."""
+
+    steps: int = 0
+    step_median_us: float = 0.0
+    compute_us: float = Field(default=0.0, description="phases forward + backward + optimizer")
+    blocked_in_collectives_us: float = Field(default=0.0, description="phase communication_wait")
+    waiting_us: float = Field(default=0.0, description="of the blocked time, waiting for other ranks")
+    host_us: float = Field(default=0.0, description="data loading + other host work")
+    memory_copies_us: float = Field(default=0.0, description="memcpy/memset (GPU ranks)")
+
+
 class RankReport(ReportModel):
     rank: Annotated[int, Field(ge=0)]
     status: RankStatus = RankStatus.OK
@@ -517,6 +531,7 @@ class RankReport(ReportModel):
         default=None, description="allocated and reserved memory over the recorded steps, where profile_memory was on"
     )
     environment: RankEnvironment | None = None
+    per_step: RankPerStep | None = Field(default=None, description="the rank's figures per step (analysed ranks)")
     stacks_uri: str | None = Field(default=None, description="the Python stacks the rank uploaded when it hung")
     flight_recorder_uri: str | None = Field(default=None, description="the rank's Flight Recorder dump, when uploaded")
     stacks_link: str | None = Field(default=None, description="stacks_uri relative to report.html")

@@ -77,3 +77,24 @@ def test_bottlenecks_are_the_jobs_own_costs(report: Report) -> None:
     assert allreduce.bottleneck_ratio == pytest.approx(min(ratios))
     assert allreduce.bottleneck_ratio < 0.5 * max(ratios)
     assert all(b.category not in ("user_annotation", "host_gap") for b in top)
+
+
+def test_every_per_rank_figure_is_per_step_and_one_value(report: Report) -> None:
+    """report.json's ranks[].per_step holds the per-rank table's figures, per step, and the evidence quotes the same
+    value: the wait per step in the table, in report.json and in the slow rank's evidence is one number."""
+    from stepscope_analyzer.report import html_bytes
+
+    html = html_bytes(report).decode()
+    d = report.diagnosis
+    r0 = next(r for r in report.ranks if r.rank == 0)
+    assert r0.per_step is not None and r0.per_step.steps == r0.steps.count
+    assert r0.per_step.waiting_us == pytest.approx(r0.collective_wait_time / r0.steps.count, abs=0.05)
+    assert r0.per_step.step_median_us == pytest.approx(r0.steps.median_us, abs=0.05)
+    wait = next(e for e in d.slow_ranks[0].evidence if e.metric == "collective wait per step")
+    assert wait.baseline == pytest.approx(r0.per_step.waiting_us, abs=0.05)
+    table = html[html.index('id="ranks"') : html.index("</table>", html.index('id="ranks"'))]
+    row0 = table[table.index('<td class="num">0</td>') :]
+    row0 = row0[: row0.index("</tr>")]
+    ms = lambda us: f"{us / 1000:.2f} ms" if us >= 1000 else f"{us:.0f} µs"  # noqa: E731 - the report's |us
+    for figure in (r0.per_step.step_median_us, r0.per_step.waiting_us, r0.per_step.host_us):
+        assert ms(figure) in row0, (ms(figure), row0)

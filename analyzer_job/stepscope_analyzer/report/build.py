@@ -5,6 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from stepscope_analyzer import tool_version
+from stepscope_analyzer.report.per_step import with_per_step
 from stepscope_analyzer.report.timeline import job_timeline, without_spans
 from stepscope_contract.report import Diagnosis, RankError, RankReport, Report, SessionInfo
 
@@ -32,7 +33,7 @@ def build_report(
         session=session or SessionInfo(),
         world_size=world_size,
         analysis_seconds=round(analysis_seconds, 3),
-        ranks=without_spans(ordered),
+        ranks=without_spans(with_per_step(ordered)),
         diagnosis=diagnosis,
         errors=list(errors or []),
         notes=list(notes or []),

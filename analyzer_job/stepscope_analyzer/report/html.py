@@ -16,6 +16,7 @@ from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
 from stepscope_analyzer.report.memory_charts import memory_chart, memory_ranks
+from stepscope_analyzer.report.per_step import rank_per_step
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, step_phase_chart
 from stepscope_analyzer.report.timeline import timeline_chart
 from stepscope_analyzer.report.trace_access import trace_access
@@ -84,7 +85,7 @@ def render_html(report: Report) -> str:
             bottlenecks=bottleneck_chart(d.bottlenecks),
             hang=hang_view(d, report.ranks),
             standstill={c.value for c in STANDSTILL},
-            per_step={r.rank: per_step_figures(r) for r in ok},
+            per_step={r.rank: r.per_step or rank_per_step(r) for r in ok},
             any_gpu=any(r.device == "cuda" for r in ok),
             steps_per_rank=_steps_per_rank(ok),
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
@@ -94,20 +95,6 @@ def render_html(report: Report) -> str:
 
 
 MAX_STEP_VIEWS = 4
-
-
-def per_step_figures(r: RankReport) -> dict[str, float]:
-    """The per-rank table's figures, each per step (means over the recorded steps), as the evidence quotes them:
-    blocked in collectives (phase communication_wait), of which waiting for other ranks, host time (data loading
-    + other), memory copies (GPU ranks)."""
-    n = max(r.steps.count, 1)
-    blocked = r.phases.communication_wait if r.phases is not None else r.communication_time / n
-    return {
-        "blocked": blocked,
-        "waiting": r.collective_wait_time / n,
-        "host": r.host_time / n,
-        "copies": r.memory_time / n,
-    }
 
 
 def _steps_per_rank(ok: list[RankReport]) -> int:
