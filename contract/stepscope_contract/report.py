@@ -563,7 +563,9 @@ class JobFinding(ReportModel):
 class WhatIf(ReportModel):
     """The step time if one thing ran differently, from a replay of the recorded steps' dependencies."""
 
-    kind: str = Field(description="like_peers | balanced_stages | median_work")
+    kind: str = Field(
+        description="like_peers | all_like_peers (every slow rank at once) | balanced_stages | median_work"
+    )
     change: str = Field(description="the change in words: 'rank 13 ran like its peers'")
     step_us: float = Field(description="the step time with the change, µs")
     gain_us: float = Field(description="µs per step saved")

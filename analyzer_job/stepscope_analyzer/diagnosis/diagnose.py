@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.dp_replay import dp_what_ifs
@@ -16,6 +17,7 @@ from stepscope_analyzer.diagnosis.peers import find_slow_peers
 from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.replay import step_work, what_ifs, with_replayed_gains
+from stepscope_analyzer.diagnosis.replayed_gain import replay_base, with_replayed_gain
 from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
@@ -100,12 +102,12 @@ def diagnose(
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
     findings += tp_stragglers(layout, slow, ok)
-    slow_ids, step_us = [s.rank for s in slow], numbers.median_step_us
+    slow_ids, step_us = [s.rank for s in slow if s.cause not in STANDSTILL], replay_base(numbers)
     whatifs = (
         what_ifs(step_work(layout, ok, micro), slow_ids, step_us) if layout else dp_what_ifs(ok, slow_ids, step_us)
     )
     findings = with_replayed_gains(findings, whatifs)
-    numbers = with_finding_numbers(numbers, findings, slow, hangs)
+    numbers = with_finding_numbers(with_replayed_gain(numbers, whatifs), findings, slow, hangs)
     coverage = Coverage(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
     )
