@@ -6,6 +6,7 @@ from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.dp_replay import dp_what_ifs
+from stepscope_analyzer.diagnosis.expert_balance import expert_imbalance
 from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
 from stepscope_analyzer.diagnosis.job_numbers import step_numbers
@@ -95,13 +96,14 @@ def diagnose(
     layout = job_layout(ok, dumped_groups(flight_recorder))
     slow = hang_ranks + find_slow_peers([r for r in ok if r.rank not in hung], cfg, layout)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
+    experts, slow = expert_imbalance(ok, slow)
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
     numbers = step_numbers(ok, slow)
     shape = layout_model(layout, ok) if layout is not None else None
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
-    findings += tp_stragglers(layout, slow, ok)
+    findings += tp_stragglers(layout, slow, ok) + experts
     slow_ids, step_us = [s.rank for s in slow if s.cause not in STANDSTILL], replay_base(numbers)
     whatifs = (
         what_ifs(step_work(layout, ok, micro), slow_ids, step_us) if layout else dp_what_ifs(ok, slow_ids, step_us)
