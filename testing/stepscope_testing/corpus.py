@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_testing.fsdp_jobs import FsdpJob
+from stepscope_testing.fsdp_jobs import run_job as run_fsdp
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 from stepscope_testing.gpu_jobs import GpuJob, write_job
 from stepscope_testing.gpu_moe_jobs import GpuMoeJob
@@ -46,7 +48,7 @@ GPU_SOURCES = {
 class Scenario:
     name: str
     group: str
-    job: GlooJob | GpuJob | PipeJob | GpuPipeJob | GpuMoeJob
+    job: GlooJob | GpuJob | PipeJob | GpuPipeJob | GpuMoeJob | FsdpJob
 
     @property
     def truth(self) -> dict[str, Any]:
@@ -67,6 +69,8 @@ class Scenario:
             return write_gpu_pipeline(self.job, out)
         if isinstance(self.job, GpuMoeJob):
             return write_gpu_moe(self.job, out)
+        if isinstance(self.job, FsdpJob):
+            return run_fsdp(self.job, out, quiet=PIPE_QUIET)
         if isinstance(self.job, GlooJob):
             return run_job(self.job, out, timeout_s=240.0 if self.is_hang else 900.0, quiet=QUIET)
         return write_job(self.job, out)
@@ -431,7 +435,20 @@ def moe_jobs() -> list[Scenario]:
     ]
 
 
+def fsdp_jobs() -> list[Scenario]:
+    """Real FSDP2 jobs (stepscope_testing.fsdp_jobs, `fully_shard` over gloo), 2 processes: healthy, and rank 1's
+    blocks over 3x their tokens (a slow worker)."""
+    return [
+        Scenario("cpu-fsdp2-2r-balanced", "balanced", FsdpJob("cpu-fsdp2-2r-balanced", world=2)),
+        Scenario(
+            "cpu-fsdp2-2r-slow-worker-3x",
+            "stragglers",
+            FsdpJob("cpu-fsdp2-2r-slow-worker-3x", world=2, fault="slow_worker", slow_rank=1, amount=3.0),
+        ),
+    ]
+
+
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    pipes = pipelines() + pipelines_held_out() + gpu_pipelines() + moe_jobs()
+    pipes = pipelines() + pipelines_held_out() + gpu_pipelines() + moe_jobs() + fsdp_jobs()
     return balanced() + uniform() + stragglers + hangs() + held_out() + pipes
