@@ -28,6 +28,9 @@ class Cause(StrEnum):
     PIPELINE_BUBBLE = "pipeline_bubble"  # the stages idle in the schedule's warm-up and cool-down
     DATA_IMBALANCE = "data_imbalance"  # work per step varies with the inputs (sequence lengths), no persistent rank
     TP_STRAGGLER = "tp_straggler"  # one rank of a tensor-parallel group delays its group's collectives
+    EXPERT_IMBALANCE = (
+        "expert_imbalance"  # MoE: ranks holding hot experts get more tokens, the others wait in all-to-all
+    )
     DESYNC = "desync"  # called another collective (op, sizes, group) than its peers at the same point: the job stands
 
 
@@ -395,6 +398,12 @@ class Collective(ReportModel):
         description="time spent waiting for the last rank to arrive (the ranks' collective_wait_time shared out "
         "over their collectives)",
     )
+    op: str | None = Field(
+        default=None, description="the collective its calls' args name ('all_to_all', 'allreduce'), where recorded"
+    )
+    elems: float = Field(
+        default=0.0, description="elements sent and received over its calls (In + Out msg nelems), where recorded"
+    )
 
 
 class CallFloors(ReportModel):
@@ -599,7 +608,7 @@ class WhatIf(ReportModel):
     """The step time if one thing ran differently, from a replay of the recorded steps' dependencies."""
 
     kind: str = Field(
-        description="like_peers | slow_like_peers (every slow rank at once) | balanced_stages | median_work"
+        description="like_peers | all_like_peers (every slow rank at once) | balanced_stages | median_work"
     )
     change: str = Field(description="the change in words: 'rank 13 ran like its peers'")
     step_us: float = Field(description="the step time with the change, µs")

@@ -21,8 +21,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope_testing.fsdp_jobs import FsdpJob
+from stepscope_testing.fsdp_jobs import run_job as run_fsdp
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 from stepscope_testing.gpu_jobs import GpuJob, write_job
+from stepscope_testing.gpu_moe_jobs import GpuMoeJob
+from stepscope_testing.gpu_moe_jobs import write_job as write_gpu_moe
 from stepscope_testing.gpu_pipeline_jobs import GpuPipeJob
 from stepscope_testing.gpu_pipeline_jobs import write_job as write_gpu_pipeline
 from stepscope_testing.pipeline_jobs import PipeJob
@@ -44,7 +48,7 @@ GPU_SOURCES = {
 class Scenario:
     name: str
     group: str
-    job: GlooJob | GpuJob | PipeJob | GpuPipeJob
+    job: GlooJob | GpuJob | PipeJob | GpuPipeJob | GpuMoeJob | FsdpJob
 
     @property
     def truth(self) -> dict[str, Any]:
@@ -63,6 +67,10 @@ class Scenario:
             return run_pipeline(self.job, out, quiet=PIPE_QUIET)
         if isinstance(self.job, GpuPipeJob):
             return write_gpu_pipeline(self.job, out)
+        if isinstance(self.job, GpuMoeJob):
+            return write_gpu_moe(self.job, out)
+        if isinstance(self.job, FsdpJob):
+            return run_fsdp(self.job, out, quiet=PIPE_QUIET)
         if isinstance(self.job, GlooJob):
             return run_job(self.job, out, timeout_s=240.0 if self.is_hang else 900.0, quiet=QUIET)
         return write_job(self.job, out)
@@ -407,7 +415,40 @@ def gpu_pipelines() -> list[Scenario]:
     ]
 
 
+def moe_jobs() -> list[Scenario]:
+    """Mixture-of-experts GPU jobs (stepscope_testing.gpu_moe_jobs), 8 ranks of one expert-parallel group: tokens
+    routed evenly (healthy, two seeds), a rank holding hot experts (2x the tokens) and one 1.6x, and a GPU 1.3x
+    slower with the tokens even (a slow worker, not the routing)."""
+    return [
+        *(
+            Scenario(f"gpu-ep8-moe-balanced-{s}", "balanced", GpuMoeJob(f"gpu-ep8-moe-balanced-{s}", seed=s))
+            for s in (0, 1)
+        ),
+        Scenario(
+            "gpu-ep8-moe-hot-experts", "moe", GpuMoeJob("gpu-ep8-moe-hot-experts", token_share={3: 2.0, 6: 1.6}, seed=2)
+        ),
+        Scenario(
+            "gpu-ep8-moe-slow-worker-1.3x",
+            "moe",
+            GpuMoeJob("gpu-ep8-moe-slow-worker-1.3x", rank_scale={5: 1.3}, seed=3),
+        ),
+    ]
+
+
+def fsdp_jobs() -> list[Scenario]:
+    """Real FSDP2 jobs (stepscope_testing.fsdp_jobs, `fully_shard` over gloo), 2 processes: healthy, and rank 1's
+    blocks over 3x their tokens (a slow worker)."""
+    return [
+        Scenario("cpu-fsdp2-2r-balanced", "balanced", FsdpJob("cpu-fsdp2-2r-balanced", world=2)),
+        Scenario(
+            "cpu-fsdp2-2r-slow-worker-3x",
+            "stragglers",
+            FsdpJob("cpu-fsdp2-2r-slow-worker-3x", world=2, fault="slow_worker", slow_rank=1, amount=3.0),
+        ),
+    ]
+
+
 def corpus() -> list[Scenario]:
     stragglers = compute_stragglers() + host_stalls() + memory_stragglers() + intermittent_stalls() + two_stragglers()
-    pipes = pipelines() + pipelines_held_out() + gpu_pipelines()
+    pipes = pipelines() + pipelines_held_out() + gpu_pipelines() + moe_jobs() + fsdp_jobs()
     return balanced() + uniform() + stragglers + hangs() + held_out() + pipes

@@ -55,9 +55,9 @@ def test_the_slowdown_reads_as_a_user_reads_it(report: Report) -> None:
     d = report.diagnosis
     slow = d.slow_ranks[0]
     assert d.median_step_us > 20_000 and d.p90_step_us >= d.median_step_us
-    replayed = next(w for w in d.what_if if w.kind == "like_peers")  # the verdict's gain is the replay's
-    assert d.expected_step_us == replayed.step_us
-    assert d.expected_step_us == pytest.approx(d.median_step_us - slow.excess_us, abs=0.05 * d.median_step_us)
+    replayed = next(w for w in d.what_if if w.kind == "like_peers")  # the step with rank 1 like its peer
+    assert d.expected_step_us == pytest.approx(replayed.step_us, abs=0.1)
+    assert d.expected_step_us == pytest.approx(d.median_step_us - slow.excess_us, rel=0.1)
     assert d.estimated_speedup == pytest.approx(d.median_step_us / d.expected_step_us)
     assert 15_000 < slow.excess_us < 21_000  # the 20 ms sleep, as far as rank 0 waits for it
     summary = build_status_summary(report)

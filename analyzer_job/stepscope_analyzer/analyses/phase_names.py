@@ -4,8 +4,10 @@ The markers come from PyTorch, not from user code: the DataLoader's `enumerate(D
 region and its Python frames (`torch/utils/data/`), the optimizer's `Optimizer.step#...`/`Optimizer.zero_grad#...`
 regions, autograd's `autograd::engine::evaluate_function: ...` ops, DDP's reducer ops and its
 `DistributedDataParallel.forward` region (FSDP's likewise), collectives (`gloo:*`, `nccl:*`, `c10d::*`,
-`record_param_comms`). Regions users commonly add with `record_function` (`## forward ##`, `## backward ##`,
-`## optimizer ##`, `## data_load ##`, ...) are read as the same markers. A region with any other name is the
+`record_param_comms`, and FSDP2's regions that issue and wait for its collectives: `FSDP::all_gather`,
+`FSDP::post_backward_reduce`, `FSDP::root_post_backward_callback`). Regions users commonly add with
+`record_function` (`## forward ##`, `## backward ##`, `## optimizer ##`, `## data_load ##`, ...) are read as the
+same markers. A region with any other name is the
 user's own work: it counts as host time (phase `other`) and is named in the evidence.
 """
 
@@ -20,7 +22,9 @@ from stepscope_analyzer.parse import TraceColumns
 
 Mask = npt.NDArray[np.bool_]
 
-COMM = re.compile(r"^(gloo:|c10d::|nccl:|record_param_comms$)")
+COMM = re.compile(
+    r"^(gloo:|c10d::|nccl:|record_param_comms$|FSDP::(all_gather|post_backward_reduce|root_post_backward_callback)\b)"
+)
 DATA = re.compile(
     r"^enumerate\(DataLoader\)|torch/utils/data/|"
     r"(?i:^(## ?)?(data_?load(ing|er)?|load_?(batch|data)|(next|get|fetch|wait_for)_?batch)\b)"

@@ -154,6 +154,19 @@ CAUSES: tuple[CauseRow, ...] = (
 
 CAUSES += (
     CauseRow(
+        cause=Cause.EXPERT_IMBALANCE,
+        cost="",
+        phases=(),
+        label="all-to-all volume and compute per step skewed across an expert-parallel group",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="the ranks holding hot experts get more tokens and compute longer; the others wait in all-to-all",
+        next_step="Even out the tokens per expert (ranks {r} receive the most): a tighter capacity factor (drop or "
+        "reroute overflow tokens), an auxiliary load-balancing loss (or a larger coefficient), or a different "
+        "expert placement (hot experts split or spread over ranks).",
+    ),
+    CauseRow(
         cause=Cause.DESYNC,
         cost="",
         phases=(),

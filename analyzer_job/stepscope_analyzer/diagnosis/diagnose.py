@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.dp_replay import dp_what_ifs
+from stepscope_analyzer.diagnosis.expert_balance import expert_imbalance
 from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict, find_hangs
-from stepscope_analyzer.diagnosis.job_numbers import base_step_us, step_numbers, with_replayed_slowdown
+from stepscope_analyzer.diagnosis.job_numbers import step_numbers
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
 from stepscope_analyzer.diagnosis.layout import job_layout, layout_model
 from stepscope_analyzer.diagnosis.memory_evidence import with_memory_evidence
@@ -16,6 +18,7 @@ from stepscope_analyzer.diagnosis.peers import find_slow_peers
 from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.replay import step_work, what_ifs, with_replayed_gains
+from stepscope_analyzer.diagnosis.replayed_gain import replay_base, with_replayed_gain
 from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_finding_numbers
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
@@ -93,20 +96,20 @@ def diagnose(
     layout = job_layout(ok, dumped_groups(flight_recorder))
     slow = hang_ranks + find_slow_peers([r for r in ok if r.rank not in hung], cfg, layout)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
+    experts, slow = expert_imbalance(ok, slow)
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
     numbers = step_numbers(ok, slow)
     shape = layout_model(layout, ok) if layout is not None else None
     micro = shape.microbatches if shape is not None else None
     findings = pipeline_findings(layout, ok, numbers.median_step_us, micro, cfg, slow={s.rank for s in slow})
-    findings += tp_stragglers(layout, slow, ok)
-    slow_ids, step_us = [s.rank for s in slow], base_step_us(numbers)
+    findings += tp_stragglers(layout, slow, ok) + experts
+    slow_ids, step_us = [s.rank for s in slow if s.cause not in STANDSTILL], replay_base(numbers)
     whatifs = (
         what_ifs(step_work(layout, ok, micro), slow_ids, step_us) if layout else dp_what_ifs(ok, slow_ids, step_us)
     )
-    numbers = with_replayed_slowdown(numbers, whatifs)
     findings = with_replayed_gains(findings, whatifs)
-    numbers = with_finding_numbers(numbers, findings, slow, hangs)
+    numbers = with_finding_numbers(with_replayed_gain(numbers, whatifs), findings, slow, hangs)
     coverage = Coverage(
         analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
     )

@@ -1,20 +1,17 @@
 """The job's step numbers, defined once: step time (median, mean and p90 over every analysed step of every rank),
 the step time expected without the slow ranks' excess, and the speedup that fixing them would bring. Pure.
 
-The expected step is the replay's (diagnosis.replay, dp_replay: the recorded steps replayed with every slow rank
-running like its peers) wherever the replay applies; otherwise the largest excess: stragglers overlap, the job
-waits for the slowest one, so fixing all of them removes the largest excess. A rank
+Stragglers overlap: the job waits for the slowest one, so fixing all of them removes the largest excess. A rank
 that stalls intermittently does not move the median step (its stalls are a few long steps), so when one does, the
 expected step and the speedup are taken from the mean step instead, which its stalls are part of."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_contract.report import RankReport, SlowRank, WhatIf
+from stepscope_contract.report import RankReport, SlowRank
 
 
 @dataclass(frozen=True)
@@ -48,25 +45,6 @@ def step_numbers(ranks: list[RankReport], slow: list[SlowRank]) -> StepNumbers:
     base = mean if from_mean else med
     expected = max(base - max(gains), 0.1 * base)
     return StepNumbers(med, p90, expected, base / expected, mean, from_mean)
-
-
-def base_step_us(numbers: StepNumbers) -> float:
-    """The step the expected step is measured from: the mean step when a slow rank stalls intermittently."""
-    return numbers.mean_step_us if numbers.from_mean else numbers.median_step_us
-
-
-def with_replayed_slowdown(numbers: StepNumbers, whatifs: list[WhatIf]) -> StepNumbers:
-    """The expected step and the speedup from the replay of every slow rank running like its peers (`slow_like_peers`,
-    or the one slow rank's `like_peers`), where slow ranks have an excess and the replay saves time; else as they
-    are."""
-    if numbers.expected_step_us is None:
-        return numbers
-    rows = [w for w in whatifs if w.kind == "slow_like_peers"] or [w for w in whatifs if w.kind == "like_peers"]
-    base = base_step_us(numbers)
-    if len(rows) != 1 or rows[0].gain_us <= 0 or base <= 0:
-        return numbers
-    expected = max(rows[0].step_us, 0.1 * base)
-    return dataclasses.replace(numbers, expected_step_us=expected, estimated_speedup=base / expected)
 
 
 def _window_numbers(ranks: list[RankReport], slow: list[SlowRank]) -> StepNumbers:

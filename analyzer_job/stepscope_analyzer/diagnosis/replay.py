@@ -10,6 +10,7 @@ traces time whole steps). The replayed step is a model: what-ifs are read as dif
 (replayed now - replayed with the change), averaged over the steps.
 
 What-ifs: a slow rank running like its peers (its time each step the median of its stage's other replicas'),
+every slow rank like its peers together (the job's gain, diagnosis.replayed_gain),
 balanced stages (every stage of a replica doing the mean of that replica's stages that step), and every step's
 work at its median (each rank's time each step its median over the steps: inputs of one size). A stage
 imbalance's gain is its what-if's. A data imbalance's is not: its cost is mostly between the microbatches of one
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_analyzer.diagnosis.dp_replay import ran_like_peers
+from stepscope_analyzer.diagnosis.dp_replay import ALL_LIKE_PEERS
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_contract.report import Cause, JobFinding, RankReport, WhatIf
 
@@ -108,19 +109,27 @@ def what_if(job: StepWork, change: Callable[[int, Work], Work], step_us: float) 
     return max(step_us - float(np.mean(saved)), 0.0)
 
 
-def like_peers(job: StepWork, ranks: list[int]) -> Callable[[int, Work], Work]:
-    """Each of `ranks` takes the median work of the ranks of its stage that are not among them."""
-    stage_of = {r: s for (s, _), r in job.cells.items()}
-    peers = {
-        rank: [r for (s, _), r in job.cells.items() if s == stage_of.get(rank) and r not in ranks] for rank in ranks
-    }
+def like_peers(job: StepWork, rank: int, exclude: list[int] | None = None) -> Callable[[int, Work], Work]:
+    stage = next((s for (s, _), r in job.cells.items() if r == rank), None)
+    peers = [r for (s, _), r in job.cells.items() if s == stage and r != rank]
+    peers = [r for r in peers if r not in (exclude or [])] or peers
 
     def change(_: int, w: Work) -> Work:
-        out = dict(w)
-        for rank, others in peers.items():
-            if others and rank in w:
-                out[rank] = (float(np.median([w[p][0] for p in others])), float(np.median([w[p][1] for p in others])))
-        return out
+        if not peers:
+            return w
+        f = float(np.median([w[p][0] for p in peers]))
+        b = float(np.median([w[p][1] for p in peers]))
+        return {**w, rank: (f, b)}
+
+    return change
+
+
+def all_like_peers(job: StepWork, ranks: list[int]) -> Callable[[int, Work], Work]:
+    """Every rank of `ranks` like its stage's replicas that are not among them (all of them where none is left)."""
+    changes = [(r, like_peers(job, r, exclude=ranks)) for r in ranks]
+
+    def change(t: int, w: Work) -> Work:
+        return {**w, **{r: one(t, w)[r] for r, one in changes}}
 
     return change
 
@@ -147,13 +156,12 @@ def median_work(job: StepWork) -> Callable[[int, Work], Work]:
 
 
 def what_ifs(job: StepWork | None, slow: list[int], step_us: float) -> list[WhatIf]:
-    """The step time under each what-if (a slow rank like its peers, every slow rank like its peers, balanced
-    stages, work at its median)."""
+    """The step time under each what-if (a slow rank like its peers, balanced stages, work at its median)."""
     if job is None or step_us <= 0:
         return []
-    changes = [("like_peers", ran_like_peers([r]), like_peers(job, [r])) for r in slow]
+    changes = [("like_peers", f"rank {r} ran like its peers", like_peers(job, r)) for r in slow]
     if len(slow) > 1:
-        changes.append(("slow_like_peers", ran_like_peers(slow), like_peers(job, slow)))
+        changes.append((ALL_LIKE_PEERS, "every slow rank ran like its peers", all_like_peers(job, slow)))
     changes += [
         ("balanced_stages", "the stages were balanced", balanced_stages(job)),
         ("median_work", "every step's work took its median", median_work(job)),

@@ -31,15 +31,17 @@ def finding_verdict(
     layout: ParallelLayout | None,
     nodes: list[SlowNode],
 ) -> str | None:
-    """The verdict line of a job with a layout, or None to leave it to the data-parallel verdict."""
-    if layout is None or hangs:
+    """The verdict line of a job with a layout, or of a job without one whose top finding is its own (an expert
+    imbalance) and no rank slow, or None to leave it to the data-parallel verdict."""
+    if hangs or (layout is None and (slow or not findings)):
         return None
+    shape = f"; {layout.summary}" if layout is not None else ""
     if slow:
         line = verdict_line(slow, hangs, nodes, numbers, coverage).rstrip(".")
-        return f"{line}; {layout.summary}, each rank compared with its peers."
+        return f"{line}{shape}, each rank compared with its peers."
     if not findings:
         line = verdict_line(slow, hangs, nodes, numbers, coverage).rstrip(".")
-        return f"{line}; {layout.summary}."
+        return f"{line}{shape}."
     top = findings[0]
     gain = ""
     if numbers.expected_step_us is not None and numbers.estimated_speedup is not None:
@@ -50,5 +52,5 @@ def finding_verdict(
     more = "; also: " + "; ".join(f.summary for f in findings[1:]) if len(findings) > 1 else ""
     return (
         f"{top.summary[0].upper()}{top.summary[1:]} (cause {top.cause.value}: {cause_row(top.cause).verdict})"
-        f"{gain}{more}; {layout.summary}{coverage.tail()}."
+        f"{gain}{more}{shape}{coverage.tail()}."
     )

@@ -68,17 +68,17 @@ def test_slow_communication_needs_a_measured_wait() -> None:
 
 
 def test_numbers_read_as_a_user_reads_them() -> None:
-    """steps take T; the replay of the steps with the rank like its peers takes R (close to T - E, the rank's excess
-    E); speedup T / R; every figure once, the verdict's the replay's."""
+    """steps take T; with the rank like its peers (replayed) they would take about T - E, E its excess; speedup
+    T / that; every figure once."""
     ranks = synthetic_job(JobShape(world_size=4), slow_rank=1, cause=Cause.HOST, extra_us=60_000, noise=0.01)
     d = diagnose(ranks)
     slow = d.slow_ranks[0]
-    replayed = next(w for w in d.what_if if w.kind == "like_peers")
     assert slow.excess_us == pytest.approx(60_000, rel=0.05)
-    assert d.expected_step_us == replayed.step_us
+    replayed = next(w for w in d.what_if if w.kind == "like_peers")
+    assert d.expected_step_us == pytest.approx(replayed.step_us, abs=0.1)
     assert d.expected_step_us == pytest.approx(d.median_step_us - slow.excess_us, rel=0.02)
     assert d.estimated_speedup == pytest.approx(d.median_step_us / d.expected_step_us)
-    assert slow.slowdown_pct == pytest.approx(100 * slow.excess_us / (d.median_step_us - slow.excess_us), rel=1e-3)
+    assert slow.slowdown_pct == pytest.approx(100 * slow.excess_us / d.expected_step_us, rel=0.03)
     assert f"steps take {d.median_step_us / 1000:,.1f} ms" in d.verdict
     assert f"~{d.expected_step_us / 1000:,.1f} ms" in d.verdict
     assert f"~{d.estimated_speedup:.2f}x faster" in d.verdict
@@ -158,9 +158,9 @@ def test_two_stragglers_at_once_are_both_named() -> None:
     ranks = synthetic_job(JobShape(world_size=8), noise=0.02, extra={2: {"host": 30_000.0}, 5: {"compute": 20_000.0}})
     d = diagnose(ranks)
     assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.HOST), (5, Cause.COMPUTE)]
-    # the verdict's expected step is the replay with both like their peers: about the step less the worst excess
-    both = next(w for w in d.what_if if w.kind == "slow_like_peers")
-    assert both.change == "ranks 2 and 5 ran like their peers" and d.expected_step_us == both.step_us
+    # fixing both (replayed) makes the job about as fast as removing the worst one's excess: it waits for the slowest
+    both = next(w for w in d.what_if if w.kind == "all_like_peers")
+    assert d.expected_step_us == pytest.approx(both.step_us, abs=0.1)
     assert d.expected_step_us == pytest.approx(d.median_step_us - d.slow_ranks[0].excess_us, rel=0.03)
     # fixing rank 2 alone leaves the job waiting for rank 5: it gains less than fixing both
     alone = next(w for w in d.what_if if w.change == "rank 2 ran like its peers")

@@ -92,8 +92,8 @@ def test_diagnosis_names_the_stalling_rank_and_quotes_the_mean_step(world: int) 
     assert slow.stall_us == pytest.approx(150_000.0, rel=0.1)
     assert slow.excess_us == pytest.approx(2 * 150_000.0 / 8, rel=0.15)  # averaged over every step
     assert d.mean_step_us > 1.3 * d.median_step_us
-    replayed = next(w for w in d.what_if if w.kind == "like_peers")  # the replay of the mean step, stalls included
-    assert d.expected_step_us == replayed.step_us
+    replayed = next(w for w in d.what_if if w.kind == "like_peers")  # replayed from the mean step
+    assert d.expected_step_us == pytest.approx(replayed.step_us, abs=0.1)
     assert d.expected_step_us == pytest.approx(d.mean_step_us - slow.excess_us, rel=0.03)
     assert d.estimated_speedup == pytest.approx(d.mean_step_us / d.expected_step_us)
     assert "stalls of ~150 ms in 2 of 8 recorded steps (every 4 steps)" in d.verdict

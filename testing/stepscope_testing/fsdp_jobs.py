@@ -1,0 +1,168 @@
+"""Real FSDP2 data-parallel trainings on CPU (`torch.distributed.fsdp.fully_shard` over gloo), recorded with
+torch.profiler, with a planted slow worker and their truth.
+
+One `FsdpJob` is one real job of `world` processes (torch.multiprocessing spawn) over a DeviceMesh of one
+dimension ("dp_shard"): a small MLP over sequences whose every block, and the root, is `fully_shard`ed, so each
+block's forward and backward all-gathers its parameters and the backward reduce-scatters its gradients. Traces are
+written the way users record jobs (`tensorboard_trace_handler`). Faults: `none` (healthy) or `slow_worker` (rank
+`slow_rank`'s blocks run over `amount` copies of their tokens and average them: the same weights, inputs and
+outputs, each call about `amount` times as long, as on a slower device). Run as a script:
+`python -m stepscope_testing.fsdp_jobs OUT ...`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from stepscope_testing.gloo_jobs import _free_port, wait_for_quiet
+
+FAULTS = ("none", "slow_worker")
+WIDTH = 128
+
+
+@dataclass(frozen=True)
+class FsdpJob:
+    name: str
+    world: int = 4
+    fault: str = "none"
+    slow_rank: int = -1
+    amount: float = 0.0
+    steps: int = 6
+    layers: int = 4
+    batch: int = 8
+    tokens: int = 64
+    seed: int = 0
+
+    def truth(self) -> dict[str, Any]:
+        slow = [{"rank": self.slow_rank, "cause": "compute"}] if self.fault == "slow_worker" else []
+        return {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
+
+    def wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _model(job: FsdpJob, rank: int) -> Any:
+    import torch
+    from torch import nn
+
+    copies = max(1, round(job.amount)) if job.fault == "slow_worker" and rank == job.slow_rank else 1
+
+    class Block(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.mlp = nn.Sequential(nn.Linear(WIDTH, 4 * WIDTH), nn.ReLU(), nn.Linear(4 * WIDTH, WIDTH))
+
+        def forward(self, h: Any) -> Any:
+            if copies == 1:
+                return h + self.mlp(h)
+            out = self.mlp(torch.cat([h] * copies, dim=1))
+            return h + out.reshape(h.shape[0], copies, h.shape[1], h.shape[2]).mean(dim=1)
+
+    class Model(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(Block() for _ in range(job.layers))
+            self.head = nn.Linear(WIDTH, 10)
+
+        def forward(self, x: Any) -> Any:
+            for block in self.blocks:
+                x = block(x)
+            return self.head(x.mean(dim=1))
+
+    return Model()
+
+
+def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
+    job = FsdpJob(**wire)
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank)})
+    os.environ["WORLD_SIZE"] = str(job.world)
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    torch.set_num_threads(1)
+    torch.manual_seed(job.seed)
+    dist.init_process_group("gloo", rank=rank, world_size=job.world, timeout=datetime.timedelta(seconds=600))
+    mesh = init_device_mesh("cpu", (job.world,), mesh_dim_names=("dp_shard",))
+    model = _model(job, rank)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=0.001)
+    loss_fn = torch.nn.CrossEntropyLoss()
+    prof = torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=job.steps, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(out, use_gzip=True),
+    )
+    with prof:
+        for _ in range(job.steps + 3):
+            opt.zero_grad()
+            x = torch.randn(job.batch, job.tokens, WIDTH)
+            loss = loss_fn(model(x), torch.randint(0, 10, (job.batch,)))
+            loss.backward()
+            opt.step()
+            prof.step()
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_job(job: FsdpJob, out: Path, timeout_s: float = 900.0, quiet: tuple[float, float] | None = None) -> Path:
+    """Run `job` (its processes in a child interpreter) and leave its traces and truth.json in `out`."""
+    load_before = wait_for_quiet(*quiet) if quiet else os.getloadavg()[0]
+    shutil.rmtree(out, ignore_errors=True)
+    out.mkdir(parents=True)
+    spec = out.parent / f".{out.name}.json"
+    spec.write_text(json.dumps(job.wire()))
+    cmd = [sys.executable, "-m", "stepscope_testing.fsdp_jobs", "--run", str(spec), str(out)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path])}
+    proc = subprocess.run(cmd, env=env, timeout=timeout_s, check=False, start_new_session=True)
+    spec.unlink(missing_ok=True)
+    written = len(list(out.glob("*.pt.trace.json.gz")))
+    if proc.returncode != 0 and written < job.world:
+        raise RuntimeError(f"job {job.name} failed with exit code {proc.returncode}")
+    machine = {"cpus": os.cpu_count(), "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
+    (out / "truth.json").write_text(json.dumps({"job": job.wire(), **job.truth(), "machine": machine}, indent=1))
+    return out
+
+
+def _spawn(spec: Path, out: Path) -> None:
+    import torch.multiprocessing as mp
+
+    wire = json.loads(spec.read_text())
+    job = FsdpJob(**wire)
+    start: Any = getattr(mp, "start_processes")  # noqa: B009 - not in torch's public stubs
+    start(_worker, args=(wire, _free_port(), str(out)), nprocs=job.world, start_method="spawn")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="run one real FSDP2 job of the scenario corpus")
+    p.add_argument("--run", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("out", nargs="?")
+    p.add_argument("--world", type=int, default=4)
+    p.add_argument("--fault", choices=FAULTS, default="none")
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--amount", type=float, default=0.0)
+    a = p.parse_args(argv)
+    if a.run:
+        _spawn(Path(a.run[0]), Path(a.run[1]))
+        return 0
+    if not a.out:
+        p.error("OUT is required")
+    run_job(FsdpJob(Path(a.out).name, a.world, a.fault, a.slow_rank, a.amount), Path(a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

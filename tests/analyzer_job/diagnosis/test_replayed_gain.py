@@ -1,0 +1,55 @@
+"""The job's gain comes from the what-if replay for every job: the expected step of the verdict, the report's
+gain sentence, report.json and the status summary are the replayed step of every slow rank like its peers."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope_analyzer.diagnosis import diagnose
+from stepscope_analyzer.diagnosis.status_summary import build_status_summary
+from stepscope_analyzer.report.build import build_report
+from stepscope_analyzer.report.gain import gain_sentence, step_duration
+from stepscope_contract.report import Cause, Diagnosis, RankReport, WhatIf
+from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
+from stepscope_testing.synthetic import JobShape, synthetic_job
+
+pytestmark = pytest.mark.unit
+
+
+def _same_figure_everywhere(ranks: list[RankReport], d: Diagnosis, w: WhatIf) -> None:
+    assert d.expected_step_us == pytest.approx(w.step_us, abs=0.1)
+    assert d.estimated_speedup == pytest.approx(d.median_step_us / w.step_us, rel=1e-3)
+    sentence = gain_sentence(d)
+    assert sentence is not None and f"~{step_duration(w.step_us)} instead of" in sentence
+    assert f"~{w.step_us / 1000:,.1f} ms" in d.verdict
+    summary = build_status_summary(build_report(ranks, d))
+    assert summary.estimated_speedup == round(d.estimated_speedup or 0.0, 3)
+
+
+def test_two_slow_data_parallel_ranks_take_the_replay_of_both_like_their_peers() -> None:
+    extra = {2: {"compute": 30_000.0}, 5: {"compute": 20_000.0}}
+    ranks = synthetic_job(JobShape(), extra=extra)
+    d = diagnose(ranks)
+    healthy = diagnose(synthetic_job(JobShape()))
+    assert {s.rank for s in d.slow_ranks} == {2, 5}
+    both = next(w for w in d.what_if if w.kind == "all_like_peers")
+    assert both.change == "every slow rank ran like its peers"
+    assert both.step_us == pytest.approx(healthy.median_step_us, rel=0.05)
+    one = min(w.step_us for w in d.what_if if w.kind == "like_peers")
+    assert both.step_us < one  # fixing one leaves the other holding the step up
+    _same_figure_everywhere(ranks, d, both)
+
+
+def test_one_slow_data_parallel_rank_takes_its_replay() -> None:
+    ranks = synthetic_job(JobShape(), slow_rank=3, cause=Cause.HOST, extra_us=25_000.0)
+    d = diagnose(ranks)
+    _same_figure_everywhere(ranks, d, next(w for w in d.what_if if w.kind == "like_peers"))
+
+
+def test_two_slow_pipeline_workers_take_the_1f1b_replay_of_both_like_their_peers() -> None:
+    ranks = pipeline_job(PipeShape(pp=4, dp=4, rank_scale={13: 1.5, 6: 1.4}))
+    d = diagnose(ranks)
+    assert {s.rank for s in d.slow_ranks} == {6, 13}
+    both = next(w for w in d.what_if if w.kind == "all_like_peers")
+    assert both.step_us < min(w.step_us for w in d.what_if if w.kind == "like_peers")
+    _same_figure_everywhere(ranks, d, both)

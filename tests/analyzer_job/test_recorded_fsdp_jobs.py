@@ -1,0 +1,27 @@
+"""The analyzer on a real FSDP2 job recorded with plain torch.profiler (fixtures/fsdp_jobs, see its README): the
+fast rank's wait inside FSDP2's collective regions is waiting, not backward work, and the slow worker is named."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import reduce_outcomes
+from stepscope_contract.report import Cause
+
+pytestmark = pytest.mark.unit
+
+JOB = Path(__file__).parent / "fixtures" / "fsdp_jobs" / "cpu-fsdp2-2r-slow-worker-3x"
+
+
+def test_the_wait_in_fsdp2_regions_is_not_backward_work_and_the_slow_worker_is_named() -> None:
+    layout = discover(LocalStore(), location_of(str(JOB)))
+    report = reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
+    fast, slow = (next(r for r in report.ranks if r.rank == k).phases for k in (0, 1))
+    assert fast is not None and slow is not None
+    assert slow.backward > 1.5 * fast.backward  # 3x the tokens: rank 0's backward is its own work only
+    assert fast.communication_wait > slow.communication_wait  # rank 0 waits for rank 1
+    assert [(s.rank, s.cause) for s in report.diagnosis.slow_ranks] == [(1, Cause.COMPUTE)], report.diagnosis.verdict
