@@ -39,7 +39,7 @@ from stepscope_contract.status_wire import (
 )
 from stepscope_contract.storage import RANK_SUMMARY_FILE, REPORT_HTML, REPORT_JSON, TRACE_SUFFIX, report_location
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
-from stepscope_operator import bounded_each, prometheus_metrics
+from stepscope_operator import bounded_each, poll_pacing, prometheus_metrics
 from stepscope_operator import status as st
 from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, outcome_from_pods, shard_count
 from stepscope_operator.config import OperatorConfig
@@ -69,6 +69,7 @@ class Memo:
     verified: set[str] = field(default_factory=set)  # pods whose sidecar state this process knows first-hand
     get_failures: dict[str, int] = field(default_factory=dict)
     summarised: set[str] = field(default_factory=set)  # pods whose sidecar uploaded its rank's summary (not rebuilt)
+    polled: dict[str, datetime] = field(default_factory=dict)  # when each pod's sidecar was last asked (poll_pacing)
 
 
 @dataclass
@@ -430,7 +431,11 @@ async def _capture(t: Tick) -> None:
         await _rebuild(t)
     live = [pod for pod, s in t.memo.states.items() if not s.state.terminal and pod in t.memo.addresses]
     bodies = StartBodies(_request(t, spec))
-    await bounded_each.each(live, lambda pod: _poll_one(t, bodies, pod), t.deps.config.signal_concurrency)
+    always = {pod for pod in live if pod not in t.memo.verified or t.memo.states[pod].state is TargetState.PENDING}
+    due = poll_pacing.due_pods(live, always, t.memo.polled)
+    for pod in due:
+        t.memo.polled[pod] = t.now
+    await bounded_each.each(due, lambda pod: _poll_one(t, bodies, pod), t.deps.config.signal_concurrency)
     deadline = t.deadline()
     if deadline is not None and t.now >= deadline:
         late = [pod for pod, s in t.memo.states.items() if not s.state.terminal]

@@ -143,6 +143,19 @@ def test_a_failed_part_is_retried_alone(proxy: Any, tmp_path: Path, raw_s3: Any)
     assert raw_s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data
 
 
+def test_a_small_file_is_one_put_checked_by_its_etag(proxy: Any, tmp_path: Path, raw_s3: Any) -> None:
+    server = proxy(lambda method, path: False)
+    store, key = _store(server.url, "small")
+    data = os.urandom(200 * 1024)  # below the multipart threshold (1 MiB here)
+    (tmp_path / "f").write_bytes(data)
+    stored = store.put_file(tmp_path / "f", key, "application/gzip", deadline=time.monotonic() + 60)
+    assert [m for m, _ in server.seen] == ["PUT"]  # no HEAD after it: the reply's ETag is the body's MD5
+    assert stored.sha256 == hashlib.sha256(data).hexdigest() and stored.size == len(data)
+    head = raw_s3.head_object(Bucket=BUCKET, Key=key)
+    assert head["Metadata"]["sha256"] == stored.sha256 and head["ContentType"] == "application/gzip"
+    assert raw_s3.get_object(Bucket=BUCKET, Key=key)["Body"].read() == data
+
+
 def test_the_deadline_ends_retrying_with_the_last_error(tmp_path: Path) -> None:
     dead = f"http://127.0.0.1:{free_port()}"  # nothing listens: connection refused, which botocore retries
     store, key = _store(dead, "deadline", attempts=50)
