@@ -28,14 +28,11 @@ import datetime
 import json
 import os
 import random
-import shutil
-import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope_testing.gloo_jobs import _free_port, wait_for_quiet
+from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
 
 FAULTS = ("none", "slow_worker", "heavy_stage", "seqlen")
 NAMES = ("titan", "megatron", "none")
@@ -204,30 +201,14 @@ def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
 
 def run_job(job: PipeJob, out: Path, timeout_s: float = 900.0, quiet: tuple[float, float] | None = None) -> Path:
     """Run `job` (its processes in a child interpreter) and leave its traces and truth.json in `out`."""
-    load_before = wait_for_quiet(*quiet) if quiet else os.getloadavg()[0]
-    shutil.rmtree(out, ignore_errors=True)
-    out.mkdir(parents=True)
-    spec = out.parent / f".{out.name}.json"
-    spec.write_text(json.dumps(job.wire()))
-    cmd = [sys.executable, "-m", "stepscope_testing.pipeline_jobs", "--run", str(spec), str(out)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parent.parent), *sys.path])}
-    proc = subprocess.run(cmd, env=env, timeout=timeout_s, check=False, start_new_session=True)
-    spec.unlink(missing_ok=True)
-    written = len(list(out.glob("*.pt.trace.json.gz")))
-    if proc.returncode != 0 and written < job.world:
-        raise RuntimeError(f"job {job.name} failed with exit code {proc.returncode}")
-    machine = {"cpus": os.cpu_count(), "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
-    (out / "truth.json").write_text(json.dumps({"job": job.wire(), **job.truth(), "machine": machine}, indent=1))
-    return out
+    return run_spawned(
+        __name__ if __name__ != "__main__" else "stepscope_testing.pipeline_jobs", job, out, timeout_s, quiet
+    )
 
 
 def _spawn(spec: Path, out: Path) -> None:
-    import torch.multiprocessing as mp
-
     wire = json.loads(spec.read_text())
-    job = PipeJob(**wire)
-    start: Any = getattr(mp, "start_processes")  # noqa: B009 - not in torch's public stubs
-    start(_worker, args=(wire, _free_port(), str(out)), nprocs=job.world, start_method="spawn")
+    spawn_workers(_worker, PipeJob(**wire).world, wire, out)
 
 
 def main(argv: list[str] | None = None) -> int:
