@@ -201,9 +201,7 @@ def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
 
 def run_job(job: PipeJob, out: Path, timeout_s: float = 900.0, quiet: tuple[float, float] | None = None) -> Path:
     """Run `job` (its processes in a child interpreter) and leave its traces and truth.json in `out`."""
-    return run_spawned(
-        __name__ if __name__ != "__main__" else "stepscope_testing.pipeline_jobs", job, out, timeout_s, quiet
-    )
+    return run_spawned("stepscope_testing.pipeline_jobs", job, out, timeout_s, quiet)
 
 
 def _spawn(spec: Path, out: Path) -> None:
