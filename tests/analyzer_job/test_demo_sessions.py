@@ -15,11 +15,10 @@ from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diagnosis.straggler_test import Effect
 from stepscope_analyzer.diagnosis.what_ran import OPS_LABEL
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
-from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
-from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_analyzer.ranks.storage_io import location_of
 from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_contract.report import Cause, Report
+from stepscope_testing.local_analysis import analyse_folder
 
 pytestmark = pytest.mark.unit
 
@@ -29,15 +28,6 @@ SESSIONS = Path(__file__).parent / "fixtures" / "demo_sessions"
 @functools.cache
 def analyse(mode: str) -> Report:
     return analyse_folder(SESSIONS / mode)
-
-
-def analyse_folder(session: Path) -> Report:
-    """The report of a session folder, as `stepscope analyze` makes it (Flight Recorder dumps included)."""
-    store = LocalStore()
-    layout = discover(store, location_of(str(session)))
-    outcomes = summarize_all(store, layout)
-    dumps = flight_recorder_dumps(store, layout)
-    return reduce_outcomes(outcomes, include_missing=layout.session, notes=layout.notes, flight_recorder=dumps)
 
 
 @pytest.mark.parametrize("mode", ["compute", "host"])

@@ -9,21 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
-from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
-from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Cause, Report
 from stepscope_testing.corpus import moe_jobs
 from stepscope_testing.gpu_moe_jobs import GpuMoeJob, write_job
+from stepscope_testing.local_analysis import analyse_folder
 
 pytestmark = pytest.mark.unit
 SCENARIOS = {s.name: s.job for s in moe_jobs() if isinstance(s.job, GpuMoeJob)}
 
 
 def _analyse(job: GpuMoeJob, tmp_path: Path) -> Report:
-    folder = write_job(job, tmp_path / job.name)
-    layout = discover(LocalStore(), location_of(str(folder)))
-    return reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
+    return analyse_folder(write_job(job, tmp_path / job.name))
 
 
 @pytest.mark.parametrize("name", sorted(SCENARIOS))

@@ -10,20 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
-from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
-from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Cause, Report
 from stepscope_testing.gpu_jobs import GpuJob, write_job
+from stepscope_testing.local_analysis import analyse_folder
 
 pytestmark = pytest.mark.unit
 SOURCE = str(Path(__file__).resolve().parent / "fixtures" / "gpu_ddp_source.json.gz")
 
 
 def _analyse(job: GpuJob, tmp_path: Path) -> Report:
-    folder = write_job(job, tmp_path / job.name)
-    layout = discover(LocalStore(), location_of(str(folder)))
-    return reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
+    return analyse_folder(write_job(job, tmp_path / job.name))
 
 
 @pytest.mark.parametrize("seed", range(3))

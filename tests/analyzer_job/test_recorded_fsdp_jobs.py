@@ -7,10 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
-from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
-from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Cause
+from stepscope_testing.local_analysis import analyse_folder
 
 pytestmark = pytest.mark.unit
 
@@ -18,8 +16,7 @@ JOB = Path(__file__).parent / "fixtures" / "fsdp_jobs" / "cpu-fsdp2-2r-slow-work
 
 
 def test_the_wait_in_fsdp2_regions_is_not_backward_work_and_the_slow_worker_is_named() -> None:
-    layout = discover(LocalStore(), location_of(str(JOB)))
-    report = reduce_outcomes(summarize_all(LocalStore(), layout), notes=layout.notes)
+    report = analyse_folder(JOB)
     fast, slow = (next(r for r in report.ranks if r.rank == k).phases for k in (0, 1))
     assert fast is not None and slow is not None
     assert slow.backward > 1.5 * fast.backward  # 3x the tokens: rank 0's backward is its own work only

@@ -19,7 +19,9 @@ from stepscope_local.install import STORAGE_BASE, install
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "analyzer_job"))
 
-from test_demo_sessions import SESSIONS, analyse_folder
+from test_demo_sessions import SESSIONS
+
+from stepscope_testing.local_analysis import analyse_folder
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 STEPSCOPE = str(Path(sys.executable).parent / "stepscope")

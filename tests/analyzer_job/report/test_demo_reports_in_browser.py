@@ -18,7 +18,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from browser_probe import ensure_chromium, probe
-from test_demo_sessions import SESSIONS, analyse, analyse_folder
+from test_demo_sessions import SESSIONS, analyse
+
+from stepscope_testing.local_analysis import analyse_folder
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -1,0 +1,20 @@
+"""A local folder's report as `stepscope analyze FOLDER` makes it: every rank summarised, Flight Recorder dumps
+read, the reduce; for tests and benches that analyse generated or recorded jobs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
+from stepscope_contract.report import Report
+
+
+def analyse_folder(folder: Path) -> Report:
+    """The report of `folder` (a session folder or a plain folder of traces)."""
+    store = LocalStore()
+    layout = discover(store, location_of(str(folder)))
+    outcomes = summarize_all(store, layout)
+    dumps = flight_recorder_dumps(store, layout)
+    return reduce_outcomes(outcomes, include_missing=layout.session, notes=layout.notes, flight_recorder=dumps)
