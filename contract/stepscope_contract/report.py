@@ -49,6 +49,14 @@ class Evidence(ReportModel):
     detail: str = ""
 
 
+class Waiter(ReportModel):
+    """A rank that waits for a slow rank, per step, in matched calls."""
+
+    rank: Annotated[int, Field(ge=0)]
+    us_per_step: float
+    via: str = Field(description="the calls it waits in: 'recv from it', 'allreduce in 3:mesh_dp'")
+
+
 class SlowRank(ReportModel):
     rank: Annotated[int, Field(ge=0)]
     cause: Cause
@@ -83,6 +91,10 @@ class SlowRank(ReportModel):
     evidence: list[Evidence] = Field(default_factory=list)
     comparison: list[NameComparison] = Field(
         default_factory=list, description="kernels/ops/functions that differ most from the median of the others"
+    )
+    waiters: list[Waiter] = Field(
+        default_factory=list,
+        description="the ranks that wait for it directly, from matched calls (diagnosis.waits), most first (<= 8)",
     )
 
 
@@ -406,6 +418,55 @@ class Collective(ReportModel):
     )
 
 
+MAX_COMM_CALLS = 2048
+"""communication calls a rank's summary keeps (its first whole recorded steps' calls, in order)"""
+
+
+class CommCalls(ReportModel):
+    """A rank's communication calls, one entry per call in parallel lists (the order the rank started them), so
+    that the ranks' calls can be matched with each other: a collective with the same collective of its process
+    group's other members (the k-th call of that group and op in the step), a receive with its peer's send. The
+    first whole steps' calls only, at most MAX_COMM_CALLS."""
+
+    ops: list[str] = Field(default_factory=list, description="the ops named by op_index: 'allreduce', 'send', 'recv'")
+    groups: list[str] = Field(
+        default_factory=list, description="the process groups named by group_index ('<name>:<description>')"
+    )
+    op_index: list[int] = Field(default_factory=list, description="each call's op, an index into ops")
+    group_index: list[int] = Field(
+        default_factory=list, description="each call's process group, an index into groups; -1 where not recorded"
+    )
+    peer: list[int] = Field(
+        default_factory=list, description="sends and receives: the other end's global rank; -1 where not recorded"
+    )
+    toward: list[int] = Field(
+        default_factory=list,
+        description="sends and receives with no recorded peer: +1 the next pipeline stage, -1 the previous one, 0 "
+        "not known (from the work beside the call); empty when no call needs it",
+    )
+    step: list[int] = Field(default_factory=list, description="the recorded step each call was issued in")
+    dur_us: list[float] = Field(default_factory=list, description="each call's duration (waiting included), µs")
+
+
+class WaitFor(ReportModel):
+    """Time a rank spent in matched calls waiting for one other rank, per step."""
+
+    rank: Annotated[int, Field(ge=0)] = Field(description="the rank waited for")
+    us_per_step: float
+    via: str = Field(description="the calls it was waited for in: 'allreduce in 3:mesh_dp', 'recv from it'")
+    calls: int = Field(default=0, description="matched calls in which it was the last to arrive")
+
+
+class RankWaits(ReportModel):
+    """Who a rank waits for, from its calls matched with its peers' (collectives within their process group, each
+    receive with the send it receives): in a collective the rank that arrived last ends the others' wait; a receive
+    waits for its sender."""
+
+    rank: Annotated[int, Field(ge=0)]
+    waited_us_per_step: float = Field(description="the rank's waiting in matched calls, per step")
+    waits_for: list[WaitFor] = Field(default_factory=list, description="the ranks it waits for, most first (<= 3)")
+
+
 class CallFloors(ReportModel):
     """CPU-only ranks: the training thread's op calls at their least own time over the recorded steps.
 
@@ -531,6 +592,9 @@ class RankReport(ReportModel):
         default_factory=list,
         description="CPU-only ranks captured through the hook (Linux), per recorded step: µs the training thread was "
         "runnable but waiting for a CPU (schedstat); empty when not measured",
+    )
+    comm_calls: CommCalls | None = Field(
+        default=None, description="the rank's communication calls, for matching them with its peers' (central use)"
     )
     call_floors: CallFloors | None = Field(
         default=None, description="CPU-only ranks with at least 4 recorded steps: op calls at their least time"
@@ -658,6 +722,9 @@ class Diagnosis(ReportModel):
     )
     what_if: list[WhatIf] = Field(
         default_factory=list, description="pipeline jobs: the step time under each what-if, from a replay of the steps"
+    )
+    waits: list[RankWaits] = Field(
+        default_factory=list, description="who waits for whom, from the ranks' matched calls (ranks that wait)"
     )
 
 

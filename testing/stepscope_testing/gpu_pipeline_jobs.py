@@ -7,14 +7,15 @@ thread, the launches (`cudaLaunchKernel`) of every kernel inside the forward (`#
 `mesh_dp`, `mesh_tp`). Ranks are numbered stage * (dp * tp) + replica * tp + TP position.
 
 The timing model: every replica runs its stages under 1F1B (stage s: min(S - s - 1, M) warm-up forwards, then one
-forward and one backward in turn, then the cool-down backwards); a forward waits for the previous stage's forward
-of its microbatch, a backward for the next stage's backward. Within a stage, the TP group's ranks compute each op
-and meet in an all_reduce per layer: the op lasts as long as its slowest TP rank, the others wait in the
-all_reduce kernel. A stage waiting for its neighbour sits in an NCCL SendRecv kernel (the receive). After the last
+forward and one backward in turn, then the cool-down backwards); a forward waits for the previous stage's forward of
+its microbatch, a backward for the next stage's backward. Within a stage, the TP group's ranks compute each op and
+meet in an all_reduce per layer: the op lasts as long as its slowest TP rank, the others wait in the all_reduce
+kernel. A stage waiting for its neighbour sits in an NCCL SendRecv kernel (the receive); each communication kernel
+carries the args PyTorch records for NCCL (collective, process group, the peer of a send or receive). After the last
 backward, the replicas of each stage meet in the gradients' all_reduce; the step ends for everyone when the last
 stage group has. Faults: `stage_scale` (a heavy stage), `rank_scale` (a slow GPU), `microbatch_spread` (work per
-microbatch drawn per replica and step: sequence lengths); with `wait_on_host` the last stage waits for its
-replicas outside any collective, GPU idle, host blocked in `cudaStreamSynchronize`.
+microbatch drawn per replica and step: sequence lengths); with `wait_on_host` the last stage waits for its replicas
+outside any collective, GPU idle, host blocked in `cudaStreamSynchronize`.
 """
 
 from __future__ import annotations
@@ -138,13 +139,25 @@ class _Trace:
         self.events.append({"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": max(dur, 0.1),
                             "args": args or {}})  # fmt: skip
 
-    def kernel(self, name: str, ts: float, dur: float, stream: int = 7) -> None:
-        """A kernel with its launch a few µs before it on the host thread."""
+    def kernel(self, name: str, ts: float, dur: float, stream: int = 7, comm: dict[str, Any] | None = None) -> None:
+        """A kernel with its launch a few µs before it on the host thread (`comm`: a communication kernel's args)."""
         self.corr += 1
         self.cpu("cudaLaunchKernel", "cuda_runtime", ts - 5.0, 4.0, {"correlation": self.corr})
-        args = {"stream": stream, "correlation": self.corr, "device": 0}
+        args = {"stream": stream, "correlation": self.corr, "device": 0, **(comm or {})}
         self.events.append({"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": stream, "ts": ts,
                             "dur": max(dur, 0.5), "args": args})  # fmt: skip
+
+
+def _comm(t: _Trace, op: str, dim: str, peer: int | None = None) -> dict[str, Any]:
+    """A communication kernel's args as PyTorch records them for NCCL: the collective, its process group and, for a
+    send or receive, the other end's global rank."""
+    groups = {g["pg_desc"]: g for g in _pg_config(t.job, t.rank)}
+    group = groups.get(f"mesh_{dim}", groups["default_pg"])
+    args = {"Collective name": op, "Process Group Name": group["pg_name"], "Process Group Description":
+            group["pg_desc"], "Process Group Ranks": str(group["ranks"]), "Group size": group["pg_size"]}  # fmt: skip
+    if peer is not None:
+        args["Dst Rank" if op == "send" else "Src Rank"] = peer
+    return args
 
 
 def _op_events(t: _Trace, op: _Op, tp_pos: int, at: float) -> None:
@@ -158,7 +171,7 @@ def _op_events(t: _Trace, op: _Op, tp_pos: int, at: float) -> None:
         t.kernel("sm90_xmma_gemm_bf16bf16_bf16f32", cursor, own / LAYERS)
         cursor += own / LAYERS
         if t.job.tp > 1:
-            t.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", cursor, layer_wait, stream=20)
+            t.kernel("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", cursor, layer_wait, 20, _comm(t, "allreduce", "tp"))
             cursor += layer_wait
 
 
@@ -167,19 +180,24 @@ def _stage_events(t: _Trace, where: tuple[int, int], ops: list[_Op], at: float, 
     then the gradients' all_reduce with the stage's other replicas and the optimizer."""
     (stage, tp_pos), (stage_end, join) = where, ends
     last = stage == t.job.pp - 1
+    replica = t.rank % (t.job.dp * t.job.tp) // t.job.tp
     cursor = 0.0
     for op in ops:
         if (op.kind == "F" and stage > 0) or (op.kind == "B" and not last):
-            t.kernel("ncclDevKernel_SendRecv", at + cursor, max(op.start - cursor, 5.0), stream=24)
+            src = t.job.rank(stage - 1 if op.kind == "F" else stage + 1, replica, tp_pos)
+            recv = _comm(t, "recv", "pp", src)
+            t.kernel("ncclDevKernel_SendRecv", at + cursor, max(op.start - cursor, 5.0), 24, recv)
         _op_events(t, op, tp_pos, at)
         if (op.kind == "F" and not last) or (op.kind == "B" and stage > 0):
-            t.kernel("ncclDevKernel_SendRecv", at + op.end, 5.0, stream=24)
+            dst = t.job.rank(stage + 1 if op.kind == "F" else stage - 1, replica, tp_pos)
+            t.kernel("ncclDevKernel_SendRecv", at + op.end, 5.0, 24, _comm(t, "send", "pp", dst))
         cursor = op.end
     if t.job.wait_on_host and last and join - stage_end > 1.0:
         t.cpu("cudaStreamSynchronize", "cuda_runtime", at + stage_end, join - stage_end)
         stage_end = join
     t.cpu("nccl:all_reduce", "user_annotation", at + stage_end, join - stage_end + t.job.transfer_us)
-    t.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", at + stage_end, join - stage_end + t.job.transfer_us, 20)
+    grads = _comm(t, "allreduce", "dp")
+    t.kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", at + stage_end, join - stage_end + t.job.transfer_us, 20, grads)
     t.cpu("Optimizer.step#AdamW.step", "user_annotation", at + join + t.job.transfer_us, 100.0)
     t.kernel("multi_tensor_apply_kernel", at + join + t.job.transfer_us + 5.0, 90.0)
 

@@ -46,3 +46,29 @@ def test_the_slow_worker_is_named_against_its_peer() -> None:
     peers = next(e for e in d.slow_ranks[0].evidence if e.metric == "peers")
     assert "(rank 3)" in peers.detail
     assert any(w.change == "rank 2 ran like its peers" and w.gain_us > 0 for w in d.what_if)
+
+
+def test_the_ranks_that_wait_for_the_slow_worker_are_found_from_matched_calls() -> None:
+    """pp2 x dp2, rank 2 (stage 1, replica 0) slow: rank 0 (stage 0 of its replica) waits for its gradients in a
+    receive, rank 3 (its data-parallel peer) for it in the gradients' all_reduce; the verdict says so."""
+    d = _analyse("cpu-pp2dp2-slow-worker").diagnosis
+    (slow,) = d.slow_ranks
+    assert {(w.rank, w.via) for w in slow.waiters} == {
+        (0, "recv from it"),
+        (3, "allreduce with its data-parallel peers"),
+    }
+    assert "ranks 0 and 3 wait for it (" in d.verdict, d.verdict
+    waits = {w.rank: w for w in d.waits}
+    assert waits[0].waits_for[0].rank == 2 and waits[3].waits_for[0].rank == 2
+
+
+def test_a_middle_stage_is_waited_for_through_the_pipeline_without_recorded_peers() -> None:
+    """pp4 x dp2, rank 5 (stage 2, replica 1) slow: gloo names no peer, so each receive's direction comes from the
+    work after it; rank 3 (stage 1, a middle stage itself) and rank 7 (stage 3) wait for rank 5 in their receives,
+    rank 4 (its peer in replica 0) in the all_reduce."""
+    report = _analyse("cpu-pp4dp2-slow-worker")
+    d = report.diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(5, "compute")], d.verdict
+    vias = {w.rank: w.via for w in d.slow_ranks[0].waiters}
+    assert vias == {3: "recv from it", 7: "recv from it", 4: "allreduce with its data-parallel peers"}, vias
+    assert all(r.comm_calls is None for r in report.ranks)  # the calls stay out of report.json

@@ -21,7 +21,7 @@ F64 = npt.NDArray[np.float64]
 Union = tuple[F64, F64]
 
 
-def _pg_label(args: dict[str, Any]) -> str | None:
+def pg_label(args: dict[str, Any]) -> str | None:
     name = args.get("Process Group Name")
     desc = args.get("Process Group Description")
     if name is None and desc is None:
@@ -35,7 +35,7 @@ def process_groups_by_external_id(ev: TraceColumns) -> dict[int, str]:
     """External id of record_param_comms-like events -> process group label ('<name>:<description>')."""
     out: dict[int, str] = {}
     for row, args in ev.collective_args.items():
-        label = _pg_label(args)
+        label = pg_label(args)
         ext = int(ev.external_id[row])
         if label is not None and ext >= 0:
             out[ext] = label
@@ -49,7 +49,7 @@ def default_process_group(metadata: dict[str, Any]) -> str | None:
         return None
     config = info.get("pg_config")
     if isinstance(config, list) and len(config) == 1 and isinstance(config[0], dict):
-        return _pg_label(
+        return pg_label(
             {"Process Group Name": config[0].get("pg_name"), "Process Group Description": config[0].get("pg_desc")}
         )
     return None

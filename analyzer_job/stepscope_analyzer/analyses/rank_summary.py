@@ -13,6 +13,7 @@ from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.bottlenecks import bottlenecks, per_name
 from stepscope_analyzer.analyses.call_floors import call_floors
 from stepscope_analyzer.analyses.collectives import collectives, default_process_group, process_groups_by_external_id
+from stepscope_analyzer.analyses.comm_calls import comm_calls
 from stepscope_analyzer.analyses.cpu_breakdown import cpu_breakdown
 from stepscope_analyzer.analyses.cpu_contention import call_slots, measured_waits, step_dilation, with_measured_waits
 from stepscope_analyzer.analyses.gpu_breakdown import KERNEL_CATS, idle_breakdown, kernel_stats, temporal_breakdown
@@ -104,13 +105,13 @@ def summarize_parsed(
     if has_kernels and (cpus_per_trace() if threads is None else threads) > 1:
         with ThreadPoolExecutor(1, thread_name_prefix="stepscope-phases") as beside:
             later = beside.submit(_gpu_phases, ev, windows)
-            _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
+            _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n, windows=windows)
             phases, report.step_spans = later.result()
     elif has_kernels:
-        _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n)
+        _gpu(report, trace, keep=keep, is_gpu=is_gpu, lane=lane, top_n=top_n, windows=windows)
         phases, report.step_spans = _gpu_phases(ev, windows)
     else:
-        _cpu(report, trace, top_n)
+        _cpu(report, trace, top_n, windows)
         phases = _cpu_phases(report, trace, windows, top_n)
     _set_phases(report, phases)
     report.memory = memory_usage(ev, windows)
@@ -258,7 +259,16 @@ def _host_bottlenecks(
     return out
 
 
-def _gpu(report: RankReport, trace: ParsedTrace, *, keep: Mask, is_gpu: Mask, lane: Mask, top_n: int) -> None:
+def _gpu(
+    report: RankReport,
+    trace: ParsedTrace,
+    *,
+    keep: Mask,
+    is_gpu: Mask,
+    lane: Mask,
+    top_n: int,
+    windows: StepWindows | None,
+) -> None:
     ev = trace.events
     rows = np.flatnonzero(lane)
     ktype = kernel_types_of(ev.names, ev.name_id[rows])
@@ -324,9 +334,9 @@ def _gpu(report: RankReport, trace: ParsedTrace, *, keep: Mask, is_gpu: Mask, la
     report.top_functions = tops[: top_n * 2]
 
     comm_rows = rows[ktype == KernelType.COMMUNICATION]
-    report.collectives = collectives(
-        ev, comm_rows, tb.comp_union, process_groups_by_external_id(ev), default_process_group(trace.metadata)
-    )
+    default_pg = default_process_group(trace.metadata)
+    report.collectives = collectives(ev, comm_rows, tb.comp_union, process_groups_by_external_id(ev), default_pg)
+    report.comm_calls = comm_calls(ev, comm_rows, windows, default_pg=default_pg, kernels=True)
     report.host_gap_time = _gpu_host_gaps(ev, ts, end)
 
 
@@ -349,7 +359,7 @@ def _gpu_host_gaps(ev: TraceColumns, k_ts: F64, k_end: F64) -> float:
     return total
 
 
-def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
+def _cpu(report: RankReport, trace: ParsedTrace, top_n: int, windows: StepWindows | None) -> None:
     ev = trace.events
     cb = cpu_breakdown(ev)
     window = cb.kernel_time
@@ -391,13 +401,10 @@ def _cpu(report: RankReport, trace: ParsedTrace, top_n: int) -> None:
     tops.extend(bottlenecks(ev.names, times, "communication", window, is_compute=False, top_n=top_n, once=True))
     tops.sort(key=lambda b: b.bottleneck_ratio, reverse=True)
     report.top_functions = tops[: top_n * 2]
-    report.collectives = collectives(
-        ev,
-        np.flatnonzero(comm_sel),
-        cb.compute_union,
-        process_groups_by_external_id(ev),
-        default_process_group(trace.metadata),
-    )
+    default_pg = default_process_group(trace.metadata)
+    comm_rows = np.flatnonzero(comm_sel)
+    report.collectives = collectives(ev, comm_rows, cb.compute_union, process_groups_by_external_id(ev), default_pg)
+    report.comm_calls = comm_calls(ev, comm_rows, windows, default_pg=default_pg, kernels=False)
 
 
 def merged_idle_breakdown(streams: list[StreamIdleParts], idle_time: float) -> IdleBreakdown:

@@ -23,6 +23,7 @@ from stepscope_analyzer.diagnosis.shape_verdict import finding_verdict, with_fin
 from stepscope_analyzer.diagnosis.step_makeup import step_makeup
 from stepscope_analyzer.diagnosis.tp_groups import tp_stragglers
 from stepscope_analyzer.diagnosis.verdict import Coverage, headline, next_steps, verdict_line
+from stepscope_analyzer.diagnosis.waits import matched_waits, with_waiters
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import Diagnosis, ProcessGroup, RankReport, RankStatus
 
@@ -96,6 +97,8 @@ def diagnose(
     layout = job_layout(ok, dumped_groups(flight_recorder))
     slow = hang_ranks + find_slow_peers([r for r in ok if r.rank not in hung], cfg, layout)
     slow = [s if s.node else s.model_copy(update={"node": node_of.get(s.rank)}) for s in slow]
+    waits = matched_waits(ok, layout)
+    slow = with_waiters(slow, waits, STANDSTILL)
     experts, slow = expert_imbalance(ok, slow)
     slow_nodes = find_slow_nodes(slow, node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
@@ -135,5 +138,6 @@ def diagnose(
         layout=shape,
         findings=findings,
         what_if=whatifs,
+        waits=waits,
     )
     return with_comparisons(with_memory_evidence(with_gpu_evidence(diagnosis, ok), ok), ok)

@@ -66,8 +66,23 @@ def slow_verdict(slow: list[SlowRank], nodes: list[SlowNode], numbers: StepNumbe
     return (
         f"Rank {top.rank}{where} slows the job: {cause_row(top.cause).verdict} "
         f"(cause {top.cause.value}, {_how_much(top, per_step_words(numbers))}{phase}, confidence "
-        f"{top.confidence:.0%}); {slowdown_sentence(numbers, whose)}{more}{node_text}{coverage.tail()}."
+        f"{top.confidence:.0%}){_waiters(top)}; {slowdown_sentence(numbers, whose)}{more}{node_text}{coverage.tail()}."
     )
+
+
+def _waiters(s: SlowRank, most: int = 3) -> str:
+    """'; ranks 0 and 3 wait for it (53.8 and 41.7 ms per step)': the slow rank's matched waiters, most first."""
+    shown = s.waiters[:most]
+    if not shown:
+        return ""
+    ranks = [str(w.rank) for w in shown]
+    who = f"rank {ranks[0]} waits" if len(ranks) == 1 else f"ranks {_and(ranks)} wait"
+    more = f", and {len(s.waiters) - most} more" if len(s.waiters) > most else ""
+    return f"; {who} for it ({_and([f'{w.us_per_step / 1000:,.1f}' for w in shown])} ms per step{more})"
+
+
+def _and(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
 def _how_much(s: SlowRank, per: str) -> str:

@@ -45,6 +45,8 @@ COLLECTIVE_ARGS = (
     "In msg nelems",
     "Out msg nelems",
     "dtype",
+    "Src Rank",
+    "Dst Rank",
 )
 
 

@@ -29,6 +29,8 @@ class EventArgs(msgspec.Struct, gc=False):
     in_nelems: Any = msgspec.field(default=None, name="In msg nelems")
     out_nelems: Any = msgspec.field(default=None, name="Out msg nelems")
     dtype: Any = None
+    src_rank: Any = msgspec.field(default=None, name="Src Rank")
+    dst_rank: Any = msgspec.field(default=None, name="Dst Rank")
     total_allocated: Any = msgspec.field(default=None, name="Total Allocated")  # `[memory]` events (profile_memory)
     total_reserved: Any = msgspec.field(default=None, name="Total Reserved")
     device_type: Any = msgspec.field(default=None, name="Device Type")
@@ -78,6 +80,8 @@ COLLECTIVE_FIELDS = (
     ("in_nelems", "In msg nelems"),
     ("out_nelems", "Out msg nelems"),
     ("dtype", "dtype"),
+    ("src_rank", "Src Rank"),
+    ("dst_rank", "Dst Rank"),
 )
 
 EVENTS_DECODER: Any = msgspec.json.Decoder(

@@ -88,6 +88,9 @@ def render_html(report: Report) -> str:
             per_step={r.rank: r.per_step or rank_per_step(r) for r in ok},
             any_gpu=any(r.device == "cuda" for r in ok),
             steps_per_rank=_steps_per_rank(ok),
+            waits=sorted(d.waits, key=lambda w: (-w.waited_us_per_step, w.rank))[:MAX_WAIT_ROWS],
+            waits_cut=max(0, len(d.waits) - MAX_WAIT_ROWS),
+            where={x.rank: f"stage {x.stage}, replica {x.replica}" for x in (d.layout.ranks if d.layout else [])},
             segment_colors={"compute": "#2f7ed8", "non-compute": "#f28f43", "idle": "#c8c8c8"},
             **_explanations(report, ok, highlight),
         )
@@ -95,6 +98,8 @@ def render_html(report: Report) -> str:
 
 
 MAX_STEP_VIEWS = 4
+MAX_WAIT_ROWS = 32
+"""rows of the who-waits-for-whom table (the ranks that wait most)"""
 
 
 def _steps_per_rank(ok: list[RankReport]) -> int:

@@ -70,8 +70,12 @@ def job_timeline(ranks: list[RankReport], slow: set[int]) -> StepTimeline | None
 
 
 def without_spans(ranks: list[RankReport]) -> list[RankReport]:
-    """The summaries without their per-step spans (the report keeps the timeline's step only)."""
-    return [r.model_copy(update={"step_spans": []}) if r.step_spans else r for r in ranks]
+    """The summaries without their per-step spans (the report keeps the timeline's step only) and their calls
+    (diagnosis.waits holds what matching them found)."""
+    return [
+        r.model_copy(update={"step_spans": [], "comm_calls": None}) if r.step_spans or r.comm_calls else r
+        for r in ranks
+    ]
 
 
 def _anchor(row: TimelineRow) -> float:
