@@ -418,7 +418,7 @@ class Collective(ReportModel):
     )
 
 
-MAX_COMM_CALLS = 2048
+MAX_COMM_CALLS = 1024
 """communication calls a rank's summary keeps (its first whole recorded steps' calls, in order)"""
 
 

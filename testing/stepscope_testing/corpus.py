@@ -436,14 +436,20 @@ def moe_jobs() -> list[Scenario]:
 
 
 def fsdp_jobs() -> list[Scenario]:
-    """Real FSDP2 jobs (stepscope_testing.fsdp_jobs, `fully_shard` over gloo), 2 processes: healthy, and rank 1's
-    blocks over 3x their tokens (a slow worker)."""
+    """Real FSDP2 jobs (stepscope_testing.fsdp_jobs, `fully_shard` over gloo), 2 and 4 processes: healthy, and one
+    rank's blocks over 3x (2 ranks) or 2x (4 ranks) their tokens (a slow worker)."""
     return [
         Scenario("cpu-fsdp2-2r-balanced", "balanced", FsdpJob("cpu-fsdp2-2r-balanced", world=2)),
         Scenario(
             "cpu-fsdp2-2r-slow-worker-3x",
             "stragglers",
             FsdpJob("cpu-fsdp2-2r-slow-worker-3x", world=2, fault="slow_worker", slow_rank=1, amount=3.0),
+        ),
+        Scenario("cpu-fsdp2-4r-balanced", "balanced", FsdpJob("cpu-fsdp2-4r-balanced", world=4)),
+        Scenario(
+            "cpu-fsdp2-4r-slow-worker-2x",
+            "stragglers",
+            FsdpJob("cpu-fsdp2-4r-slow-worker-2x", world=4, fault="slow_worker", slow_rank=2, amount=2.0),
         ),
     ]
 

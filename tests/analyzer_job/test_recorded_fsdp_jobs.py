@@ -22,3 +22,14 @@ def test_the_wait_in_fsdp2_regions_is_not_backward_work_and_the_slow_worker_is_n
     assert slow.backward > 1.5 * fast.backward  # 3x the tokens: rank 0's backward is its own work only
     assert fast.communication_wait > slow.communication_wait  # rank 0 waits for rank 1
     assert [(s.rank, s.cause) for s in report.diagnosis.slow_ranks] == [(1, Cause.COMPUTE)], report.diagnosis.verdict
+
+
+def test_four_fsdp2_ranks_wait_for_the_slow_one_in_their_all_gathers() -> None:
+    """4 ranks, rank 2 over 2x the tokens, recorded on a busy machine: its excess is a small part of a step spent
+    mostly in collectives; the others' matched all_gathers end when rank 2 arrives."""
+    report = analyse_folder(JOB.parent / "cpu-fsdp2-4r-slow-worker-2x")
+    d = report.diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.COMPUTE)], d.verdict
+    waiters = d.slow_ranks[0].waiters
+    assert {w.rank for w in waiters} == {0, 1, 3} and all(w.via.startswith("allgather in ") for w in waiters)
+    assert all(w.waits_for[0].rank == 2 for w in d.waits if w.rank != 2)  # each waits for rank 2 most
