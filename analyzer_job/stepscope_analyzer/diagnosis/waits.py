@@ -18,37 +18,43 @@ step (the schedule's own dependency), so a chain of largest waits loops whether 
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
-from collections.abc import Hashable
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from stepscope_analyzer.diagnosis.layout import Layout
-from stepscope_contract.report import CommCalls, RankReport, RankWaits, SlowRank, Waiter, WaitFor
+import numpy as np
+import numpy.typing as npt
 
+from stepscope_analyzer.diagnosis.layout import Layout
+from stepscope_contract.report import RankReport, RankWaits, SlowRank, Waiter, WaitFor
+
+I64 = npt.NDArray[np.int64]
+F64 = npt.NDArray[np.float64]
 P2P = ("send", "recv")
 MAX_WAITS_FOR = 3
 MAX_WAITERS = 8
 
-
-@dataclass
-class _Edge:
-    us: float = 0.0
-    calls: int = 0
-    via: Counter[str] = field(default_factory=Counter)
-
-
 GroupKey = tuple[str, tuple[int, ...]]
 """a process group: its label and members ('' and the rank's (stage, TP position) for calls of no recorded group)"""
-CallKey = tuple[GroupKey, str, int, int]
-"""a collective call: its group, op, step and place among the group's calls of that op in the step"""
 
 
 @dataclass
-class _Calls:
-    collectives: dict[CallKey, list[tuple[int, float]]] = field(default_factory=lambda: defaultdict(list))
-    recvs: dict[tuple[int, int, int, int], float] = field(default_factory=dict)
-    sends: set[tuple[int, int, int, int]] = field(default_factory=set)
-    steps: dict[int, set[int]] = field(default_factory=lambda: defaultdict(set))
+class _Columns:
+    """Every rank's calls in one set of columns (a call per row, each rank's in the order it issued them)."""
+
+    rank: list[I64] = field(default_factory=list)
+    op: list[I64] = field(default_factory=list)
+    group: list[I64] = field(default_factory=list)
+    other: list[I64] = field(default_factory=list)
+    step: list[I64] = field(default_factory=list)
+    dur: list[F64] = field(default_factory=list)
+    ops: dict[str, int] = field(default_factory=dict)
+    groups: dict[GroupKey, int] = field(default_factory=dict)
+
+    def op_id(self, name: str) -> int:
+        return self.ops.setdefault(name, len(self.ops))
+
+    def group_id(self, key: GroupKey) -> int:
+        return self.groups.setdefault(key, len(self.groups))
 
 
 def _neighbours(layout: Layout | None) -> dict[int, dict[int, int]]:
@@ -63,117 +69,230 @@ def _neighbours(layout: Layout | None) -> dict[int, dict[int, int]]:
     return out
 
 
-def _other_end(peer: int, toward: int, near: dict[int, int]) -> int:
-    """The call's other end: its recorded peer, else the only neighbour (a first or last stage), else the neighbour
-    in its direction."""
-    if peer >= 0:
-        return peer
+def _other_ends(peer: I64, toward: I64, near: dict[int, int]) -> I64:
+    """Each call's other end: its recorded peer, else the only neighbour (a first or last stage), else the
+    neighbour in its direction; -1 where none is known."""
     if len(near) == 1:
-        return next(iter(near.values()))
-    return near.get(toward, -1)
+        fallback = np.full(peer.size, next(iter(near.values())), dtype=np.int64)
+    else:
+        fallback = np.where(toward == -1, near.get(-1, -1), np.where(toward == 1, near.get(1, -1), -1))
+    return np.where(peer >= 0, peer, fallback).astype(np.int64)
 
 
-def _family(rank: int, layout: Layout | None) -> tuple[int, int]:
+def _family(rank: int, layout: Layout | None) -> tuple[int, ...]:
     if layout is None:
         return (0, 0)
     return (layout.stage.get(rank, 0), layout.tp_pos.get(rank, 0))
 
 
-def _group_keys(r: RankReport) -> dict[int, GroupKey]:
-    """The rank's group indices -> a key naming the group's members where the rank's process groups list them
-    (disjoint groups may share a name)."""
-    c = r.comm_calls
-    assert c is not None
-    members = {f"{g.name}:{g.desc}" if g.desc else g.name: tuple(g.ranks) for g in r.process_groups if g.ranks}
-    return {i: (label, members.get(label, ())) for i, label in enumerate(c.groups)}
-
-
-def _collect(ranks: list[RankReport], layout: Layout | None) -> _Calls:
-    out = _Calls()
+def _columns(ranks: list[RankReport], layout: Layout | None) -> _Columns:
+    out = _Columns()
     neighbours = _neighbours(layout)
     for r in ranks:
-        c: CommCalls | None = r.comm_calls
-        if c is None:
+        c = r.comm_calls
+        if c is None or not c.dur_us:
             continue
-        groups = _group_keys(r)
-        seen: Counter[Hashable] = Counter()
-        toward = c.toward if len(c.toward) == len(c.dur_us) else [0] * len(c.dur_us)
-        calls = zip(c.op_index, c.group_index, c.peer, toward, c.step, c.dur_us, strict=False)
-        for op_i, g, peer, way, step, dur in calls:
-            op = c.ops[op_i] if 0 <= op_i < len(c.ops) else "unknown"
-            out.steps[r.rank].add(step)
-            if op in P2P:
-                other = _other_end(peer, way, neighbours.get(r.rank, {}))
-                if other < 0 or other == r.rank:
-                    continue
-                n = seen[(op, other, step)]
-                seen[(op, other, step)] += 1
-                if op == "send":
-                    out.sends.add((r.rank, other, step, n))
-                else:
-                    out.recvs[(other, r.rank, step, n)] = dur
-                continue
-            group: GroupKey = groups.get(g, ("", ())) if g >= 0 else ("", _family(r.rank, layout))
-            n = seen[(group, op, step)]
-            seen[(group, op, step)] += 1
-            out.collectives[(group, op, step, n)].append((r.rank, dur))
+        n = len(c.dur_us)
+        members = {f"{g.name}:{g.desc}" if g.desc else g.name: tuple(g.ranks) for g in r.process_groups if g.ranks}
+        op_ids = np.asarray([out.op_id(o) for o in c.ops] or [0], dtype=np.int64)
+        group_ids = np.asarray(
+            [out.group_id((label, members.get(label, ()))) for label in c.groups]
+            + [out.group_id(("", _family(r.rank, layout)))],
+            dtype=np.int64,
+        )
+        op_index = np.clip(np.asarray(c.op_index[:n], dtype=np.int64), 0, op_ids.size - 1)
+        group_index = np.asarray(c.group_index[:n], dtype=np.int64)
+        toward = np.asarray(c.toward if len(c.toward) == n else [0] * n, dtype=np.int64)
+        out.rank.append(np.full(n, r.rank, dtype=np.int64))
+        out.op.append(op_ids[op_index])
+        out.group.append(group_ids[np.where((group_index >= 0) & (group_index < len(c.groups)), group_index, -1)])
+        out.other.append(_other_ends(np.asarray(c.peer[:n], dtype=np.int64), toward, neighbours.get(r.rank, {})))
+        out.step.append(np.asarray(c.step[:n], dtype=np.int64))
+        out.dur.append(np.asarray(c.dur_us[:n], dtype=np.float64))
     return out
 
 
-def _via(group: GroupKey, op: str) -> str:
-    label = group[0]
-    return f"{op} in {label}" if label else f"{op} with its data-parallel peers"
+def _segments(*keys: I64) -> I64:
+    """Rows sorted by `keys` (the first the most significant, ties in row order) -> the segment id of each row in
+    that order, and the order itself, as one array pair."""
+    order = np.lexsort((np.arange(keys[0].size), *reversed(keys)))
+    changed = np.zeros(order.size, dtype=bool)
+    if order.size:
+        changed[0] = True
+        for k in keys:
+            ks = k[order]
+            changed[1:] |= ks[1:] != ks[:-1]
+    return np.stack([order, np.cumsum(changed) - 1])
 
 
-def _edges(calls: _Calls) -> dict[int, dict[int, _Edge]]:
-    edges: dict[int, dict[int, _Edge]] = defaultdict(lambda: defaultdict(_Edge))
-    for (group, op, _, _), entries in calls.collectives.items():
-        if len(entries) < 2:
-            continue
-        last, least = min(entries, key=lambda e: e[1])
-        for rank, dur in entries:
-            if rank != last and dur > least:
-                e = edges[rank][last]
-                e.us += dur - least
-                e.calls += 1
-                e.via[_via(group, op)] += 1
-    floors: dict[tuple[int, int], float] = {}
-    for (src, dst, _, _), dur in calls.recvs.items():
-        floors[(src, dst)] = min(dur, floors.get((src, dst), dur))
-    for key, dur in calls.recvs.items():
-        src, dst = key[0], key[1]
-        if key in calls.sends and dur > floors[(src, dst)]:
-            e = edges[dst][src]
-            e.us += dur - floors[(src, dst)]
-            e.calls += 1
-            e.via["recv from it"] += 1
-    return edges
+def _ordinals(*keys: I64) -> I64:
+    """Each row's place among the rows of equal `keys` (0, 1, ...), in row order."""
+    order, seg = _segments(*keys)
+    starts = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1]))) if seg.size else seg
+    first = np.repeat(starts, np.diff(np.append(starts, seg.size)))
+    out = np.empty(order.size, dtype=np.int64)
+    out[order] = np.arange(order.size) - first
+    return out
+
+
+@dataclass(frozen=True)
+class _Rows:
+    rank: I64
+    op: I64
+    group: I64
+    other: I64
+    step: I64
+    dur: F64
+
+    def take(self, mask: npt.NDArray[np.bool_]) -> _Rows:
+        return _Rows(
+            self.rank[mask], self.op[mask], self.group[mask], self.other[mask], self.step[mask], self.dur[mask]
+        )
+
+
+@dataclass
+class _Waits:
+    waiter: list[I64] = field(default_factory=list)
+    target: list[I64] = field(default_factory=list)
+    us: list[F64] = field(default_factory=list)
+    via: list[I64] = field(default_factory=list)
+
+
+def _collective_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
+    """In each matched collective the member with the shortest call arrived last; the others waited the rest."""
+    rank, op, group, step, dur = rows.rank, rows.op, rows.group, rows.step, rows.dur
+    if rank.size == 0:
+        return
+    place = _ordinals(rank, group, op, step)
+    order, seg = _segments(group, op, step, place)
+    size = np.bincount(seg)
+    by_dur = np.lexsort((dur[order], seg))  # within each segment the shortest call first
+    first = np.flatnonzero(np.concatenate(([True], seg[by_dur][1:] != seg[by_dur][:-1])))
+    least = np.empty(size.size)
+    last = np.empty(size.size, dtype=np.int64)
+    least[seg[by_dur][first]] = dur[order][by_dur][first]
+    last[seg[by_dur][first]] = rank[order][by_dur][first]
+    wait = dur[order] - least[seg]
+    keep = (size[seg] >= 2) & (rank[order] != last[seg]) & (wait > 0)
+    out.waiter.append(rank[order][keep])
+    out.target.append(last[seg][keep])
+    out.us.append(wait[keep])
+    out.via.append((group[order] * len(c.ops) + op[order])[keep])
+
+
+def _receive_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
+    """Each receive paired with its sender's send waits its duration beyond the least that pair's receives took."""
+    rank, op, other, step, dur = rows.rank, rows.op, rows.other, rows.step, rows.dur
+    if rank.size == 0:
+        return
+    send = op == c.ops.get("send", -1)
+    src, dst = np.where(send, rank, other), np.where(send, other, rank)
+    place = _ordinals(rank, op, other, step)
+    ids = _codes(src, dst, step, place)
+    recv = ~send
+    paired = recv & np.isin(ids, ids[send])
+    if not paired.any():
+        return
+    pair = src * (int(max(src.max(), dst.max())) + 1) + dst
+    floors = {int(k): float(v) for k, v in zip(*_least_by(pair[paired], dur[paired]), strict=True)}
+    floor = np.asarray([floors[int(k)] for k in pair[paired]])
+    wait = dur[paired] - floor
+    keep = wait > 0
+    out.waiter.append(dst[paired][keep])
+    out.target.append(src[paired][keep])
+    out.us.append(wait[keep])
+    out.via.append(np.full(int(keep.sum()), -1, dtype=np.int64))
+
+
+def _codes(*columns: I64) -> I64:
+    """One int64 per row that is equal exactly where every column is (each column numbered densely first)."""
+    code = np.zeros(columns[0].size, dtype=np.int64)
+    for col in columns:
+        values, dense = np.unique(col, return_inverse=True)
+        code = code * values.size + dense.reshape(-1)
+    return code
+
+
+def _least_by(keys: I64, values: F64) -> tuple[I64, F64]:
+    order = np.lexsort((values, keys))
+    first = np.flatnonzero(np.concatenate(([True], keys[order][1:] != keys[order][:-1])))
+    return keys[order][first], values[order][first]
+
+
+def _via_texts(c: _Columns) -> dict[int, str]:
+    """via code (group * ops + op; -1: a receive) -> how the report names it."""
+    out = {-1: "recv from it"}
+    for (label, _), g in c.groups.items():
+        for op, o in c.ops.items():
+            out[g * len(c.ops) + o] = f"{op} in {label}" if label else f"{op} with its data-parallel peers"
+    return out
+
+
+def _steps_per_rank(rank: I64, step: I64) -> dict[int, int]:
+    """rank -> how many recorded steps its calls fall in."""
+    _, first = np.unique(_codes(rank, step), return_index=True)
+    ranks, counts = np.unique(rank[first], return_counts=True)
+    return {int(r): int(n) for r, n in zip(ranks, counts, strict=True)}
+
+
+def _first_of_each(sorted_keys: I64, most: int) -> npt.NDArray[np.bool_]:
+    """For keys in sorted order: True on the first `most` rows of each run of equal keys."""
+    n = sorted_keys.size
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1]))) if n else sorted_keys
+    place = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+    return place < most
 
 
 def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWaits]:
-    """Each rank that waits in matched calls: for whom, per step, and at the end of whose chain (by rank)."""
-    calls = _collect(ranks, layout)
-    edges = _edges(calls)
-    per_step: dict[int, list[WaitFor]] = {}
-    for rank, targets in edges.items():
-        steps = max(1, len(calls.steps.get(rank, ())))
-        waits = [
-            WaitFor(rank=t, us_per_step=round(e.us / steps, 1), via=e.via.most_common(1)[0][0], calls=e.calls)
-            for t, e in targets.items()
-            if e.us > 0
-        ]
-        waits.sort(key=lambda w: (-w.us_per_step, w.rank))
-        if waits:
-            per_step[rank] = waits
-    return [
-        RankWaits(
-            rank=rank, waited_us_per_step=round(sum(w.us_per_step for w in waits), 1), waits_for=waits[:MAX_WAITS_FOR]
+    """Each rank that waits in matched calls: for whom, per step (its recorded steps with calls), most first."""
+    c = _columns(ranks, layout)
+    if not c.rank:
+        return []
+    join = np.concatenate
+    rows = _Rows(join(c.rank), join(c.op), join(c.group), join(c.other), join(c.step), join(c.dur))
+    p2p = np.isin(rows.op, [c.ops[o] for o in P2P if o in c.ops])
+    waits = _Waits()
+    _collective_waits(c, rows.take(~p2p), waits)
+    _receive_waits(c, rows.take(p2p & (rows.other >= 0) & (rows.other != rows.rank)), waits)
+    return _per_rank(c, waits, _steps_per_rank(rows.rank, rows.step))
+
+
+def _per_rank(c: _Columns, w: _Waits, steps: dict[int, int]) -> list[RankWaits]:
+    if not w.waiter:
+        return []
+    waiter, target = np.concatenate(w.waiter), np.concatenate(w.target)
+    us, via = np.concatenate(w.us), np.concatenate(w.via)
+    if waiter.size == 0:
+        return []
+    _, first_row, edge_of = np.unique(_codes(waiter, target), return_index=True, return_inverse=True)
+    edge_of = edge_of.reshape(-1)
+    a, b = waiter[first_row], target[first_row]  # each edge: who waits, for whom
+    ranks, rank_of = np.unique(a, return_inverse=True)
+    per = np.asarray([max(1, steps.get(int(r), 1)) for r in ranks], dtype=np.float64)
+    per_step = np.round(np.bincount(edge_of, weights=us) / per[rank_of], 1)
+    waited = np.bincount(rank_of, weights=per_step)
+    calls = np.bincount(edge_of)
+    # each edge's calls named by the via they were most often in
+    span = int(via.max()) + 2
+    pairs, pair_calls = np.unique(edge_of.astype(np.int64) * span + (via + 1), return_counts=True)
+    pair_edge, pair_via = pairs // span, pairs % span - 1
+    best = np.lexsort((pair_via, -pair_calls, pair_edge))
+    top_via = pair_via[best][_first_of_each(pair_edge[best], 1)]
+    order = np.lexsort((b, -per_step, a))
+    kept = order[_first_of_each(a[order], MAX_WAITS_FOR)]
+    texts = _via_texts(c)
+    out: dict[int, RankWaits] = {}
+    for e in kept.tolist():
+        rank = int(a[e])
+        if rank not in out:
+            out[rank] = RankWaits(rank=rank, waited_us_per_step=round(float(waited[rank_of[e]]), 1))
+        out[rank].waits_for.append(
+            WaitFor(rank=int(b[e]), us_per_step=float(per_step[e]), via=texts[int(top_via[e])], calls=int(calls[e]))
         )
-        for rank, waits in sorted(per_step.items())
-    ]
+    return [out[r] for r in sorted(out)]
 
 
-def waiters_of(waits: list[RankWaits], rank: int) -> list[Waiter]:
+def waiters_of(waits: Sequence[RankWaits], rank: int) -> list[Waiter]:
     """The ranks that wait for `rank` directly, with that wait, most first."""
     out = [
         Waiter(rank=w.rank, us_per_step=f.us_per_step, via=f.via) for w in waits for f in w.waits_for if f.rank == rank
