@@ -5,7 +5,9 @@
   arrived last, and every other member waited the difference for it. (Durations, not start times, are compared:
   the ranks' clocks may disagree by more than the waits.) A call whose group the trace does not record (gloo's
   work items) is matched among the rank's data-parallel peers: the ranks of its stage and tensor-parallel
-  position, every rank in a job without a layout.
+  position, every rank in a job without a layout (not in a job with tensor parallelism, where it could be either
+  group's). Only a (group, op, step) that every member issued equally often is matched, and a SendRecv kernel
+  without args (either direction) is not.
 - **Sends and receives** are paired: the k-th send from a to b in a step with the k-th receive on b from a. A
   receive waits for its sender; its wait is its duration beyond the least the same pair's receives took (the
   transfer). The peer is the trace's where recorded ("Src Rank"/"Dst Rank"); otherwise the neighbouring stage of
@@ -30,6 +32,8 @@ from stepscope_contract.report import RankReport, RankWaits, SlowRank, Waiter, W
 I64 = npt.NDArray[np.int64]
 F64 = npt.NDArray[np.float64]
 P2P = ("send", "recv")
+UNMATCHED = ("sendrecv", "unknown")
+"""calls that cannot be matched: a SendRecv kernel with no args does either, an unnamed op is no known call"""
 MAX_WAITS_FOR = 3
 MAX_WAITERS = 8
 
@@ -213,6 +217,24 @@ def _codes(*columns: I64) -> I64:
     return code
 
 
+def _same_count(rows: _Rows) -> npt.NDArray[np.bool_]:
+    """Rows of the (group, op, step)s that every member issued equally often: the k-th call is then one call."""
+    if rows.rank.size == 0:
+        return np.zeros(0, dtype=bool)
+    per_rank, of_row = np.unique(_codes(rows.rank, rows.group, rows.op, rows.step), return_inverse=True)
+    counts = np.bincount(of_row.reshape(-1))
+    key = _codes(rows.group, rows.op, rows.step)
+    key_of_count = np.empty(per_rank.size, dtype=np.int64)
+    key_of_count[of_row.reshape(-1)] = key
+    keys, key_index = np.unique(key_of_count, return_inverse=True)
+    least = np.full(keys.size, np.iinfo(np.int64).max)
+    most = np.zeros(keys.size, dtype=np.int64)
+    np.minimum.at(least, key_index, counts)
+    np.maximum.at(most, key_index, counts)
+    agree: npt.NDArray[np.bool_] = (least == most)[np.searchsorted(keys, key)]
+    return agree
+
+
 def _least_by(keys: I64, values: F64) -> tuple[I64, F64]:
     order = np.lexsort((values, keys))
     first = np.flatnonzero(np.concatenate(([True], keys[order][1:] != keys[order][:-1])))
@@ -251,8 +273,12 @@ def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWa
     join = np.concatenate
     rows = _Rows(join(c.rank), join(c.op), join(c.group), join(c.other), join(c.step), join(c.dur))
     p2p = np.isin(rows.op, [c.ops[o] for o in P2P if o in c.ops])
+    unmatched = np.isin(rows.op, [c.ops[o] for o in UNMATCHED if o in c.ops])
+    if layout is not None and layout.tp > 1:  # ungrouped calls could be the TP groups' or the replicas'
+        unmatched |= np.isin(rows.group, [g for (label, _), g in c.groups.items() if not label])
     waits = _Waits()
-    _collective_waits(c, rows.take(~p2p), waits)
+    collective = rows.take(~p2p & ~unmatched)
+    _collective_waits(c, collective.take(_same_count(collective)), waits)
     _receive_waits(c, rows.take(p2p & (rows.other >= 0) & (rows.other != rows.rank)), waits)
     return _per_rank(c, waits, _steps_per_rank(rows.rank, rows.step))
 

@@ -96,6 +96,27 @@ def test_without_recorded_peers_the_pipeline_direction_names_the_other_end() -> 
     assert [(w.rank, [(f.rank, f.us_per_step) for f in w.waits_for]) for w in waits] == [(1, [(2, 2000.0)])]
 
 
+def test_calls_that_cannot_be_matched_one_to_one_are_left_out() -> None:
+    g = ("1:dp",)
+    # rank 1 issued one all_reduce more in step 1: the k-th calls need not be one call
+    a = _rank(0, [("allreduce", 0, -1, 1, 900.0), ("allreduce", 0, -1, 2, 900.0)], groups=g)
+    b = _rank(
+        1, [("allreduce", 0, -1, 1, 100.0), ("allreduce", 0, -1, 1, 100.0), ("allreduce", 0, -1, 2, 100.0)], groups=g
+    )
+    (only,) = matched_waits([a, b], None)
+    assert only.rank == 0 and only.waits_for[0].calls == 1 and only.waits_for[0].us_per_step == 400.0  # step 2 only
+    # SendRecv kernels without args (either direction) and ungrouped calls in a job with TP groups are not matched
+    kernels = [_rank(r, [("sendrecv", -1, -1, 1, 100.0 + 800.0 * r)]) for r in (0, 1)]
+    assert matched_waits(kernels, None) == []
+    tp = Layout(
+        stages=1, replicas=2, tp=2, stage={r: 0 for r in range(4)}, replica={r: r // 2 for r in range(4)},
+        tp_pos={r: r % 2 for r in range(4)}, source="process groups",
+    )  # fmt: skip
+    ungrouped = [_rank(r, [("allreduce", -1, -1, 1, 100.0 + 800.0 * (r == 0))]) for r in range(4)]
+    assert matched_waits(ungrouped, tp) == []
+    assert matched_waits(ungrouped, None) != []  # without TP groups they are the data-parallel peers' calls
+
+
 GPU_JOBS = {s.name: s.job for s in gpu_pipelines() if isinstance(s.job, GpuPipeJob)}
 
 
