@@ -147,11 +147,16 @@ def comm_calls(
     out = CommCalls()
     ops: dict[str, int] = {}
     groups: dict[str, int] = {}
-    for row in rows.tolist():
-        args = ev.collective_args.get(row) or by_ext.get(int(ev.external_id[row])) or {}
+    by_name: dict[int, str] = {}
+    for row, name_id, ext in zip(rows.tolist(), ev.name_id[rows].tolist(), ev.external_id[rows].tolist(), strict=True):
+        args = ev.collective_args.get(row) or by_ext.get(ext) or {}
         named = args.get("Collective name")
-        op = op_key(named) if isinstance(named, str) and named else _name_op(ev.names[ev.name_id[row]]) or "unknown"
-        label = pg_label(args) or default_pg
+        if isinstance(named, str) and named:
+            op = op_key(named)
+        elif (op := by_name.get(name_id, "")) == "":
+            op = by_name[name_id] = _name_op(ev.names[name_id]) or "unknown"
+        label = pg_label(args) if args else None
+        label = label or default_pg
         out.op_index.append(ops.setdefault(op, len(ops)))
         out.group_index.append(groups.setdefault(label, len(groups)) if label is not None else -1)
         out.peer.append(_peer(op, args))
