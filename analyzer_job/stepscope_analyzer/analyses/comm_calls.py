@@ -100,8 +100,8 @@ def _directions(ev: TraceColumns, rows: I64, is_send: npt.NDArray[np.bool_], win
         return out
     backward = np.flatnonzero(thread & name_mask(ev, BACKWARD))
     bwd = intervals.merge(ev.ts[backward], ev.ts[backward] + ev.dur[backward])
-    starts = ev.ts[ops]
-    ends = np.sort(starts + ev.dur[ops])
+    starts = np.sort(ev.ts[ops])
+    ends = np.sort(ev.ts[ops] + ev.dur[ops])
     on_thread = thread[rows]
     after = np.searchsorted(starts, ev.ts[rows] + ev.dur[rows], side="left")
     before = np.searchsorted(ends, ev.ts[rows], side="right") - 1
