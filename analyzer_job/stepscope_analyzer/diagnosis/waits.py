@@ -198,9 +198,8 @@ def _receive_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
     if not paired.any():
         return
     pair = src * (int(max(src.max(), dst.max())) + 1) + dst
-    floors = {int(k): float(v) for k, v in zip(*_least_by(pair[paired], dur[paired]), strict=True)}
-    floor = np.asarray([floors[int(k)] for k in pair[paired]])
-    wait = dur[paired] - floor
+    pairs, floors = _least_by(pair[paired], dur[paired])
+    wait = dur[paired] - floors[np.searchsorted(pairs, pair[paired])]
     keep = wait > 0
     out.waiter.append(dst[paired][keep])
     out.target.append(src[paired][keep])
@@ -209,10 +208,17 @@ def _receive_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
 
 
 def _codes(*columns: I64) -> I64:
-    """One int64 per row that is equal exactly where every column is (each column numbered densely first)."""
+    """One int64 per row that is equal exactly where every column is (each column numbered densely first, the
+    rows themselves where the numbers would not fit one int64)."""
     code = np.zeros(columns[0].size, dtype=np.int64)
+    span = 1
     for col in columns:
         values, dense = np.unique(col, return_inverse=True)
+        span *= max(1, values.size)
+        if span >= 1 << 62:
+            _, rows = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+            out: I64 = rows.reshape(-1).astype(np.int64)
+            return out
         code = code * values.size + dense.reshape(-1)
     return code
 

@@ -147,3 +147,19 @@ def test_a_tp_straggler_is_waited_for_in_its_tensor_parallel_group(tmp_path: Pat
     (slow,) = d.slow_ranks
     vias = {w.rank: w.via for w in slow.waiters}
     assert vias[4] == "allreduce in tp4:mesh_tp" and vias[1] == "recv from it", vias
+
+
+def test_row_codes_are_equal_exactly_where_the_rows_are_even_beyond_one_int64() -> None:
+    import numpy as np
+
+    from stepscope_analyzer.diagnosis.waits import _codes
+
+    rng = np.random.default_rng(0)
+    small = [rng.integers(0, 3, 200) for _ in range(3)]
+    wide = [np.arange(200) * 7_919 + k for k in range(5)] + [rng.integers(0, 2, 200)]  # 200^5 * 2 > 2^62
+    for columns in (small, wide):
+        codes = _codes(*columns)
+        rows = [tuple(int(c[i]) for c in columns) for i in range(200)]
+        for i in range(0, 200, 7):
+            for j in range(0, 200, 11):
+                assert (codes[i] == codes[j]) == (rows[i] == rows[j])
