@@ -445,11 +445,15 @@ class CommCalls(ReportModel):
         "not known (from the work beside the call); empty when no call needs it",
     )
     step: list[int] = Field(default_factory=list, description="the recorded step each call was issued in")
+    start_us: list[float] = Field(
+        default_factory=list, description="each call's start, µs after the rank's first recorded step began"
+    )
     dur_us: list[float] = Field(default_factory=list, description="each call's duration (waiting included), µs")
 
 
 class WaitFor(ReportModel):
-    """Time a rank spent in matched calls waiting for one other rank, per step."""
+    """Time a rank spent in matched calls waiting for one other rank, per step (wall-clock time: calls that run at
+    once, as gloo runs DDP's buckets, count their common waiting once)."""
 
     rank: Annotated[int, Field(ge=0)] = Field(description="the rank waited for")
     us_per_step: float

@@ -169,5 +169,7 @@ def comm_calls(
         toward[p2p] = _directions(ev, rows[p2p], sends[p2p], windows)
         out.toward = toward.tolist()
     out.step = steps.tolist()
+    origin = float(windows.start[0]) if windows is not None and windows.count else float(ev.ts[rows].min())
+    out.start_us = np.round(ev.ts[rows] - origin, 1).tolist()
     out.dur_us = np.round(np.maximum(ev.dur[rows], 0.0), 1).tolist()
     return out

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_contract.report import RankReport, RankWaits, SlowRank, Waiter, WaitFor
 
@@ -50,6 +51,7 @@ class _Columns:
     group: list[I64] = field(default_factory=list)
     other: list[I64] = field(default_factory=list)
     step: list[I64] = field(default_factory=list)
+    start: list[F64] = field(default_factory=list)
     dur: list[F64] = field(default_factory=list)
     ops: dict[str, int] = field(default_factory=dict)
     groups: dict[GroupKey, int] = field(default_factory=dict)
@@ -112,7 +114,10 @@ def _columns(ranks: list[RankReport], layout: Layout | None) -> _Columns:
         out.group.append(group_ids[np.where((group_index >= 0) & (group_index < len(c.groups)), group_index, -1)])
         out.other.append(_other_ends(np.asarray(c.peer[:n], dtype=np.int64), toward, neighbours.get(r.rank, {})))
         out.step.append(np.asarray(c.step[:n], dtype=np.int64))
-        out.dur.append(np.asarray(c.dur_us[:n], dtype=np.float64))
+        dur = np.asarray(c.dur_us[:n], dtype=np.float64)
+        # without start times (a summary from before they were kept) the calls are taken one after the other
+        out.start.append(np.asarray(c.start_us, dtype=np.float64) if len(c.start_us) == n else np.cumsum(dur) - dur)
+        out.dur.append(dur)
     return out
 
 
@@ -146,11 +151,18 @@ class _Rows:
     group: I64
     other: I64
     step: I64
+    start: F64
     dur: F64
 
     def take(self, mask: npt.NDArray[np.bool_]) -> _Rows:
         return _Rows(
-            self.rank[mask], self.op[mask], self.group[mask], self.other[mask], self.step[mask], self.dur[mask]
+            self.rank[mask],
+            self.op[mask],
+            self.group[mask],
+            self.other[mask],
+            self.step[mask],
+            self.start[mask],
+            self.dur[mask],
         )
 
 
@@ -158,6 +170,7 @@ class _Rows:
 class _Waits:
     waiter: list[I64] = field(default_factory=list)
     target: list[I64] = field(default_factory=list)
+    start: list[F64] = field(default_factory=list)
     us: list[F64] = field(default_factory=list)
     via: list[I64] = field(default_factory=list)
 
@@ -180,6 +193,7 @@ def _collective_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
     keep = (size[seg] >= 2) & (rank[order] != last[seg]) & (wait > 0)
     out.waiter.append(rank[order][keep])
     out.target.append(last[seg][keep])
+    out.start.append(rows.start[order][keep])
     out.us.append(wait[keep])
     out.via.append((group[order] * len(c.ops) + op[order])[keep])
 
@@ -203,6 +217,7 @@ def _receive_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
     keep = wait > 0
     out.waiter.append(dst[paired][keep])
     out.target.append(src[paired][keep])
+    out.start.append(rows.start[paired][keep])
     out.us.append(wait[keep])
     out.via.append(np.full(int(keep.sum()), -1, dtype=np.int64))
 
@@ -263,6 +278,19 @@ def _steps_per_rank(rank: I64, step: I64) -> dict[int, int]:
     return {int(r): int(n) for r, n in zip(ranks, counts, strict=True)}
 
 
+def _union_by(group: I64, start: F64, length: F64, groups: int) -> F64:
+    """Per group (0 .. groups-1), the wall-clock length of the union of its intervals [start, start + length): waits
+    in calls that run at once count once."""
+    if group.size == 0:
+        return np.zeros(groups)
+    lo = float(start.min())
+    span = float((start + length).max()) - lo + 1.0
+    shifted = start - lo + group * span  # each group's intervals apart from the others'
+    starts, ends = intervals.merge(shifted, shifted + length)
+    out: F64 = np.bincount((starts // span).astype(np.int64), weights=ends - starts, minlength=groups).astype(float)
+    return out
+
+
 def _first_of_each(sorted_keys: I64, most: int) -> npt.NDArray[np.bool_]:
     """For keys in sorted order: True on the first `most` rows of each run of equal keys."""
     n = sorted_keys.size
@@ -277,7 +305,7 @@ def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWa
     if not c.rank:
         return []
     join = np.concatenate
-    rows = _Rows(join(c.rank), join(c.op), join(c.group), join(c.other), join(c.step), join(c.dur))
+    rows = _Rows(join(c.rank), join(c.op), join(c.group), join(c.other), join(c.step), join(c.start), join(c.dur))
     p2p = np.isin(rows.op, [c.ops[o] for o in P2P if o in c.ops])
     unmatched = np.isin(rows.op, [c.ops[o] for o in UNMATCHED if o in c.ops])
     if layout is not None and layout.tp > 1:  # ungrouped calls could be the TP groups' or the replicas'
@@ -293,7 +321,7 @@ def _per_rank(c: _Columns, w: _Waits, steps: dict[int, int]) -> list[RankWaits]:
     if not w.waiter:
         return []
     waiter, target = np.concatenate(w.waiter), np.concatenate(w.target)
-    us, via = np.concatenate(w.us), np.concatenate(w.via)
+    start, us, via = np.concatenate(w.start), np.concatenate(w.us), np.concatenate(w.via)
     if waiter.size == 0:
         return []
     _, first_row, edge_of = np.unique(_codes(waiter, target), return_index=True, return_inverse=True)
@@ -301,8 +329,8 @@ def _per_rank(c: _Columns, w: _Waits, steps: dict[int, int]) -> list[RankWaits]:
     a, b = waiter[first_row], target[first_row]  # each edge: who waits, for whom
     ranks, rank_of = np.unique(a, return_inverse=True)
     per = np.asarray([max(1, steps.get(int(r), 1)) for r in ranks], dtype=np.float64)
-    per_step = np.round(np.bincount(edge_of, weights=us) / per[rank_of], 1)
-    waited = np.bincount(rank_of, weights=per_step)
+    per_step = np.round(_union_by(edge_of, start, us, first_row.size) / per[rank_of], 1)
+    waited = np.round(_union_by(rank_of[edge_of], start, us, ranks.size) / per, 1)
     calls = np.bincount(edge_of)
     # each edge's calls named by the via they were most often in
     span = int(via.max()) + 2
@@ -317,7 +345,7 @@ def _per_rank(c: _Columns, w: _Waits, steps: dict[int, int]) -> list[RankWaits]:
     for e in kept.tolist():
         rank = int(a[e])
         if rank not in out:
-            out[rank] = RankWaits(rank=rank, waited_us_per_step=round(float(waited[rank_of[e]]), 1))
+            out[rank] = RankWaits(rank=rank, waited_us_per_step=float(waited[rank_of[e]]))
         out[rank].waits_for.append(
             WaitFor(rank=int(b[e]), us_per_step=float(per_step[e]), via=texts[int(top_via[e])], calls=int(calls[e]))
         )

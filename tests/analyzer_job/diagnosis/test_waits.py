@@ -21,7 +21,14 @@ pytestmark = pytest.mark.unit
 Call = tuple[str, int, int, int, float]  # op, group index (-1: none), peer (-1: none), step, duration µs
 
 
-def _rank(rank: int, calls: list[Call], *, groups: tuple[str, ...] = (), toward: tuple[int, ...] = ()) -> RankReport:
+def _rank(
+    rank: int,
+    calls: list[Call],
+    *,
+    groups: tuple[str, ...] = (),
+    toward: tuple[int, ...] = (),
+    starts: tuple[float, ...] = (),
+) -> RankReport:
     ops = sorted({c[0] for c in calls})
     comm = CommCalls(
         ops=ops,
@@ -31,6 +38,7 @@ def _rank(rank: int, calls: list[Call], *, groups: tuple[str, ...] = (), toward:
         peer=[c[2] for c in calls],
         step=[c[3] for c in calls],
         dur_us=[c[4] for c in calls],
+        start_us=list(starts),
         toward=list(toward),
     )
     members = [ProcessGroup(name=g.split(":")[0], desc=g.split(":")[1], ranks=[0, 1, 2]) for g in groups]
@@ -49,6 +57,16 @@ def test_in_a_collective_the_others_wait_for_the_member_that_arrives_last() -> N
     assert [(f.rank, f.us_per_step, f.via, f.calls) for f in waits[0].waits_for] == [(1, 800.0, "allreduce in 1:dp", 2)]
     assert waits[2].waits_for[0].us_per_step == 500.0
     assert [(w.rank, w.us_per_step) for w in waiters_of(list(waits.values()), 1)] == [(0, 800.0), (2, 500.0)]
+
+
+def test_waits_in_calls_that_run_at_once_count_once() -> None:
+    """gloo runs DDP's bucket all_reduces at once: rank 0 waits in both for rank 1 over the same 800 µs."""
+    g = ("1:dp",)
+    a = _rank(0, [("allreduce", 0, -1, 1, 900.0), ("allreduce", 0, -1, 1, 900.0)], groups=g, starts=(0.0, 50.0))
+    b = _rank(1, [("allreduce", 0, -1, 1, 100.0), ("allreduce", 0, -1, 1, 100.0)], groups=g, starts=(800.0, 850.0))
+    (waits,) = matched_waits([a, b], None)
+    assert waits.waits_for[0].calls == 2
+    assert waits.waits_for[0].us_per_step == waits.waited_us_per_step == 850.0  # [0, 800) and [50, 850): 850 µs
 
 
 def test_calls_are_matched_by_their_place_in_the_step_not_across_steps() -> None:
@@ -163,3 +181,16 @@ def test_row_codes_are_equal_exactly_where_the_rows_are_even_beyond_one_int64() 
         for i in range(0, 200, 7):
             for j in range(0, 200, 11):
                 assert (codes[i] == codes[j]) == (rows[i] == rows[j])
+
+
+def test_a_real_data_parallel_job_waits_no_longer_than_its_steps() -> None:
+    """The compute demo session (4 gloo ranks, rank 2 computes extra): the others wait for rank 2 in DDP's bucket
+    all_reduces, which gloo runs at once; each waits for it less than its step lasts."""
+    demo = Path(__file__).resolve().parents[1] / "fixtures" / "demo_sessions" / "compute"
+    report = analyse_folder(demo)
+    d = report.diagnosis
+    (slow,) = d.slow_ranks
+    assert slow.rank == 2 and {w.rank for w in slow.waiters} == {0, 1, 3}
+    steps = {r.rank: r.per_step.step_median_us for r in report.ranks if r.per_step is not None}
+    for w in d.waits:
+        assert 0 < w.waited_us_per_step < steps[w.rank], (w, steps[w.rank])
