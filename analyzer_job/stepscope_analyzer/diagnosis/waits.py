@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_contract.report import RankReport, RankWaits, SlowRank, Waiter, WaitFor
 
@@ -280,14 +279,17 @@ def _steps_per_rank(rank: I64, step: I64) -> dict[int, int]:
 
 def _union_by(group: I64, start: F64, length: F64, groups: int) -> F64:
     """Per group (0 .. groups-1), the wall-clock length of the union of its intervals [start, start + length): waits
-    in calls that run at once count once."""
+    in calls that run at once count once. In start order each interval adds what reaches beyond every earlier one."""
     if group.size == 0:
         return np.zeros(groups)
     lo = float(start.min())
     span = float((start + length).max()) - lo + 1.0
     shifted = start - lo + group * span  # each group's intervals apart from the others'
-    starts, ends = intervals.merge(shifted, shifted + length)
-    out: F64 = np.bincount((starts // span).astype(np.int64), weights=ends - starts, minlength=groups).astype(float)
+    order = np.argsort(shifted, kind="stable")
+    begin, reach = shifted[order], np.maximum.accumulate(shifted[order] + length[order])
+    before = np.concatenate(([-np.inf], reach[:-1]))
+    added = np.maximum(0.0, reach - np.maximum(begin, before))
+    out: F64 = np.bincount(group[order], weights=added, minlength=groups).astype(float)
     return out
 
 
