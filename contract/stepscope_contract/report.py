@@ -660,6 +660,18 @@ class ParallelLayout(ReportModel):
     )
 
 
+class OpTypeTime(ReportModel):
+    """One op type's time per step: the compared ranks' median, and the rank set against them."""
+
+    op_type: str = Field(
+        description="matmul | attention | convolution | normalization | other compute | communication | memory"
+    )
+    median_us: float = Field(description="µs per step, the median of the compared ranks")
+    rank: int | None = Field(default=None, description="the rank set against them: the top slow rank, else the slowest")
+    rank_us: float = Field(default=0.0, description="that rank's µs per step")
+    beyond_median_us: float = Field(default=0.0, description="rank_us - median_us")
+
+
 class JobFinding(ReportModel):
     """A cause of the job's own shape (a stage, the schedule, the data) rather than of one rank."""
 
@@ -729,6 +741,12 @@ class Diagnosis(ReportModel):
     )
     waits: list[RankWaits] = Field(
         default_factory=list, description="who waits for whom, from the ranks' matched calls (ranks that wait)"
+    )
+    by_op_type: list[OpTypeTime] = Field(
+        default_factory=list,
+        description="the step's work by op type: the top slow rank (else the slowest rank) against its peers' median "
+        "(its stage's ranks in a pipeline, every other rank otherwise); GPU ranks from their top kernels, CPU ranks "
+        "from their ops' self time",
     )
 
 

@@ -14,6 +14,7 @@ from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_b
 from stepscope_analyzer.diagnosis.layout import job_layout, layout_model
 from stepscope_analyzer.diagnosis.memory_evidence import with_memory_evidence
 from stepscope_analyzer.diagnosis.nodes import find_slow_nodes
+from stepscope_analyzer.diagnosis.op_types import by_op_type
 from stepscope_analyzer.diagnosis.peers import find_slow_peers
 from stepscope_analyzer.diagnosis.pipeline_findings import pipeline_findings
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
@@ -139,5 +140,6 @@ def diagnose(
         findings=findings,
         what_if=whatifs,
         waits=waits,
+        by_op_type=by_op_type(ok, [s for s in slow if s.cause not in STANDSTILL], layout),
     )
     return with_comparisons(with_memory_evidence(with_gpu_evidence(diagnosis, ok), ok), ok)
