@@ -49,6 +49,8 @@ def test_the_slow_ranks_excess_is_in_the_op_type_it_ran_more_of() -> None:
     assert rows["communication"].beyond_median_us < 0  # it waits less than the others
     html = render_html(report)
     assert 'id="op-type-table"' in html and "<td>matmul</td>" in html
+    less = html[html.index("<td>communication</td>") :].split("</tr>")[0]
+    assert '<td class="num">-' in less and "ms</td>" in less  # a negative difference in ms, as its columns
 
 
 def test_a_slow_gpu_is_set_against_its_stage(tmp_path: Path) -> None:
