@@ -6,7 +6,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 if TYPE_CHECKING:  # only a method's parameter: the analyzer's workers build reports without the session models
     from stepscope_contract.session import CaptureSpec
@@ -449,6 +449,27 @@ class CommCalls(ReportModel):
         default_factory=list, description="each call's start, µs after the rank's first recorded step began"
     )
     dur_us: list[float] = Field(default_factory=list, description="each call's duration (waiting included), µs")
+
+    @model_validator(mode="after")
+    def _parallel(self) -> CommCalls:
+        """One entry per call in every list (start_us and toward: every call or none), indices within their
+        lists, no more than MAX_COMM_CALLS: a summary that says otherwise is refused, not half read."""
+        n = len(self.dur_us)
+        if n > MAX_COMM_CALLS:
+            raise ValueError(f"{n} calls, more than MAX_COMM_CALLS ({MAX_COMM_CALLS})")
+        if any(len(x) != n for x in (self.op_index, self.group_index, self.peer, self.step)):
+            raise ValueError("op_index, group_index, peer, step and dur_us must hold one entry per call")
+        if any(len(x) not in (0, n) for x in (self.start_us, self.toward)):
+            raise ValueError("start_us and toward hold one entry per call, or none")
+        if n and (min(self.op_index) < 0 or max(self.op_index) >= len(self.ops)):
+            raise ValueError("op_index points outside ops")
+        if n and (min(self.group_index) < -1 or max(self.group_index) >= len(self.groups)):
+            raise ValueError("group_index points outside groups")
+        if n and min(self.dur_us) < 0:
+            raise ValueError("a call's duration is negative")
+        if self.toward and (min(self.toward) < -1 or max(self.toward) > 1):
+            raise ValueError("toward is -1, 0 or +1")
+        return self
 
 
 class WaitFor(ReportModel):

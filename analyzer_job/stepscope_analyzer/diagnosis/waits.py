@@ -342,6 +342,7 @@ def _per_rank(c: _Columns, w: _Waits, steps: dict[int, int]) -> list[RankWaits]:
     top_via = pair_via[best][_first_of_each(pair_edge[best], 1)]
     order = np.lexsort((b, -per_step, a))
     kept = order[_first_of_each(a[order], MAX_WAITS_FOR)]
+    kept = kept[per_step[kept] > 0]  # waits that round to nothing per step are not told
     texts = _via_texts(c)
     out: dict[int, RankWaits] = {}
     for e in kept.tolist():

@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.waits import matched_waits, waiters_of
@@ -194,3 +196,18 @@ def test_a_real_data_parallel_job_waits_no_longer_than_its_steps() -> None:
     steps = {r.rank: r.per_step.step_median_us for r in report.ranks if r.per_step is not None}
     for w in d.waits:
         assert 0 < w.waited_us_per_step < steps[w.rank], (w, steps[w.rank])
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["allreduce", "send", "recv", "sendrecv"]), st.integers(-1, 0),
+                          st.integers(-1, 3), st.integers(0, 2), st.floats(0.0, 1e4)), max_size=12),
+       st.lists(st.integers(0, 3), min_size=1, max_size=4, unique=True))  # fmt: skip
+def test_any_calls_give_waits_that_are_times(calls: list[Call], ranks: list[int]) -> None:
+    """Whatever the ranks' calls (well formed, as the contract admits them), the matching gives waits of rank to
+    rank, no longer than the calls waited in."""
+    reports = [_rank(r, [c for i, c in enumerate(calls) if i % len(ranks) == k], groups=("1:dp",))
+               for k, r in enumerate(ranks)]  # fmt: skip
+    longest = sum(c[4] for c in calls)
+    for w in matched_waits(reports, _pipeline(4)):
+        assert w.rank in ranks and 0 < w.waited_us_per_step <= longest
+        assert all(f.rank in ranks and f.rank != w.rank and 0 < f.us_per_step <= longest for f in w.waits_for)
