@@ -125,6 +125,23 @@ def test_summaries_that_do_not_stand_for_this_analysis_are_not_used(tmp_path: Pa
     assert any("made with top-n 10, this analysis keeps 50" in line for line in progress), progress
 
 
+def test_a_summary_whose_calls_do_not_line_up_is_refused_and_the_trace_parsed(tmp_path: Path) -> None:
+    """A node summary whose communication calls are not parallel lists (a broken or hostile sidecar) is not read
+    half: the trace is parsed here, and the report is the central one."""
+    folder = _two_ranks(tmp_path)
+    central = _report_json(folder, workers=1)
+    _summarise_on_nodes(folder)
+    path = folder / "ranks" / "1" / RANK_SUMMARY_FILE
+    wire = json.loads(path.read_text())
+    calls = wire["summary"]["comm_calls"]
+    assert calls and len(calls["dur_us"]) > 1
+    calls["peer"] = calls["peer"][:-1]
+    path.write_text(json.dumps(wire))
+    progress: list[str] = []
+    assert _report_json(folder, workers=1, progress=progress) == central
+    assert any("node summary unreadable" in line and "one entry per call" in line for line in progress), progress
+
+
 def test_a_trace_the_node_refused_gets_its_usual_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder = _two_ranks(tmp_path)
     monkeypatch.setenv(node_summaries.ENV_NODE_SUMMARIES, "off")
