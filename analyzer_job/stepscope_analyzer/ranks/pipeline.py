@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 
 from stepscope_analyzer import limits
+from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.discovery import Layout, RankInput, discover
 from stepscope_analyzer.ranks.hang_evidence import HangEvidence
 from stepscope_analyzer.ranks.node_summaries import node_summaries_enabled, read_node_summary
@@ -251,10 +252,11 @@ def summarize_all(
     """Every chosen rank's outcome, in the layout's order. With more than one worker (default: the CPUs the
     process may use, cpu_quota), traces are parsed and summarised in worker processes (rank_pool) while this
     process reads the next ones; `while_waiting` is then called once the workers have their first traces (as
-    rank_pool.compute_all)."""
+    rank_pool.compute_all). Each outcome's summary is compacted as it arrives (compact: they are all held at once)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
     found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
-    results = dict(within_stacks_budget(found))
+    compactor = Compactor()
+    results = {i: replace(o, summary=compactor.compact(o.summary)) for i, o in within_stacks_budget(found)}
     outcomes = [results[i] for i in range(len(chosen))]
     if not layout.session:
         assign_ranks(outcomes)
