@@ -4,7 +4,8 @@ ways then the reduce), and simulated sidecars, one listening socket per pod, tha
 traces with the sidecar's own uploader (a few shared traces reused under every rank, their `distributedInfo`
 rewritten). Each simulated sidecar also summarises its rank's own trace with the analyzer's node summary (the code
 the real sidecar runs as a command), in a thread while the trace uploads, and uploads traces/rank<R>/summary.json
-before the manifest, so the analyzer Job reads kilobytes per rank; `--no-node-summaries` leaves them out (every trace
+(carrying the manifest, as the sidecar's uploader makes it) before the manifest, so the analyzer Job reads one file
+of kilobytes per rank; `--no-node-summaries` leaves them out (every trace
 is parsed centrally, the baseline).
 
 Prints per size the stage times (resolve, fan-out, uploads, collect, map, reduce, status), apply -> report, the

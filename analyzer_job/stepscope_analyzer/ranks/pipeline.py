@@ -149,14 +149,15 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
 
 
 def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
-    """The rank's outcome from the summary its node made, its trace not read (None, why: parse the trace instead;
-    '' when it has no summary). A hung rank is left to the usual path: its stacks tell."""
+    """The rank's outcome from the summary its node made, its trace not read, nor its manifest where the summary
+    carries it (None, why: parse the trace instead; '' when it has no summary). A hung rank is left to the usual
+    path: its stacks tell."""
     if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None:
         return None, ""
-    computed, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
+    computed, manifest, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
     if computed is None:
         return None, why
-    read = read_rank(store, inp, with_trace=False)
+    read = read_rank(store, inp, with_trace=False, manifest=manifest)
     if _hang_of(read) is not None:
         return None, ""
     outcome = _finish(read, store, _base(read, store), computed)
