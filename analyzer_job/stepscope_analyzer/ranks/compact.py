@@ -27,38 +27,51 @@ class Compactor:
     def __init__(self) -> None:
         self._strings: dict[str, str] = {}
         self._full_sets: dict[type[BaseModel], set[str]] = {}
+        self._field_counts: dict[type[BaseModel], int] = {}
 
     def compact(self, model: M) -> M:
         """`model`, changed in place: its strings (and those of the models and lists inside it) shared."""
         self._model(model)
         return model
 
-    def _string(self, value: str) -> str:
-        return self._strings.setdefault(value, value)
+    def _full_set(self, cls: type[BaseModel], fields_set: set[str]) -> set[str] | None:
+        """The set shared by the models of `cls` with every field set (None: this one has not every field set)."""
+        count = self._field_counts.get(cls)
+        if count is None:
+            count = self._field_counts[cls] = len(cls.model_fields)
+        if len(fields_set) != count:
+            return None
+        return self._full_sets.setdefault(cls, fields_set)
 
     def _model(self, model: BaseModel) -> None:
         fields_set: set[str] = getattr(model, _SET_ATTR)
-        cls = type(model)
-        if len(fields_set) == len(cls.model_fields):
-            shared = self._full_sets.setdefault(cls, fields_set)
-            if shared is not fields_set:
-                object.__setattr__(model, _SET_ATTR, shared)
+        shared = self._full_set(type(model), fields_set)
+        if shared is not None and shared is not fields_set:
+            object.__setattr__(model, _SET_ATTR, shared)
+        strings = self._strings
         values = model.__dict__
         for name, value in values.items():
-            if isinstance(value, str):
-                values[name] = self._string(value)
+            kind = type(value)
+            if kind is float or kind is int or kind is bool or value is None:
+                continue
+            if kind is str:
+                values[name] = strings.setdefault(value, value)
+            elif kind is list:
+                self._list(value)
             elif isinstance(value, BaseModel):
                 self._model(value)
-            elif isinstance(value, list):
-                self._list(value)
 
     def _list(self, items: list[Any]) -> None:
+        if not items:
+            return
+        kind = type(items[0])
+        if kind is float or kind is int:
+            return  # a list of numbers: nothing to share
+        strings = self._strings
         for i, item in enumerate(items):
-            if isinstance(item, str):
-                items[i] = self._string(item)
+            if type(item) is str:
+                items[i] = strings.setdefault(item, item)
             elif isinstance(item, BaseModel):
                 self._model(item)
             elif isinstance(item, list):
                 self._list(item)
-            else:
-                return  # a list of numbers: nothing to share
