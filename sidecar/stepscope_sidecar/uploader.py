@@ -9,7 +9,6 @@ reason and its local copy is kept (the manifest is written beside it), so the ca
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -111,16 +110,16 @@ def upload_rank(
 
 
 def with_manifest(summary: Path, manifest: RankManifest) -> None:
-    """The rank's summary (a NodeSummary document) rewritten to carry its manifest as it is about to go up, so the
-    analysis reads one file per rank; a summary that is not a JSON object is left as it is (the analysis will not
-    use it either)."""
-    try:
-        document = json.loads(summary.read_bytes())
-    except ValueError:
+    """The rank's summary (a NodeSummary document, one JSON object) rewritten to carry its manifest as it is about
+    to go up, so the analysis reads one file per rank. The manifest is spliced in before the object's closing brace,
+    the summary not parsed here (its tens of kilobytes, once per rank); a summary that is not an object is left as
+    it is (the analysis will not use it either)."""
+    document = summary.read_bytes().rstrip()
+    if not (document.startswith(b"{") and document.endswith(b"}")):
         return
-    if isinstance(document, dict):
-        document["manifest"] = manifest.model_dump(mode="json", by_alias=True, exclude_none=True)
-        summary.write_text(json.dumps(document, separators=(",", ":")), encoding="utf-8")
+    carried = b'"manifest":' + manifest.model_dump_json(by_alias=True, exclude_none=True).encode()
+    body = document[1:-1].strip()
+    summary.write_bytes(b"{" + body + (b"," if body else b"") + carried + b"}")
 
 
 def write_manifest(manifest: RankManifest, rank_dir: Path) -> Path:

@@ -208,17 +208,21 @@ def analyze_session(
         namespace=document.namespace, name=document.name, uid=document.uid, capture_id=document.capture_id
     )
     dumps = flight_recorder_dumps(store, layout)
+    reducing = time.perf_counter()
     report = reduce_outcomes(
         outcomes, config=DiagnosisConfig.from_spec(spec.analysis), session=info, started=started,
         include_missing=True, flight_recorder=dumps,
     )  # fmt: skip
+    _log(f"{len(outcomes)} rank(s) reduced in {time.perf_counter() - reducing:.2f} s")
     where = report_location(location)
     report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(spec.capture)})
     gate = run_gate(spec, document.namespace, store, where, report, log=_log)
     if gate is not None:
         report = gate.into_report(report)
+    writing = time.perf_counter()
     json_url = store_report_json(report, store, where.key(REPORT_JSON))
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
+    _log(f"report.json and report.html stored in {time.perf_counter() - writing:.2f} s")
     summary = with_step_numbers(build_status_summary(report), report)
     regressed = None
     if gate is not None:
