@@ -307,7 +307,10 @@ class PeakRss:
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def reset(self) -> None:
+        """A new session: peaks from now, CPU seconds counted from a sample taken now."""
         with self._lock:
+            with contextlib.suppress(Exception):
+                self._sample()
             self.peaks = {}
             self._cpu_base = dict(self._cpu)
 
