@@ -9,10 +9,12 @@ of kilobytes per rank; `--no-node-summaries` leaves them out (every trace
 is parsed centrally, the baseline).
 
 Prints per size the stage times (resolve, fan-out, uploads, collect, map, reduce, status), apply -> report, the
-node summaries' CPU time, and the peak RSS per process (operator, moto, the harness, each analyzer pod with its
-workers), then how each grows from the smallest size to the largest, and the bars as ratios: apply -> report
-<= 30 s at 1,024 ranks and <= 60 s at 4,096, analyzer pods <= 1 GiB each; and, first, the node summary of the 54 MB
-HTA trace as the sidecar runs it (its peak RSS against 256 MiB, its time as a ratio of that trace's upload time).
+node summaries' CPU time, the CPU seconds each group of processes used from apply to report (beside what the
+machine's CPUs give in that time: on a shared 2-core machine the figure is bound by them), and the peak RSS per
+process (operator, moto, the harness, each analyzer pod with its workers), then how each grows from the smallest
+size to the largest, and the bars as ratios: apply -> report <= 30 s at 1,024 ranks and <= 60 s at 4,096, analyzer
+pods <= 1 GiB each; and, first, the node summary of the 54 MB HTA trace as the sidecar runs it (its peak RSS
+against 256 MiB, its time as a ratio of that trace's upload time).
 Exit 1 when a bar is missed or a session does not succeed.
 
 Traces: by default the two ranks of HTA's sampled 128-rank test trace (../shared/data/traces/hta, from
