@@ -1,9 +1,9 @@
 """The central analysis of a large session of node summaries, without the cluster: its peak memory and time.
 
 Builds a session folder on the local disk with N ranks as session_scale.py's simulated sidecars leave it (each
-rank's gzip trace, the node summary the sidecar made of it, and its manifest), the traces being the two ranks of
-HTA's sampled 128-rank trace reused round-robin with their distributedInfo rewritten; only two summaries are
-computed (one per source trace), every other rank's is the same document with its own rank. Then runs
+rank's gzip trace, the node summary the sidecar made of it, carrying its manifest, and the manifest), the traces
+being the two ranks of HTA's sampled 128-rank trace reused round-robin with their distributedInfo rewritten; only two
+summaries are computed (one per source trace), every other rank's is the same document with its own rank. Then runs
 `stepscope analyze` on the folder (the node summaries read, the diagnosis, report.json and report.html written) and
 prints its peak RSS and wall time, against the analyzer pod's bar (1 GiB).
 
@@ -58,10 +58,6 @@ def build_folder(folder: Path, ranks: int) -> None:
         rank_dir = traces / f"rank{rank}"
         rank_dir.mkdir(parents=True, exist_ok=True)
         (traces / trace_name(rank)).write_bytes(sources[rank % len(sources)])
-        doc = json.loads(json.dumps(templates[rank % len(templates)]))
-        doc["rank"] = rank
-        doc["summary"]["rank"] = rank
-        (rank_dir / RANK_SUMMARY_FILE).write_text(json.dumps(doc, separators=(",", ":")))
         manifest = RankManifest(
             capture_id="c-bench", namespace="default", session="bench", pod=f"train-{rank}", node=f"node-{rank // 8}",
             rank=rank, state=CaptureState.UPLOADED, capture_started_at=now, capture_finished_at=now,
@@ -69,6 +65,11 @@ def build_folder(folder: Path, ranks: int) -> None:
                           steps_captured=3),
         )  # fmt: skip
         (rank_dir / MANIFEST_FILE).write_text(manifest.model_dump_json(by_alias=True, indent=1))
+        doc = json.loads(json.dumps(templates[rank % len(templates)]))
+        doc["rank"] = rank
+        doc["summary"]["rank"] = rank
+        doc["manifest"] = json.loads(manifest.model_dump_json(by_alias=True, exclude_none=True))  # as the sidecar
+        (rank_dir / RANK_SUMMARY_FILE).write_text(json.dumps(doc, separators=(",", ":")))
 
 
 def main() -> int:

@@ -39,6 +39,7 @@ from stepscope_analyzer.ranks.pipeline import (
     RankOutcome,
     discover,
     each_outcome,
+    read_ahead,
     summarise,
     summarize_all,
 )
@@ -177,7 +178,8 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
 
     compactor = Compactor()  # every summary is held until the reduce is done
     with ThreadPoolExecutor(READ_WORKERS) as pool:
-        outcomes = [replace(o, summary=compactor.compact(o.summary)) for o in pool.map(one, layout.inputs)]
+        read = read_ahead(pool, one, layout.inputs, 2 * READ_WORKERS)
+        outcomes = [replace(o, summary=compactor.compact(o.summary)) for o in read]
     for o in outcomes:
         s = o.summary
         if s.status is not RankStatus.OK and not o.errors:

@@ -13,12 +13,15 @@ the workers before it imports them (its `while_waiting`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.ranks.compact import Compactor
@@ -39,12 +42,16 @@ __all__ = [
     "RankInput",
     "RankOutcome",
     "discover",
+    "read_ahead",
     "summarise",
     "summarize_all",
 ]
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
+R = TypeVar("R")
 NODE_READERS = 16  # node summaries read at once
+READ_AHEAD = 2 * NODE_READERS  # node summaries read and not yet taken, at most
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -165,15 +172,28 @@ def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | 
     return outcome, ""
 
 
+def read_ahead(pool: ThreadPoolExecutor, work: Callable[[T], R], items: list[T], ahead: int) -> Iterator[R]:
+    """`work` of each item, in order, with at most `ahead` of them read and not yet taken (pool.map would read them
+    all while the caller is still holding the first ones: the caller compacts each summary as it takes it)."""
+    pending: deque[Future[R]] = deque(pool.submit(work, item) for item in items[:ahead])
+    following = iter(items[ahead:])
+    while pending:
+        result = pending.popleft().result()
+        for item in itertools.islice(following, 1):
+            pending.append(pool.submit(work, item))
+        yield result
+
+
 def _node_outcomes(
     store: Store, chosen: list[RankInput], top_n: int, progress: Progress
 ) -> Iterator[tuple[int, RankOutcome | None]]:
     """(index, outcome) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads at once
-    (kilobytes each, so many at once cost little memory), or None where its trace must be parsed."""
+    (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be parsed."""
     started = time.perf_counter()
     used = 0
     with ThreadPoolExecutor(NODE_READERS) as pool:
-        for index, (outcome, why) in enumerate(pool.map(lambda inp: _from_node(store, inp, top_n), chosen)):
+        read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n), chosen, READ_AHEAD)
+        for index, (outcome, why) in enumerate(read):
             if why:
                 progress(f"{chosen[index].name}: {why}")
             if outcome is not None:
