@@ -114,7 +114,7 @@ def with_manifest(summary: Path, manifest: RankManifest) -> None:
     to go up, so the analysis reads one file per rank. The manifest is spliced in before the object's closing brace,
     the summary not parsed here (its tens of kilobytes, once per rank); a summary that is not an object is left as
     it is (the analysis will not use it either)."""
-    document = summary.read_bytes().rstrip()
+    document = summary.read_bytes().strip()
     if not (document.startswith(b"{") and document.endswith(b"}")):
         return
     carried = b'"manifest":' + manifest.model_dump_json(by_alias=True, exclude_none=True).encode()
