@@ -117,7 +117,7 @@ def test_a_summary_that_is_not_a_json_object_goes_up_as_it_is(tmp_path: Path) ->
                     stats=UploadStats(), then=lambda: summary)  # fmt: skip
         assert Path(rank_artifact_key(session, 1, RANK_SUMMARY_FILE)).read_text() == text
     node = NodeSummary(analyzer_version="1.0", top_n=50, rank=1, error="refused")
-    summary.write_text(node.model_dump_json(by_alias=True, exclude_none=True, indent=1) + "\n")
+    summary.write_text(" \n" + node.model_dump_json(by_alias=True, exclude_none=True, indent=1) + "\n")
     upload_rank(LocalStore(), session, manifest, [rank_dir / TRACE_FILE], rank_dir, deadline=1e18,
                 stats=UploadStats(), then=lambda: summary)  # fmt: skip
     carried = NodeSummary.model_validate_json(Path(rank_artifact_key(session, 1, RANK_SUMMARY_FILE)).read_text())
