@@ -30,9 +30,12 @@ def _chunks(report: Report) -> Iterator[bytes]:
     """report.json's bytes (indent 1) in pieces: the report before its ranks, each rank, the rest."""
     serializer = Report.__pydantic_serializer__
     shell = serializer.to_json(report.model_copy(update={"ranks": []}), indent=1)
-    at = shell.find(_RANKS)
-    if at < 0 or not report.ranks:
+    if not report.ranks:
         yield shell
+        return
+    at = shell.find(_RANKS)
+    if at < 0:  # not where it is looked for (the serialiser's layout changed): the report whole
+        yield model_json_bytes(report)
         return
     yield shell[:at] + b'\n "ranks": ['
     for i, rank in enumerate(report.ranks):

@@ -62,3 +62,10 @@ def test_stored_and_saved(job_report: Report, tmp_path: Path) -> None:
     assert Path(key).read_bytes() == model_json_bytes(job_report)
     save_report_json(job_report, tmp_path / "r.json")
     assert (tmp_path / "r.json").read_bytes() == model_json_bytes(job_report)
+
+
+def test_a_layout_it_does_not_know_writes_the_report_whole(job_report: Report, monkeypatch: pytest.MonkeyPatch) -> None:
+    from stepscope_analyzer.commands import report_file
+
+    monkeypatch.setattr(report_file, "_RANKS", b'\n  "ranks": []')  # as if the serialiser indented otherwise
+    assert _written(job_report) == model_json_bytes(job_report)
