@@ -1,10 +1,11 @@
 """report.json written rank by rank, never whole in memory.
 
-At thousands of ranks report.json runs to hundreds of megabytes, and serialising the Report in one go held its bytes
-(and the serializer's growing buffer) beside the models: the reduce's peak. Here the Report is serialised without its
-ranks, then each rank on its own, indented to its place in the list, into a file: the same bytes as
+At thousands of ranks report.json runs to hundreds of megabytes, and serialising the Report in one go would hold its
+bytes (and the serializer's growing buffer) beside the models. Here the Report is serialised without its ranks, then
+each rank on its own, indented to its place in the list, into a file: the same bytes as
 report.model_json_bytes(report), with one rank's JSON in memory at a time. A report whose JSON the fast path cannot
-write (a name with a lone surrogate) is written whole by model_json_bytes, which makes such names '?'.
+write (a name with a lone surrogate), or whose ranks' place is not where it is looked for, is written whole by
+model_json_bytes (which makes such names '?').
 """
 
 from __future__ import annotations
