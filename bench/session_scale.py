@@ -4,14 +4,17 @@ ways then the reduce), and simulated sidecars, one listening socket per pod, tha
 traces with the sidecar's own uploader (a few shared traces reused under every rank, their `distributedInfo`
 rewritten). Each simulated sidecar also summarises its rank's own trace with the analyzer's node summary (the code
 the real sidecar runs as a command), in a thread while the trace uploads, and uploads traces/rank<R>/summary.json
-before the manifest, so the analyzer Job reads kilobytes per rank; `--no-node-summaries` leaves them out (every trace
+(carrying the manifest, as the sidecar's uploader makes it) before the manifest, so the analyzer Job reads one file
+of kilobytes per rank; `--no-node-summaries` leaves them out (every trace
 is parsed centrally, the baseline).
 
 Prints per size the stage times (resolve, fan-out, uploads, collect, map, reduce, status), apply -> report, the
-node summaries' CPU time, and the peak RSS per process (operator, moto, the harness, each analyzer pod with its
-workers), then how each grows from the smallest size to the largest, and the bars as ratios: apply -> report
-<= 30 s at 1,024 ranks and <= 60 s at 4,096, analyzer pods <= 1 GiB each; and, first, the node summary of the 54 MB
-HTA trace as the sidecar runs it (its peak RSS against 256 MiB, its time as a ratio of that trace's upload time).
+node summaries' CPU time, the CPU seconds each group of processes used from apply to report (beside what the
+machine's CPUs give in that time: on a shared 2-core machine the figure is bound by them), and the peak RSS per
+process (operator, moto, the harness, each analyzer pod with its workers), then how each grows from the smallest
+size to the largest, and the bars as ratios: apply -> report <= 30 s at 1,024 ranks and <= 60 s at 4,096, analyzer
+pods <= 1 GiB each; and, first, the node summary of the 54 MB HTA trace as the sidecar runs it (its peak RSS
+against 256 MiB, its time as a ratio of that trace's upload time).
 Exit 1 when a bar is missed or a session does not succeed.
 
 Traces: by default the two ranks of HTA's sampled 128-rank test trace (../shared/data/traces/hta, from
@@ -292,45 +295,75 @@ class Sidecars:
 
 # ---- memory --------------------------------------------------------------------------------------------------------
 class PeakRss:
-    """Samples every 0.2 s: the operator, moto, this process, and each analyzer pod (its process and its workers)."""
+    """Samples every 0.2 s: the operator, moto, this process, and each analyzer pod (its process and its workers):
+    their peak RSS, and the CPU seconds each group of processes used since the last reset (a process that ends
+    between two samples loses its last 0.2 s)."""
 
     def __init__(self, operator_pid: int) -> None:
         self.operator_pid = operator_pid
         self.peaks: dict[str, float] = {}
+        self._cpu: dict[tuple[str, int], float] = {}  # (group, pid) -> CPU seconds at the last sample
+        self._cpu_base: dict[tuple[str, int], float] = {}
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def reset(self) -> None:
-        self.peaks = {}
+        """A new session: peaks from now, CPU seconds counted from a sample taken now."""
+        with self._lock:
+            with contextlib.suppress(Exception):
+                self._sample()
+            self.peaks = {}
+            self._cpu_base = dict(self._cpu)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system) per group of processes since the last reset."""
+        with self._lock:
+            out: dict[str, float] = {}
+            for (group, pid), seconds in self._cpu.items():
+                out[group] = out.get(group, 0.0) + seconds - self._cpu_base.get((group, pid), 0.0)
+            return out
 
     def _note(self, name: str, rss: float) -> None:
         self.peaks[name] = max(self.peaks.get(name, 0.0), rss / 2**20)
+
+    def _note_cpu(self, group: str, processes: list[psutil.Process]) -> None:
+        for p in processes:
+            with contextlib.suppress(psutil.Error):
+                times = p.cpu_times()
+                self._cpu[(group, p.pid)] = times.user + times.system
 
     def _sample(self) -> None:
         """Each child of this process with its descendants, named by what it runs; a pod's RSS is its whole tree
         (the analyzer and its worker processes), as its cgroup would count it."""
         me = psutil.Process()
         self._note("harness", me.memory_info().rss)
+        self._note_cpu("harness", [me])
         uploaders = 0
         for child in me.children():
             with contextlib.suppress(psutil.Error):
                 tree = [child, *child.children(recursive=True)]
                 rss = sum(p.memory_info().rss for p in tree)
                 cmdline = " ".join(child.cmdline())
+                group = ""
                 if child.pid == self.operator_pid:
-                    self._note("operator", rss)
+                    self._note(group := "operator", rss)
                 elif "moto" in cmdline:
-                    self._note("moto", rss)
+                    self._note(group := "moto", rss)
                 elif "analyzer-job" in cmdline:
                     mode = re.search(r"--mode (\w+)", cmdline)
                     self._note(f"analyzer {mode.group(1) if mode else 'all'} pod {child.pid}", rss)
+                    group = "analyzer pods"
                 elif "multiprocessing" in cmdline:
                     uploaders += rss
+                    group = "sidecar uploaders"
+                if group:
+                    self._note_cpu(group, tree)
         self._note("sidecar uploaders", uploaders)
 
     def _run(self) -> None:
         while not self._stop.wait(0.2):
-            with contextlib.suppress(Exception):
+            with contextlib.suppress(Exception), self._lock:
                 self._sample()
 
     def __enter__(self) -> PeakRss:
@@ -405,6 +438,8 @@ class Run:
     peaks: dict[str, float] = field(default_factory=dict)
     analysed: int | None = None
     summary_cpu: list[float] = field(default_factory=list)
+    cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per group of processes from apply to the end"""
 
 
 def analysed_ranks(store: Store, artifacts_uri: str | None) -> int | None:
@@ -472,6 +507,7 @@ def run_session(cluster: LocalCluster, sidecars: Sidecars, rss: PeakRss, store: 
     run.summary_cpu = list(sidecars.summary_cpu.get(name, []))
     time.sleep(0.5)  # one more memory sample after the end
     run.peaks = dict(rss.peaks)
+    run.cpu = rss.cpu_seconds()
     return run
 
 
@@ -588,6 +624,13 @@ def report(runs: list[Run], failures: list[str], shards: int, large: LargeTrace,
             print(f"{run.ranks:>6}  {len(cpu)} ranks, median {cpu[len(cpu) // 2]:.3f}, max {cpu[-1]:.3f}")
         else:
             print(f"{run.ranks:>6}  none (--no-node-summaries)")
+    print("\nCPU seconds from apply to report, per group of processes (this machine's CPUs: "
+          f"{os.cpu_count()} x the apply->report time; the simulated sidecars stand for one node each)")  # fmt: skip
+    groups = ("sidecar uploaders", "moto", "analyzer pods", "operator", "harness")
+    print(f"{'ranks':>6} " + " ".join(f"{g:>17}" for g in groups) + f" {'all':>8} {'of':>8}")
+    for run in runs:
+        cells = " ".join(f"{run.cpu.get(g, 0.0):>16.1f}s" for g in groups)
+        print(f"{run.ranks:>6} {cells} {sum(run.cpu.values()):>7.1f}s {(os.cpu_count() or 1) * run.total:>7.1f}s")
     print("\npeak RSS (MB)")
     for run in runs:
         print(f"{run.ranks:>6}  " + ", ".join(_fmt_peaks(run.peaks)))

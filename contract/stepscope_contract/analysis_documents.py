@@ -5,8 +5,9 @@ the operator stays the only writer of a session's status. Pure.
   The operator hands it to the Job in its arguments; the Job writes it into the session folder (`session.json`)
   before anything else, and every later step (and `stepscope analyze` of the folder) reads it from there.
 - `NodeSummary`: one rank's summary, made where its trace was recorded (the sidecar runs the analyzer's own rank
-  summary on it) and stored beside the trace (`traces/rank<R>/summary.json`); the analysis uses it instead of
-  parsing the trace when it was made by the same analyzer version with the same settings.
+  summary on it) and stored beside the trace (`traces/rank<R>/summary.json`), carrying the rank's manifest; the
+  analysis uses it instead of parsing the trace (and reading the manifest) when it was made by the same analyzer
+  version with the same settings.
 - `AnalysisOutcome`: what the analysis concluded (the status summary, the report's URLs, whether a report was
   written and why not, the Regressed condition of a gated session). The Job writes it beside the report
   (`report/outcome.json`) and as its container's termination message, which is how the operator, which holds no
@@ -20,6 +21,7 @@ from typing import Annotated
 
 from pydantic import Field, ValidationError
 
+from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankReport
 from stepscope_contract.session import CamelModel, ConditionStatus, ProfileSessionSpec, ReportSummary
 
@@ -63,6 +65,11 @@ class NodeSummary(CamelModel):
     summary: RankReport | None = None
     error: Annotated[str, Field(max_length=4000)] | None = None
     seconds: float | None = Field(default=None, description="CPU-time of the summary on the node")
+    manifest: RankManifest | None = Field(
+        default=None,
+        description="the rank's manifest as the sidecar uploads it right after this summary, but for the upload's "
+        "own figures (attempts, finish time): the analysis need not read manifest.json as well",
+    )
 
     def usable_for(self, analyzer_version: str, top_n: int) -> str | None:
         """None when this summary stands for a central analysis by `analyzer_version` with `top_n`; else why not."""

@@ -1,7 +1,7 @@
 """Uploads one rank's files to their places in the session folder (stepscope_contract.storage layout), manifest
-last (the rank's summary, made while the trace uploads, just before it), through stepscope_storage: multipart above
-the threshold, botocore's retries per request (a failed part is sent again, not the whole file), a deadline, and size
-and SHA-256 checked once stored.
+last (the rank's summary, made while the trace uploads and given the manifest to carry, just before it), through
+stepscope_storage: multipart above the threshold, botocore's retries per request (a failed part is sent again, not
+the whole file), a deadline, and size and SHA-256 checked once stored.
 
 The manifest says what was captured and what went wrong; when an upload fails for good the rank is failed with the
 reason and its local copy is kept (the manifest is written beside it), so the capture's final state is the truth.
@@ -81,9 +81,10 @@ def upload_rank(
     stats: UploadStats,
     then: Callable[[], Path | None] | None = None,
 ) -> list[UploadedArtifact]:
-    """Every file of the rank, then the file `then` gives once they are up (the rank's summary: optional, a failure
-    to upload it is logged, never the rank's), then its manifest (which says how many attempts it took); UploadError
-    on failure, after the manifest was written into `rank_dir` beside the kept files."""
+    """Every file of the rank, then the file `then` gives once they are up (the rank's summary, given the manifest
+    to carry: optional, a failure to upload it is logged, never the rank's), then its manifest (which says how many
+    attempts it took); UploadError on failure, after the manifest was written into `rank_dir` beside the kept
+    files."""
     uploaded: list[UploadedArtifact] = []
     for path in files:
         stored = upload_file(store, path, rank_artifact_key(session, manifest.rank, path.name), deadline=deadline,
@@ -92,6 +93,7 @@ def upload_rank(
     extra = then() if then is not None else None
     if extra is not None:
         try:
+            with_manifest(extra, manifest)
             stored = upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name),
                                  deadline=deadline, stats=stats)  # fmt: skip
             uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
@@ -105,6 +107,19 @@ def upload_rank(
                          deadline=deadline, stats=stats)  # fmt: skip
     uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
     return uploaded
+
+
+def with_manifest(summary: Path, manifest: RankManifest) -> None:
+    """The rank's summary (a NodeSummary document, one JSON object) rewritten to carry its manifest as it is about
+    to go up, so the analysis reads one file per rank. The manifest is spliced in before the object's closing brace,
+    the summary not parsed here (its tens of kilobytes, once per rank); a summary that is not an object is left as
+    it is (the analysis will not use it either)."""
+    document = summary.read_bytes().strip()
+    if not (document.startswith(b"{") and document.endswith(b"}")):
+        return
+    carried = b'"manifest":' + manifest.model_dump_json(by_alias=True, exclude_none=True).encode()
+    body = document[1:-1].strip()
+    summary.write_bytes(b"{" + body + (b"," if body else b"") + carried + b"}")
 
 
 def write_manifest(manifest: RankManifest, rank_dir: Path) -> Path:

@@ -7,6 +7,9 @@ from typing import Any as Env
 
 import pytest
 
+from stepscope_contract.analysis_documents import NodeSummary
+from stepscope_contract.manifest import RankManifest
+
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 BUCKET = "stepscope-demo"  # the e2e cluster's bucket (conftest.BUCKET)
 
@@ -44,6 +47,15 @@ def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
     keys = {o["Key"] for o in e2e.cluster.s3.client().list_objects_v2(Bucket=BUCKET, Prefix=folder + "/")["Contents"]}
     assert {f"{folder}/traces/rank{r}/summary.json" for r in range(4)} <= keys, sorted(keys)
     assert {f"{folder}/session.json", f"{folder}/report/outcome.json"} <= keys, sorted(keys)
+    s3 = e2e.cluster.s3.client()
+    for r in range(4):  # each summary carries its rank's manifest: the Job read one file per rank
+        node = NodeSummary.model_validate_json(
+            s3.get_object(Bucket=BUCKET, Key=f"{folder}/traces/rank{r}/summary.json")["Body"].read()
+        )
+        manifest = RankManifest.model_validate_json(
+            s3.get_object(Bucket=BUCKET, Key=f"{folder}/traces/rank{r}/manifest.json")["Body"].read()
+        )
+        assert node.manifest == manifest.model_copy(update={"upload_attempts": 0, "upload_finished_at": None})
     table = e2e.cluster.kubectl("get", "profilesessions", "-o", "wide")
     header = table.stdout.splitlines()[0].split()
     columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK"]

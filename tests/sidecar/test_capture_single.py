@@ -111,6 +111,8 @@ def test_explicit_step_loop_captures_to_a_local_folder(solo: tuple[Sidecar, Path
     node = NodeSummary.model_validate_json(stored_path(session, 0, "summary.json").read_bytes())
     assert node.analyzer_version == tool_version() and node.rank == 0 and node.top_n == 50
     assert node.summary is not None and node.summary == summarise_trace(trace.read_bytes(), 0, 50).summary
+    upload_figures = {"upload_attempts": 0, "upload_finished_at": None}  # the one thing it cannot know yet
+    assert node.manifest == manifest.model_copy(update=upload_figures)  # the analysis reads one file for the rank
 
 
 def test_a_broken_profiler_request_fails_the_capture_not_the_training(

@@ -15,12 +15,13 @@ from pathlib import Path
 
 from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
 from stepscope_analyzer.commands.output_files import write_files
+from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
-from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
+from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_contract.analysis_documents import MAX_SESSION_DOCUMENT_BYTES, SessionDocument
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo
@@ -69,7 +70,9 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
     if document is not None:
         report = report.model_copy(update={"capture": CaptureInfo.from_spec(document.spec.capture)})
     try:
-        write_files(out, {REPORT_JSON: model_json_bytes(report), REPORT_HTML: html_bytes(report)})
+        out.mkdir(parents=True, exist_ok=True)
+        save_report_json(report, out / REPORT_JSON)
+        write_files(out, {REPORT_HTML: html_bytes(report)})
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE

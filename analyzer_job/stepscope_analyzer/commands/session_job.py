@@ -21,21 +21,25 @@ import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from stepscope_analyzer import tool_version
 from stepscope_analyzer.commands.gate_step import run_gate, write_index_entry
+from stepscope_analyzer.commands.report_file import store_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
+from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.pipeline import (
     Layout,
     RankInput,
     RankOutcome,
     discover,
     each_outcome,
+    read_ahead,
     summarise,
     summarize_all,
 )
@@ -172,8 +176,10 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
             return summarise(read_rank(store, inp, with_trace=False), store)  # manifest and stacks only
         return RankOutcome(summary)
 
+    compactor = Compactor()  # every summary is held until the reduce is done
     with ThreadPoolExecutor(READ_WORKERS) as pool:
-        outcomes = list(pool.map(one, layout.inputs))
+        read = read_ahead(pool, one, layout.inputs, 2 * READ_WORKERS)
+        outcomes = [replace(o, summary=compactor.compact(o.summary)) for o in read]
     for o in outcomes:
         s = o.summary
         if s.status is not RankStatus.OK and not o.errors:
@@ -204,17 +210,21 @@ def analyze_session(
         namespace=document.namespace, name=document.name, uid=document.uid, capture_id=document.capture_id
     )
     dumps = flight_recorder_dumps(store, layout)
+    reducing = time.perf_counter()
     report = reduce_outcomes(
         outcomes, config=DiagnosisConfig.from_spec(spec.analysis), session=info, started=started,
         include_missing=True, flight_recorder=dumps,
     )  # fmt: skip
+    _log(f"{len(outcomes)} rank(s) reduced in {time.perf_counter() - reducing:.2f} s")
     where = report_location(location)
     report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(spec.capture)})
     gate = run_gate(spec, document.namespace, store, where, report, log=_log)
     if gate is not None:
         report = gate.into_report(report)
-    json_url = store.write(where.key(REPORT_JSON), model_json_bytes(report), "application/json")
+    writing = time.perf_counter()
+    json_url = store_report_json(report, store, where.key(REPORT_JSON))
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
+    _log(f"report.json and report.html stored in {time.perf_counter() - writing:.2f} s")
     summary = with_step_numbers(build_status_summary(report), report)
     regressed = None
     if gate is not None:

@@ -6,7 +6,9 @@ on the trace (parse + RankReport), written as a contract NodeSummary (with this 
 uploaded beside the trace as `traces/rank<R>/summary.json`. The sidecar never imports this package: it finds it in
 its image and runs it as a command.
 
-The central analysis (pipeline) reads a rank's summary first, kilobytes instead of the trace's megabytes, and parses
+The sidecar hands the summary its rank's manifest before uploading it (the manifest goes up right after), so the
+central analysis (pipeline) reads one file per rank: the summary, kilobytes instead of the trace's megabytes, and the
+manifest inside it where manifest.json is in storage (an older summary without one: manifest.json is read). It parses
 the trace only where the summary is missing, unreadable, stale (another analyzer version or top-N) or refused (the
 node could not summarise the trace: parsing it here gives the rank its usual error). What it does with a summary is
 what it does with its own `compute` result (node, pod, GPU metrics and manifest are added the same way), so the
@@ -27,6 +29,7 @@ from stepscope_analyzer import tool_version
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
 from stepscope_analyzer.workers.rank_pool import Computed, compute
 from stepscope_contract.analysis_documents import NodeSummary
+from stepscope_contract.manifest import RankManifest
 
 ENV_NODE_SUMMARIES = "STEPSCOPE_NODE_SUMMARIES"
 """`off`: the central analysis parses every trace, whatever summaries lie beside them (comparisons, debugging)"""
@@ -56,19 +59,22 @@ def summarise_trace(trace: bytes, rank: int | None, top_n: int) -> NodeSummary:
     )
 
 
-def read_node_summary(store: Store, key: str, rank: int, top_n: int) -> tuple[Computed | None, str]:
-    """Rank `rank`'s summary made on its node, as the central `compute` would have returned it; (None, why) when the
-    trace must be parsed here instead."""
+def read_node_summary(
+    store: Store, key: str, rank: int, top_n: int
+) -> tuple[Computed | None, RankManifest | None, str]:
+    """Rank `rank`'s summary made on its node, as the central `compute` would have returned it, with the manifest it
+    carries (None: read manifest.json); (None, None, why) when the trace must be parsed here instead."""
     try:
         node = NodeSummary.model_validate_json(read_bounded(store, key, "max_summary_bytes"))
     except (StorageError, ValueError) as exc:
-        return None, f"node summary unreadable: {str(exc)[:300]}"
+        return None, None, f"node summary unreadable: {str(exc)[:300]}"
     why = node.usable_for(analyzer_version(), top_n)
     if why is None and (node.rank != rank or node.summary is None or node.summary.rank != rank):
         why = f"it is rank {node.rank}'s"
     if why is not None:
-        return None, f"node summary not used: {why}"
-    return Computed(node.summary, None, rank), ""
+        return None, None, f"node summary not used: {why}"
+    manifest = node.manifest if node.manifest is not None and node.manifest.rank == rank else None
+    return Computed(node.summary, None, rank), manifest, ""
 
 
 def _parser() -> argparse.ArgumentParser:

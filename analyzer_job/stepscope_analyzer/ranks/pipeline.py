@@ -13,14 +13,18 @@ the workers before it imports them (its `while_waiting`).
 
 from __future__ import annotations
 
+import itertools
 import re
 import time
+from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
+from typing import TypeVar
 
 from stepscope_analyzer import limits
+from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.discovery import Layout, RankInput, discover
 from stepscope_analyzer.ranks.hang_evidence import HangEvidence
 from stepscope_analyzer.ranks.node_summaries import node_summaries_enabled, read_node_summary
@@ -38,12 +42,16 @@ __all__ = [
     "RankInput",
     "RankOutcome",
     "discover",
+    "read_ahead",
     "summarise",
     "summarize_all",
 ]
 
 Progress = Callable[[str], None]
+T = TypeVar("T")
+R = TypeVar("R")
 NODE_READERS = 16  # node summaries read at once
+READ_AHEAD = 2 * NODE_READERS  # node summaries read and not yet taken, at most
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -148,14 +156,15 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
 
 
 def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
-    """The rank's outcome from the summary its node made, its trace not read (None, why: parse the trace instead;
-    '' when it has no summary). A hung rank is left to the usual path: its stacks tell."""
+    """The rank's outcome from the summary its node made, its trace not read, nor its manifest where the summary
+    carries it (None, why: parse the trace instead; '' when it has no summary). A hung rank is left to the usual
+    path: its stacks tell."""
     if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None:
         return None, ""
-    computed, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
+    computed, manifest, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
     if computed is None:
         return None, why
-    read = read_rank(store, inp, with_trace=False)
+    read = read_rank(store, inp, with_trace=False, manifest=manifest)
     if _hang_of(read) is not None:
         return None, ""
     outcome = _finish(read, store, _base(read, store), computed)
@@ -163,15 +172,28 @@ def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | 
     return outcome, ""
 
 
+def read_ahead(pool: ThreadPoolExecutor, work: Callable[[T], R], items: list[T], ahead: int) -> Iterator[R]:
+    """`work` of each item, in order, with at most `ahead` of them read and not yet taken (pool.map would read them
+    all while the caller is still holding the first ones: the caller compacts each summary as it takes it)."""
+    pending: deque[Future[R]] = deque(pool.submit(work, item) for item in items[:ahead])
+    following = iter(items[ahead:])
+    while pending:
+        result = pending.popleft().result()
+        for item in itertools.islice(following, 1):
+            pending.append(pool.submit(work, item))
+        yield result
+
+
 def _node_outcomes(
     store: Store, chosen: list[RankInput], top_n: int, progress: Progress
 ) -> Iterator[tuple[int, RankOutcome | None]]:
     """(index, outcome) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads at once
-    (kilobytes each, so many at once cost little memory), or None where its trace must be parsed."""
+    (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be parsed."""
     started = time.perf_counter()
     used = 0
     with ThreadPoolExecutor(NODE_READERS) as pool:
-        for index, (outcome, why) in enumerate(pool.map(lambda inp: _from_node(store, inp, top_n), chosen)):
+        read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n), chosen, READ_AHEAD)
+        for index, (outcome, why) in enumerate(read):
             if why:
                 progress(f"{chosen[index].name}: {why}")
             if outcome is not None:
@@ -251,10 +273,11 @@ def summarize_all(
     """Every chosen rank's outcome, in the layout's order. With more than one worker (default: the CPUs the
     process may use, cpu_quota), traces are parsed and summarised in worker processes (rank_pool) while this
     process reads the next ones; `while_waiting` is then called once the workers have their first traces (as
-    rank_pool.compute_all)."""
+    rank_pool.compute_all). Each outcome's summary is compacted as it arrives (compact: they are all held at once)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
     found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
-    results = dict(within_stacks_budget(found))
+    compactor = Compactor()
+    results = {i: replace(o, summary=compactor.compact(o.summary)) for i, o in within_stacks_budget(found)}
     outcomes = [results[i] for i in range(len(chosen))]
     if not layout.session:
         assign_ranks(outcomes)

@@ -32,12 +32,16 @@ class RankRead:
     errors: list[RankError] = field(default_factory=list)
 
 
-def _read_manifest(store: Store, read: RankRead) -> None:
+def _read_manifest(store: Store, read: RankRead, known: RankManifest | None) -> None:
+    """The rank's manifest: `known` (the copy its node summary carries) or manifest.json; none when storage holds
+    no manifest.json (the rank's upload did not finish)."""
     inp = read.inp
     if inp.manifest_key is None:
         return
     try:
-        manifest = RankManifest.model_validate_json(read_bounded(store, inp.manifest_key, "max_manifest_bytes"))
+        manifest = known or RankManifest.model_validate_json(
+            read_bounded(store, inp.manifest_key, "max_manifest_bytes")
+        )
         if manifest.meta is not None and manifest.meta.world_size > limits.current().max_world_size:
             raise limits.current().exceeded(
                 "max_world_size", f"the manifest claims world size {manifest.meta.world_size}"
@@ -59,9 +63,12 @@ def _read_stacks(store: Store, read: RankRead) -> None:
         read.errors.append(RankError(rank=inp.rank, source=inp.stacks_key, message=error_text(exc)))
 
 
-def read_rank(store: Store, inp: RankInput, *, with_trace: bool = True) -> RankRead:
+def read_rank(
+    store: Store, inp: RankInput, *, with_trace: bool = True, manifest: RankManifest | None = None
+) -> RankRead:
+    """What storage holds for the rank; `manifest`: its manifest as already known (manifest.json is not read)."""
     read = RankRead(inp)
-    _read_manifest(store, read)
+    _read_manifest(store, read, manifest)
     _read_stacks(store, read)
     if not with_trace or inp.trace_key is None:
         return read

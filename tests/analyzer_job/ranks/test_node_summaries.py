@@ -24,8 +24,9 @@ from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.analysis_documents import NodeSummary
+from stepscope_contract.manifest import RankManifest
 from stepscope_contract.report import RankStatus
-from stepscope_contract.storage import RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
+from stepscope_contract.storage import MANIFEST_FILE, RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
 
 pytestmark = pytest.mark.integration
 
@@ -47,24 +48,48 @@ def _as_session_folder(source: Path, folder: Path) -> Path:
     return folder
 
 
-def _summarise_on_nodes(folder: Path, top_n: int = 50) -> int:
+def _node_summary(trace: Path, rank: int, top_n: int, rank_dir: Path, carry_manifest: bool) -> NodeSummary:
+    """The rank's summary as its sidecar uploads it: carrying the manifest that goes up after it."""
+    node = summarise_trace(trace.read_bytes(), rank, top_n)
+    manifest = rank_dir / MANIFEST_FILE
+    if carry_manifest and manifest.is_file():
+        node.manifest = RankManifest.model_validate_json(manifest.read_text())
+    return node
+
+
+def _summarise_on_nodes(folder: Path, top_n: int = 50, *, carry_manifest: bool = True) -> int:
     """Each rank's summary beside its trace, as its sidecar leaves it; how many were written."""
     written = 0
     for trace in sorted(folder.glob(f"ranks/*/{TRACE_FILE}")):  # the first layout: ranks/<R>/
-        node = summarise_trace(trace.read_bytes(), int(trace.parent.name), top_n)
+        node = _node_summary(trace, int(trace.parent.name), top_n, trace.parent, carry_manifest)
         (trace.parent / RANK_SUMMARY_FILE).write_text(node.model_dump_json(by_alias=True, exclude_none=True))
         written += 1
     for trace in sorted(folder.glob(f"traces/rank*{TRACE_SUFFIX}")):  # traces/rank<R>.pt.trace.json.gz
         rank = int(trace.name.removeprefix("rank").removesuffix(TRACE_SUFFIX))
-        node = summarise_trace(trace.read_bytes(), rank, top_n)
-        (trace.parent / f"rank{rank}").mkdir(exist_ok=True)
-        (trace.parent / f"rank{rank}" / RANK_SUMMARY_FILE).write_text(node.model_dump_json(by_alias=True))
+        rank_dir = trace.parent / f"rank{rank}"
+        rank_dir.mkdir(exist_ok=True)
+        node = _node_summary(trace, rank, top_n, rank_dir, carry_manifest)
+        (rank_dir / RANK_SUMMARY_FILE).write_text(node.model_dump_json(by_alias=True))
         written += 1
     return written
 
 
-def _report_json(folder: Path, workers: int, progress: list[str] | None = None) -> dict[str, object]:
-    store = LocalStore()
+class CountingStore(LocalStore):
+    """A local store that records the keys it reads."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: list[str] = []
+
+    def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
+        self.reads.append(key)
+        return super().read(key, most, truncate)
+
+
+def _report_json(
+    folder: Path, workers: int, progress: list[str] | None = None, store: LocalStore | None = None
+) -> dict[str, object]:
+    store = store or LocalStore()
     layout = discover(store, location_of(str(folder)))
     sink: list[str] = [] if progress is None else progress
     outcomes = summarize_all(store, layout, workers=workers, progress=sink.append)
@@ -169,3 +194,22 @@ def test_the_sidecars_command_writes_the_summary(tmp_path: Path) -> None:
     assert node.analyzer_version == tool_version() and node.rank == 1 and node.summary is not None
     assert node.summary == summarise_trace(trace.read_bytes(), 1, 50).summary
     assert "rank 1: summarised in" in result.stderr and "peak" in result.stderr
+
+
+def test_one_read_per_rank_where_the_summary_carries_the_manifest(tmp_path: Path) -> None:
+    folder = _two_ranks(tmp_path)
+    central = _report_json(folder, workers=1)
+    _summarise_on_nodes(folder, carry_manifest=False)  # summaries from before they carried it: both files read
+    store = CountingStore()
+    assert _report_json(folder, workers=1, store=store) == central
+    manifests = [str(folder / "ranks" / r / MANIFEST_FILE) for r in ("0", "1")]
+    summaries = [str(folder / "ranks" / r / RANK_SUMMARY_FILE) for r in ("0", "1")]
+    assert sorted(store.reads) == sorted(manifests + summaries)
+    _summarise_on_nodes(folder)
+    store = CountingStore()
+    assert _report_json(folder, workers=1, store=store) == central
+    assert sorted(store.reads) == sorted(summaries)
+    assert central["ranks"][0]["node"] == "node-0"  # type: ignore[index]  # what the manifest says is there
+    Path(manifests[1]).unlink()  # its upload never finished: the manifest it carries is not taken either
+    without = _report_json(folder, workers=1)
+    assert without["ranks"][1]["node"] is None and without["ranks"][0]["node"] == "node-0"  # type: ignore[index]

@@ -114,3 +114,28 @@ def test_traces_that_say_no_rank_are_numbered_in_name_order_and_noted(tmp_path: 
     note = next(n for n in report.notes if "say no rank" in n)
     assert "a-worker.json as rank 0, b-worker.json as rank 1" in note
     assert report.diagnosis.slow_ranks and report.diagnosis.slow_ranks[0].rank == 0  # the sleeping rank, renumbered
+
+
+def test_node_summaries_are_read_ahead_of_the_caller_by_a_bounded_window() -> None:
+    """pool.map read every rank while the caller still held the first: at 4,096 ranks read from a fast disk that
+    was up to every summary uncompacted at once (937 MB instead of ~530 MB for `stepscope analyze`)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from stepscope_analyzer.ranks.pipeline import read_ahead
+
+    started: list[int] = []
+    lock = threading.Lock()
+
+    def work(item: int) -> int:
+        with lock:
+            started.append(item)
+        return item * 10
+
+    with ThreadPoolExecutor(4) as pool:
+        results = read_ahead(pool, work, list(range(100)), 8)
+        assert next(results) == 0
+        pool.submit(lambda: None).result()  # let the pool catch up with what it was given
+        assert len(started) <= 9  # the window, and the one submitted when the first was taken
+        assert [0, *results] == [i * 10 for i in range(100)]
+    assert sorted(started) == list(range(100))

@@ -1,7 +1,8 @@
 """The rank summary a sidecar makes beside its trace: the analyzer's command, at a lower priority, within an
 address-space limit and a deadline; anything that goes wrong leaves no summary (the analysis parses the trace) and
 never fails the rank; switched off, nothing runs. The summary goes up after the rank's files and before its
-manifest, and an upload failure of the summary is not the rank's."""
+manifest, carrying that manifest (a summary that is not a JSON object goes up as it is), and an upload failure of
+the summary is not the rank's."""
 
 from __future__ import annotations
 
@@ -91,7 +92,11 @@ def test_the_summary_goes_up_before_the_manifest(tmp_path: Path) -> None:
                             stats=UploadStats(), then=then)  # fmt: skip
     key = Path(rank_artifact_key(session, 1, RANK_SUMMARY_FILE))
     assert [a.uri.rsplit("/", 1)[-1] for a in artifacts] == ["rank1.pt.trace.json.gz", "summary.json", "manifest.json"]
-    assert order == ["summary asked for"] and key.read_text() == "{}"
+    assert order == ["summary asked for"]
+    carried = json.loads(key.read_text())["manifest"]  # the manifest goes up inside the summary too
+    assert RankManifest.model_validate(carried).model_copy(update={"upload_attempts": 2}) == manifest.model_copy(
+        update={"upload_finished_at": None}
+    )
     assert str(key).endswith("/traces/rank1/summary.json")
     assert json.loads(Path(rank_artifact_key(session, 1, MANIFEST_FILE)).read_text())["state"] == "uploaded"
     summary.unlink()  # gone before its upload: logged, the rank still uploads
@@ -99,3 +104,22 @@ def test_the_summary_goes_up_before_the_manifest(tmp_path: Path) -> None:
     uploaded = upload_rank(LocalStore(), session, manifest2, [rank_dir / TRACE_FILE], rank_dir, deadline=1e18,
                            stats=UploadStats(), then=lambda: summary)  # fmt: skip
     assert uploaded[-1].uri.endswith("/traces/rank2/manifest.json")
+
+
+def test_a_summary_that_is_not_a_json_object_goes_up_as_it_is(tmp_path: Path) -> None:
+    rank_dir = _rank_dir(tmp_path)
+    summary = rank_dir / RANK_SUMMARY_FILE
+    session = parse_storage_uri(f"file://{tmp_path}/store/ns/s-1234abcd")
+    manifest = RankManifest(capture_id="c-1", namespace="ns", session="s", rank=1, state=CaptureState.UPLOADED)
+    for text in ("not json", "[1]"):
+        summary.write_text(text)
+        upload_rank(LocalStore(), session, manifest, [rank_dir / TRACE_FILE], rank_dir, deadline=1e18,
+                    stats=UploadStats(), then=lambda: summary)  # fmt: skip
+        assert Path(rank_artifact_key(session, 1, RANK_SUMMARY_FILE)).read_text() == text
+    node = NodeSummary(analyzer_version="1.0", top_n=50, rank=1, error="refused")
+    summary.write_text(" \n" + node.model_dump_json(by_alias=True, exclude_none=True, indent=1) + "\n")
+    upload_rank(LocalStore(), session, manifest, [rank_dir / TRACE_FILE], rank_dir, deadline=1e18,
+                stats=UploadStats(), then=lambda: summary)  # fmt: skip
+    carried = NodeSummary.model_validate_json(Path(rank_artifact_key(session, 1, RANK_SUMMARY_FILE)).read_text())
+    assert carried.model_copy(update={"manifest": None}) == node
+    assert carried.manifest is not None and carried.manifest.capture_id == "c-1" and carried.manifest.rank == 1
