@@ -23,7 +23,7 @@ import numpy.typing as npt
 from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.collectives import pg_label
 from stepscope_analyzer.analyses.phase_names import BACKWARD, COMM, name_mask
-from stepscope_analyzer.analyses.step_phases import StepWindows
+from stepscope_analyzer.analyses.step_phases import StepWindows, launch_of
 from stepscope_analyzer.analyses.steps import step_numbers
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import MAX_COMM_CALLS, CommCalls
@@ -62,30 +62,13 @@ def _peer(op: str, args: dict[str, Any]) -> int:
     return value if type(value) is int and value >= 0 else -1
 
 
-def _launch_times(ev: TraceColumns, rows: I64) -> F64:
-    """Where each kernel row was launched on the host (the runtime event of its correlation id), else its start."""
-    ts = ev.ts[rows].copy()
-    runtime = np.flatnonzero(ev.cat_mask("cuda_runtime", "cuda_driver") & (ev.correlation >= 0))
-    if runtime.size == 0 or rows.size == 0:
-        return ts
-    order = runtime[np.argsort(ev.correlation[runtime], kind="stable")]
-    keys = ev.correlation[order]
-    corr = ev.correlation[rows]
-    at = np.minimum(np.searchsorted(keys, corr), keys.size - 1)
-    found = (keys[at] == corr) & (corr >= 0)
-    ts[found] = ev.ts[order[at[found]]]
-    return ts
-
-
 def _steps_of(ev: TraceColumns, issued: F64, windows: StepWindows | None) -> I64:
     """The recorded step each call was issued in (-2 outside every step); -1 for all without step spans."""
     if windows is None or windows.count == 0:
         return np.full(issued.size, -1, dtype=np.int64)
-    numbers = step_numbers(ev, windows.rows) or list(range(windows.count))
-    at = np.searchsorted(windows.start, issued, side="right") - 1
-    inside = (at >= 0) & (issued < windows.end[np.maximum(at, 0)])
-    named = np.asarray(numbers, dtype=np.int64)[np.maximum(at, 0)]
-    return np.where(inside, named, -2)
+    numbers = np.asarray(step_numbers(ev, windows.rows) or range(windows.count), dtype=np.int64)
+    at = windows.index_of(issued)
+    return np.where(at >= 0, numbers[np.maximum(at, 0)], -2)
 
 
 def _directions(ev: TraceColumns, rows: I64, is_send: npt.NDArray[np.bool_], windows: StepWindows | None) -> I64:
@@ -135,7 +118,10 @@ def comm_calls(
         rows = rows[ev.name_mask(ev.names_matching(GLOO_CALL))[rows]]
     if rows.size == 0:
         return None
-    issued = _launch_times(ev, rows) if kernels else ev.ts[rows]
+    issued = ev.ts[rows]
+    if kernels:  # a kernel belongs to the step that launched it
+        launched, _ = launch_of(ev, rows)
+        issued = np.where(np.isnan(launched), issued, launched)
     order = np.argsort(issued, kind="stable")
     rows, issued = rows[order], issued[order]
     steps = _steps_of(ev, issued, windows)

@@ -218,7 +218,7 @@ def mean_phases(rows: list[StepPhases]) -> StepPhases | None:
 # ---------------------------------------------------------------------------------------------- GPU traces
 
 
-def _launch_of(ev: TraceColumns, gpu_rows: I64) -> tuple[F64, I64]:
+def launch_of(ev: TraceColumns, gpu_rows: I64) -> tuple[F64, I64]:
     """Launch time and launching thread of each GPU row (NaN / -1 when its launch is not in the trace)."""
     cpu = (ev.stream == -1) & (ev.correlation >= 0) & ev.cat_mask("cuda_runtime", "cuda_driver", "cpu_op")
     rows = np.flatnonzero(cpu)
@@ -298,7 +298,7 @@ def gpu_phase_sets(
 ) -> tuple[PhaseSets, F64, F64] | None:
     """The phase sets of a GPU trace and each step's GPU window [first, stop); None when no kernel was launched
     inside a step."""
-    launch_ts, launch_tid = _launch_of(ev, gpu_rows)
+    launch_ts, launch_tid = launch_of(ev, gpu_rows)
     step_of = steps.index_of(np.nan_to_num(launch_ts, nan=-np.inf))
     mine = step_of >= 0
     if not mine.any():
