@@ -133,13 +133,21 @@ def _segments(*keys: I64) -> I64:
     return np.stack([order, np.cumsum(changed) - 1])
 
 
+def _places(sorted_keys: I64) -> I64:
+    """For keys in sorted order: each row's place in its run of equal keys (0, 1, ...)."""
+    n = sorted_keys.size
+    if n == 0:
+        return np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1])))
+    out: I64 = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
+    return out
+
+
 def _ordinals(*keys: I64) -> I64:
     """Each row's place among the rows of equal `keys` (0, 1, ...), in row order."""
     order, seg = _segments(*keys)
-    starts = np.flatnonzero(np.concatenate(([True], seg[1:] != seg[:-1]))) if seg.size else seg
-    first = np.repeat(starts, np.diff(np.append(starts, seg.size)))
     out = np.empty(order.size, dtype=np.int64)
-    out[order] = np.arange(order.size) - first
+    out[order] = _places(seg)
     return out
 
 
@@ -183,7 +191,7 @@ def _collective_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
     order, seg = _segments(group, op, step, place)
     size = np.bincount(seg)
     by_dur = np.lexsort((dur[order], seg))  # within each segment the shortest call first
-    first = np.flatnonzero(np.concatenate(([True], seg[by_dur][1:] != seg[by_dur][:-1])))
+    first = np.flatnonzero(_places(seg[by_dur]) == 0)
     least = np.empty(size.size)
     last = np.empty(size.size, dtype=np.int64)
     least[seg[by_dur][first]] = dur[order][by_dur][first]
@@ -257,7 +265,7 @@ def _same_count(rows: _Rows) -> npt.NDArray[np.bool_]:
 
 def _least_by(keys: I64, values: F64) -> tuple[I64, F64]:
     order = np.lexsort((values, keys))
-    first = np.flatnonzero(np.concatenate(([True], keys[order][1:] != keys[order][:-1])))
+    first = _places(keys[order]) == 0
     return keys[order][first], values[order][first]
 
 
@@ -295,10 +303,8 @@ def _union_by(group: I64, start: F64, length: F64, groups: int) -> F64:
 
 def _first_of_each(sorted_keys: I64, most: int) -> npt.NDArray[np.bool_]:
     """For keys in sorted order: True on the first `most` rows of each run of equal keys."""
-    n = sorted_keys.size
-    starts = np.flatnonzero(np.concatenate(([True], sorted_keys[1:] != sorted_keys[:-1]))) if n else sorted_keys
-    place = np.arange(n) - np.repeat(starts, np.diff(np.append(starts, n)))
-    return place < most
+    first: npt.NDArray[np.bool_] = _places(sorted_keys) < most
+    return first
 
 
 def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWaits]:
