@@ -3,10 +3,11 @@ memory copies, ...). Pure.
 
 An op's type comes from the names the kernel libraries and PyTorch give their work: GEMM kernels (cuBLAS, CUTLASS,
 `xmma`/`wgmma`) and `aten::mm`/`addmm`/`bmm` are matmul; flash/fused attention kernels and
-`scaled_dot_product_attention` attention; cuDNN convolution kernels and `aten::convolution` convolution; layer/batch/
-RMS norms normalization; NCCL kernels and gloo/c10d calls communication; memory copies and sets memory; the rest
-other compute. GPU ranks are read from their top kernels, CPU ranks from their ops' self time (a wrapper such as
-`aten::linear` adds only its own time, so nothing counts twice) and their communication's wall-clock time.
+`scaled_dot_product_attention` attention; cuDNN convolution kernels and `aten::convolution` convolution;
+layer/batch/ RMS norms normalization; NCCL kernels and gloo/c10d calls communication; memory copies and sets memory;
+the rest other compute. GPU ranks are read from their top kernels (communication and memory kernels by their HTA
+class), CPU ranks from their ops' self time (a wrapper such as `aten::linear` adds only its own time, so nothing
+counts twice) and their communication's wall-clock time.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("normalization", re.compile(r"(?i)norm")),
 )
 OTHER = "other compute"
+BY_KERNEL_TYPE = {"COMMUNICATION": "communication", "MEMORY": "memory"}
+"""a GPU kernel's class (KernelStat.kernel_type) that is its op type"""
 MIN_US = 1.0
 """op types under this many µs per step on every compared rank are left out"""
 
@@ -47,8 +50,9 @@ def rank_op_types(r: RankReport) -> dict[str, float]:
     steps = max(1, r.steps.count)
     out: dict[str, float] = defaultdict(float)
     if r.device == "cuda" and r.top_kernels:
-        for k in r.top_kernels:
-            out[op_type(k.name)] += k.sum_us / steps
+        for k in r.top_kernels:  # communication and memory kernels as HTA's kernel classes say
+            kind = BY_KERNEL_TYPE.get(k.kernel_type) or op_type(k.name)
+            out[kind] += k.sum_us / steps
         return dict(out)
     for f in r.top_functions:
         if f.category == "cpu_op" and f.self_us is not None and op_type(f.name) != "communication":
