@@ -6,8 +6,17 @@ from datetime import UTC, datetime
 
 from stepscope_analyzer import tool_version
 from stepscope_analyzer.report.per_step import with_per_step
-from stepscope_analyzer.report.timeline import job_timeline, without_spans
+from stepscope_analyzer.report.timeline import job_timeline
 from stepscope_contract.report import Diagnosis, RankError, RankReport, Report, SessionInfo
+
+
+def _as_reported(ranks: list[RankReport]) -> list[RankReport]:
+    """The summaries as report.json holds them: without their per-step spans (the report keeps the timeline's step
+    only) and their communication calls (diagnosis.waits holds what matching them found)."""
+    return [
+        r.model_copy(update={"step_spans": [], "comm_calls": None}) if r.step_spans or r.comm_calls else r
+        for r in ranks
+    ]
 
 
 def build_report(
@@ -33,7 +42,7 @@ def build_report(
         session=session or SessionInfo(),
         world_size=world_size,
         analysis_seconds=round(analysis_seconds, 3),
-        ranks=without_spans(with_per_step(ordered)),
+        ranks=_as_reported(with_per_step(ordered)),
         diagnosis=diagnosis,
         errors=list(errors or []),
         notes=list(notes or []),

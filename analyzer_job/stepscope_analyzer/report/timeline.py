@@ -69,15 +69,6 @@ def job_timeline(ranks: list[RankReport], slow: set[int]) -> StepTimeline | None
     return StepTimeline(step_index=index, step_number=number, rows=rows, ranks_total=len(usable))
 
 
-def without_spans(ranks: list[RankReport]) -> list[RankReport]:
-    """The summaries without their per-step spans (the report keeps the timeline's step only) and their calls
-    (diagnosis.waits holds what matching them found)."""
-    return [
-        r.model_copy(update={"step_spans": [], "comm_calls": None}) if r.step_spans or r.comm_calls else r
-        for r in ranks
-    ]
-
-
 def _anchor(row: TimelineRow) -> float:
     """Where the row's last collective wait ends (its step's end when it has none)."""
     waits = [s.end_us for s in row.spans if s.phase == "communication_wait"]
