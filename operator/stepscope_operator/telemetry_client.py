@@ -4,9 +4,13 @@ bounded concurrency and a timeout per pod. No Prometheus server is involved: the
 already talks to.
 
 Replies are read whole (every segment until the end of the body) up to MAX_BODY per pod, and all the replies of one
-evaluation together up to MAX_TOTAL_BYTES; a parsed reply may hold no more steps per rank than were asked, and all
-of them together at most MAX_TOTAL_VALUES numbers (a number costs ~32 bytes parsed, however short its text). Pods
-beyond a bound are failures that name it, never memory."""
+evaluation together up to MAX_TOTAL_BYTES. A value costs tens of bytes once parsed however short its text (`0,`), so
+the values of a reply are counted before it is parsed: a JSON text holds at most one value more per array than it
+has commas (`value_bound`, a scan of the bytes that builds nothing). A reply may hold at most `reply_value_bound(last)`
+(every rank of a pod, each with the steps asked), and all the replies of one evaluation at most MAX_TOTAL_VALUES; a
+reply's bound is charged before it is parsed and what it really held settled after. A parsed reply may hold no more
+steps per rank than were asked. Pods beyond a bound are failures that name it, never memory
+(tests/operator/test_telemetry_memory.py measures what a refused reply costs)."""
 
 from __future__ import annotations
 
@@ -18,14 +22,28 @@ import aiohttp
 from pydantic import ValidationError
 
 from stepscope_contract.constants import AUTH_SCHEME, SIDECAR_API_PREFIX
-from stepscope_contract.step_telemetry import MAX_STEPS_PER_REQUEST, PodSteps, RankSteps
+from stepscope_contract.step_telemetry import MAX_RANKS_PER_POD, MAX_STEPS_PER_REQUEST, PodSteps, RankSteps
 from stepscope_contract.tokens import namespace_token
 from stepscope_operator.targets import Target
 
 MAX_BODY = 8 * 1024 * 1024  # a pod's reply: 256 ranks x 2048 steps would be more; the sidecar is asked for less
 MAX_TOTAL_BYTES = 16 * 1024 * 1024  # every pod's reply of one evaluation together, as read
-MAX_TOTAL_VALUES = 2_000_000  # every pod's step values of one evaluation together, as parsed (~64 MiB)
+MAX_TOTAL_VALUES = 1_000_000  # every pod's step values of one evaluation together, as counted before parsing
 READ_CHUNK = 64 * 1024
+STEP_LISTS = 5  # endedAt, durationMs, backwardMs, dataWaitMs, profiled
+RANK_FIELDS = 16  # a rank's other fields and the commas between them, with room to spare
+
+
+def value_bound(body: bytes) -> int:
+    """At most how many values (of arrays, and fields of objects) the JSON text `body` holds: every one but the last
+    of each array or object is followed by a comma (commas in strings only raise the bound)."""
+    return body.count(b",") + body.count(b"[") + body.count(b"{")
+
+
+def reply_value_bound(last: int) -> int:
+    """The most values a pod's reply may count when `last` steps were asked: every rank a pod may have, each with
+    its step lists full."""
+    return MAX_RANKS_PER_POD * (STEP_LISTS * last + RANK_FIELDS) + RANK_FIELDS
 
 
 class BodyTooLarge(Exception):
@@ -44,8 +62,22 @@ class ByteBudget:
         if self.left < 0:
             raise BodyTooLarge(f"replies over {MAX_TOTAL_BYTES} bytes in one evaluation; this pod's not read")
 
-    def take_values(self, reply: PodSteps, last: int) -> None:
-        """Charge a parsed reply; refuse one with more steps per rank than asked, or beyond the values left."""
+    def take_counted(self, counted: int, last: int) -> None:
+        """Charge a reply's values as counted before parsing; refuse a reply over its own bound or beyond the values
+        left to the evaluation (nothing is charged then)."""
+        bound = reply_value_bound(last)
+        if counted > bound:
+            raise BodyTooLarge(f"reply of over {bound} values, more than {last} steps of {MAX_RANKS_PER_POD} ranks")
+        if counted > self.values_left:
+            raise BodyTooLarge(f"replies over {MAX_TOTAL_VALUES} step values in one evaluation; this pod's not used")
+        self.values_left -= counted
+
+    def settle(self, counted: int, reply: PodSteps | None, last: int) -> None:
+        """Give back what a reply charged with `take_counted` did not hold (all of it when it was not used), and
+        refuse one with more steps per rank than asked."""
+        self.values_left += counted
+        if reply is None:
+            return
         values = 0
         for steps in reply.ranks:
             lengths = [len(v) for v in (steps.ended_at, steps.duration_ms, steps.backward_ms, steps.data_wait_ms)]
@@ -53,8 +85,18 @@ class ByteBudget:
                 raise BodyTooLarge(f"rank {steps.rank} has more than the {last} steps asked")
             values += sum(lengths) + len(steps.profiled)
         self.values_left -= values
-        if self.values_left < 0:
-            raise BodyTooLarge(f"replies over {MAX_TOTAL_VALUES} step values in one evaluation; this pod's not used")
+
+
+def parse_reply(body: bytes, last: int, budget: ByteBudget) -> PodSteps:
+    """A pod's reply, its values counted and charged before it is parsed (BodyTooLarge, ValidationError)."""
+    counted = value_bound(body)
+    budget.take_counted(counted, last)
+    reply: PodSteps | None = None
+    try:
+        reply = PodSteps.model_validate_json(body)
+    finally:
+        budget.settle(counted, reply, last)
+    return reply
 
 
 async def read_body(content: aiohttp.StreamReader, cap: int, budget: ByteBudget) -> bytes:
@@ -116,10 +158,7 @@ class TelemetryClient:
                     head = await resp.content.read(200)
                     return f"sidecar answered {resp.status}: {head[:200].decode(errors='replace')}"
                 body = await read_body(resp.content, MAX_BODY, budget)
-            reply = PodSteps.model_validate_json(body)
-            del body
-            budget.take_values(reply, last)
-            return reply
+            return parse_reply(body, last, budget)
         except BodyTooLarge as exc:
             return str(exc)
         except ValidationError as exc:

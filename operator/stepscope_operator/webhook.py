@@ -14,6 +14,13 @@ AdmissionReview of a Pod is tens of kB; larger bodies are refused with 413 befor
 is decoded in two steps: first its envelope (the request's uid, kind and operation; every other field is skipped
 without building objects), then the pod only when the review is a Pod CREATE (decoded by msgspec, bounded in depth).
 The chart's NetworkPolicy admits the port only from the API server.
+
+What the answer may cost is bounded too, since any user who may create a pod in an opted-in namespace reaches the
+port through the API server: a pod with more than MAX_PATCHED_CONTAINERS containers and init containers together
+is admitted unchanged with a warning (counted from the pod's shape before it is decoded), and so is a pod whose
+patch would encode to more than MAX_PATCH_BYTES. Decoding, deciding and encoding run off the event loop, in a pool
+of REVIEW_WORKERS threads: kopf's handlers never wait behind a review, and at most that many reviews are held
+decoded at once (the others wait as the bytes they were sent).
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import logging
 import os
 import ssl
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -44,17 +52,21 @@ NAMESPACE_PATH = "/mutate-namespace"
 DEFAULT_CERT_DIR = "/etc/stepscope/webhook-tls"
 CERT_RELOAD_SECONDS = 60.0
 MAX_REVIEW_BYTES = 1024 * 1024
+MAX_PATCHED_CONTAINERS = 64  # containers and init containers of one pod, together
+MAX_PATCH_BYTES = 2 * 1024 * 1024  # the JSON Patch, encoded (before base64)
+REVIEW_WORKERS = 2  # reviews decoded and answered at once
 
 _CONFIG_KEY: web.AppKey[InjectionConfig] = web.AppKey("config", InjectionConfig)
+_POOL_KEY: web.AppKey[ThreadPoolExecutor] = web.AppKey("review_pool", ThreadPoolExecutor)
 
 
 def _review(
-    uid: str, allowed: bool = True, patch: list[dict[str, Any]] | None = None, warnings: list[str] | None = None
+    uid: str, allowed: bool = True, patch: bytes | None = None, warnings: list[str] | None = None
 ) -> dict[str, Any]:
     response: dict[str, Any] = {"uid": uid, "allowed": allowed}
     if patch:
         response["patchType"] = "JSONPatch"
-        response["patch"] = base64.b64encode(json.dumps(patch, separators=(",", ":")).encode()).decode("ascii")
+        response["patch"] = base64.b64encode(patch).decode("ascii")
     if warnings:
         response["warnings"] = warnings
     return {"apiVersion": ADMISSION_API_VERSION, "kind": "AdmissionReview", "response": response}
@@ -72,15 +84,32 @@ def review_response(body: Any, namespace_labels: Mapping[str, str] | None, confi
     pod = request.get("object")
     if not isinstance(kind, dict) or kind.get("kind") != "Pod" or request.get("operation", "CREATE") != "CREATE":
         return _review(uid)
+    refused = request.get("podRefused")
+    if isinstance(refused, str):
+        return _review(uid, warnings=[f"stepscope: sidecar not injected ({refused}); pod admitted unchanged"])
     if not isinstance(pod, dict) or not isinstance(pod.get("spec"), dict):
         return _review(uid, warnings=["stepscope: the review holds no pod spec; pod admitted unchanged"])
+    too_many = too_many_containers(pod["spec"])
+    if too_many:
+        return _review(uid, warnings=[f"stepscope: sidecar not injected ({too_many}); pod admitted unchanged"])
     try:
         decision = decide(pod, namespace_labels)
-        patch = mutate(pod, config, namespace_labels) if decision.inject else []
+        ops = mutate(pod, config, namespace_labels) if decision.inject else []
+        patch = json.dumps(ops, separators=(",", ":")).encode() if ops else b""
+        del ops
     except (TypeError, ValueError, AttributeError, KeyError, IndexError) as exc:
         log.warning("cannot inject into the pod of review %s: %r", uid, exc)
         return _review(
             uid, warnings=[f"stepscope: sidecar not injected ({type(exc).__name__}); pod admitted unchanged"]
+        )
+    if len(patch) > MAX_PATCH_BYTES:
+        log.warning("review %s: a patch of %d bytes is over %d; not injected", uid, len(patch), MAX_PATCH_BYTES)
+        return _review(
+            uid,
+            warnings=[
+                f"stepscope: sidecar not injected (the patch would be over {MAX_PATCH_BYTES} bytes); "
+                "pod admitted unchanged"
+            ],
         )
     log.info(
         "review %s, pod %s/%s: %s (%s)",
@@ -91,6 +120,14 @@ def review_response(body: Any, namespace_labels: Mapping[str, str] | None, confi
         decision.reason,
     )
     return _review(uid, patch=patch)
+
+
+def too_many_containers(spec: Mapping[str, Any]) -> str:
+    """Why the pod has too many containers to patch ("" when it has not)."""
+    count = sum(len(v) for v in (spec.get("containers"), spec.get("initContainers")) if isinstance(v, list))
+    if count > MAX_PATCHED_CONTAINERS:
+        return f"{count} containers and init containers, over {MAX_PATCHED_CONTAINERS}"
+    return ""
 
 
 class _Kind(msgspec.Struct):
@@ -115,6 +152,34 @@ class _Envelope(msgspec.Struct):
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 
 
+class _Counted(msgspec.Struct):
+    """A list element, skipped unbuilt (the shape decode only counts them)."""
+
+
+class _SpecShape(msgspec.Struct):
+    containers: list[_Counted] | None = None
+    initContainers: list[_Counted] | None = None  # the pod's field
+
+
+class _PodShape(msgspec.Struct):
+    spec: _SpecShape | None = None
+
+
+_POD_SHAPE = msgspec.json.Decoder(_PodShape)
+
+
+def _container_count(raw: msgspec.Raw) -> int | None:
+    """How many containers and init containers the pod holds, without decoding them; None when the pod does not
+    have the expected shape (the full decode then says what it can)."""
+    try:
+        shape = _POD_SHAPE.decode(raw)
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
+        return None
+    if shape.spec is None:
+        return None
+    return len(shape.spec.containers or ()) + len(shape.spec.initContainers or ())
+
+
 def decode_review(raw: bytes) -> dict[str, Any] | str:
     """The review as `review_response` reads it, built shallow (the pod decoded only for a Pod CREATE), or why the
     body is not an AdmissionReview."""
@@ -129,23 +194,38 @@ def decode_review(raw: bytes) -> dict[str, Any] | str:
         return {}
     kind = req.kind.kind if req.kind is not None else ""
     pod: Any = None
+    request: dict[str, Any] = {"uid": req.uid, "kind": {"kind": kind}, "operation": req.operation}
+    request["namespace"] = req.namespace
     if kind == "Pod" and req.operation == "CREATE":
+        count = _container_count(req.object)
+        if count is not None and count > MAX_PATCHED_CONTAINERS:
+            request["podRefused"] = f"{count} containers and init containers, over {MAX_PATCHED_CONTAINERS}"
+            return {"request": {**request, "object": None}}
         try:
             pod = msgspec.json.decode(req.object)
         except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):  # nested too deep, or not UTF-8
             pod = None
-    request = {"uid": req.uid, "kind": {"kind": kind}, "operation": req.operation, "namespace": req.namespace}
     return {"request": {**request, "object": pod}}
+
+
+def answer(raw: bytes, namespace_labels: Mapping[str, str] | None, config: InjectionConfig) -> bytes:
+    """The encoded AdmissionReview answering the body `raw`. Pure; never raises for any body."""
+    body = decode_review(raw)
+    if isinstance(body, str):
+        return json.dumps(_review("", warnings=[f"stepscope: {body}; pod admitted unchanged"])).encode()
+    return json.dumps(review_response(body, namespace_labels, config), separators=(",", ":")).encode()
 
 
 async def _handle(request: web.Request, namespace_labels: Mapping[str, str] | None) -> web.Response:
     config = request.app[_CONFIG_KEY]
     if request.content_length is not None and request.content_length > MAX_REVIEW_BYTES:
         raise web.HTTPRequestEntityTooLarge(max_size=MAX_REVIEW_BYTES, actual_size=request.content_length)
-    body = decode_review(await request.read())  # read() refuses more than client_max_size as it reads
-    if isinstance(body, str):
-        return web.json_response(_review("", warnings=[f"stepscope: {body}; pod admitted unchanged"]))
-    return web.json_response(review_response(body, namespace_labels, config))
+    raw = await request.read()  # read() refuses more than client_max_size as it reads
+    # Off the loop, in a pool of REVIEW_WORKERS threads: a review never delays kopf's handlers, and at most
+    # REVIEW_WORKERS reviews are held decoded at once.
+    loop = asyncio.get_running_loop()
+    encoded = await loop.run_in_executor(request.app[_POOL_KEY], answer, raw, namespace_labels, config)
+    return web.Response(body=encoded, content_type="application/json")
 
 
 async def _pod_labelled(request: web.Request) -> web.Response:
@@ -160,9 +240,15 @@ async def _healthz(_: web.Request) -> web.Response:
     return web.Response(text="ok")
 
 
+async def _stop_pool(app: web.Application) -> None:
+    app[_POOL_KEY].shutdown(wait=False, cancel_futures=True)
+
+
 def build_app(config: InjectionConfig) -> web.Application:
     app = web.Application(client_max_size=MAX_REVIEW_BYTES)
     app[_CONFIG_KEY] = config
+    app[_POOL_KEY] = ThreadPoolExecutor(max_workers=REVIEW_WORKERS, thread_name_prefix="stepscope-review")
+    app.on_cleanup.append(_stop_pool)
     app.router.add_post(POD_PATH, _pod_labelled)
     app.router.add_post(NAMESPACE_PATH, _namespace_labelled)
     app.router.add_get("/healthz", _healthz)

@@ -3,8 +3,9 @@
 Checks: an 8 MiB review body of empty objects is refused (413) and grows the operator's peak memory (VmHWM of the
 process) by less than 64 MiB; a body just under the bound made of empty objects inside the pod, and one nested
 10,000 levels deep, are answered (allowed, unchanged, with a warning where the pod cannot be read) within the same
-growth; 8 MiB posted to the metrics and health listeners costs nothing either; a real pod review is still injected
-afterwards.
+growth; so are four reviews at once of a pod under the cap with 41,920 tiny containers (admitted unchanged with a
+warning, each answer under 1 KiB); 8 MiB posted to the metrics and health listeners costs nothing either; a real pod
+review is still injected afterwards.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import signal
 import ssl
 import urllib.error
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +23,7 @@ import pytest
 from operator_harness import OperatorProcess
 from test_injection import make_pod
 from test_webhook import review, write_certificates
+from test_webhook_load import CONTAINERS, crowded_review
 
 from stepscope_contract.constants import INJECT_LABEL
 from stepscope_local.kube import EmulatorServer
@@ -104,6 +107,15 @@ def test_review_bodies_are_bounded_in_the_operator_process(
         status, answer = _post(url, _deep(MAX_REVIEW_BYTES - 1024), context)
         assert status == 200 and answer["response"]["allowed"] is True
         assert answer["response"].get("warnings") and "patch" not in answer["response"]
+
+        crowded = [crowded_review(uid=f"crowd-{i}") for i in range(4)]
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(pool.map(lambda body: _post(url, body, context), crowded))
+        grown = _peak_rss(pid) - before
+        assert grown < 64 * MiB, f"four crowded pods grew the operator's peak memory by {grown / MiB:.0f} MiB"
+        for status, answer in answers:
+            assert status == 200 and answer["response"]["allowed"] is True and "patch" not in answer["response"]
+            assert f"{CONTAINERS} containers" in answer["response"]["warnings"][0]
 
         environ = dict(
             item.split("=", 1) for item in Path(f"/proc/{pid}/environ").read_text().split("\0") if "=" in item
