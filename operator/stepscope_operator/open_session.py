@@ -1,11 +1,15 @@
 """`stepscope open SESSION` and `stepscope fetch SESSION [DEST]`: a ProfileSession by its name.
 
-The session's folder (status.artifactsUri) is read with the install's storage settings (the settings ConfigMap:
-endpoint, region, addressing style) and the credentials Secret they name in the session's namespace, as the
-operator and the analyzer reach it, and downloaded as stored (stepscope_storage.fetch, layout `session`), so that
-report/report.html's links to each rank's trace, stacks and Flight Recorder dump work. `open` then shows the local
-copy of the report in the browser (or prints its path with --print). `fetch` with a storage URI instead of a name
-downloads that folder, as before, without a cluster.
+The session's folder is computed as the operator computes it (stepscope_contract.session_folder: the accepted
+spec's storage URI, the namespace, the name and the uid), never taken from `status.artifactsUri`, which anyone who
+may patch the session's status can point at another team's folder or a local path (a status that disagrees is
+named on stderr and ignored). A folder on `file://` is never read for a name: the user names such a folder on the
+command line (`stepscope fetch file:///... DEST`). The folder is read with the install's storage settings (the
+settings ConfigMap: endpoint, region, addressing style) and the credentials Secret they name in the session's
+namespace, as the operator and the analyzer reach it, and downloaded as stored (stepscope_storage.fetch, layout
+`session`), so that report/report.html's links to each rank's trace, stacks and Flight Recorder dump work. `open`
+then shows the local copy of the report in the browser (or prints its path with --print). `fetch` with a storage
+URI instead of a name downloads that folder, as before, without a cluster.
 """
 
 from __future__ import annotations
@@ -19,8 +23,10 @@ from pathlib import Path
 
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.session import DNS_SUBDOMAIN
+from stepscope_contract.session_folder import accepted_spec
+from stepscope_contract.session_folder import session_folder as computed_folder
 from stepscope_contract.status_wire import read_status
-from stepscope_contract.storage import AddressingStyle, FetchLayout, StorageLocation, parse_storage_uri
+from stepscope_contract.storage import AddressingStyle, FetchLayout, Scheme, StorageLocation, StorageUriError
 from stepscope_operator.check import Cluster, Context, credentials_of, storage_settings
 from stepscope_storage import Connection, open_store
 from stepscope_storage.failure_fix import with_fix
@@ -48,20 +54,45 @@ def session_folder(cluster: Cluster, namespace: str, name: str, install_namespac
         raise SessionError(f"no ProfileSession {namespace}/{name}")
     if code != 200 or not isinstance(obj, dict):
         raise SessionError(f"cannot read ProfileSession {namespace}/{name} ({code})")
-    status = read_status(obj.get("status"))
-    if not status.artifacts_uri:
-        raise SessionError(f"{namespace}/{name} has no artifacts yet (phase {status.phase.value})")
+    location = own_folder(obj, namespace, name)
     ctx = Context(cluster, namespace, install_namespace, 30.0, None)
     settings, _ = storage_settings(ctx)
     try:
         credentials, _ = credentials_of(ctx, settings)
     except ValueError as exc:
         raise SessionError(str(exc)) from exc
-    location = parse_storage_uri(status.artifacts_uri)
     connection = Connection(
         settings.endpoint or None, settings.region or None, AddressingStyle(settings.addressing_style or "auto")
     )
     return SessionFolder(namespace, name, location, open_store(location, connection, credentials))
+
+
+def own_folder(obj: dict[str, object], namespace: str, name: str) -> StorageLocation:
+    """The folder of the session `obj` (read as `namespace`/`name`), from its accepted spec and identity as the
+    operator computes it; a `status.artifactsUri` elsewhere is named on stderr and ignored. SessionError when the
+    session was never accepted, its storage URI is unusable, or the folder is on `file://`."""
+    metadata = obj.get("metadata")
+    meta = metadata if isinstance(metadata, dict) else {}
+    status = read_status(obj.get("status"))
+    spec = accepted_spec(meta)
+    if spec is None:
+        raise SessionError(f"{namespace}/{name} has no artifacts yet (phase {status.phase.value})")
+    try:
+        location = computed_folder(spec, namespace, name, str(meta.get("uid") or ""))
+    except StorageUriError as exc:
+        raise SessionError(f"{namespace}/{name}: the accepted storage URI is unusable: {exc}") from exc
+    if status.artifacts_uri and status.artifacts_uri != location.uri:
+        print(
+            f"stepscope: status.artifactsUri {status.artifacts_uri[:300]!r} is not this session's folder; "
+            f"reading {location.uri}",
+            file=sys.stderr,
+        )
+    if location.scheme is Scheme.FILE:
+        raise SessionError(
+            f"{namespace}/{name} keeps its artifacts on the local file system ({location.uri}); name the folder "
+            f"yourself: stepscope fetch {location.uri} DEST"
+        )
+    return location
 
 
 def _parser(prog: str, description: str) -> argparse.ArgumentParser:

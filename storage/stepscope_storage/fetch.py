@@ -40,6 +40,25 @@ class Fetched:
     bytes: int = 0
 
 
+def local_target(root: Path, session: StorageLocation, key: str, layout: FetchLayout) -> Path | None:
+    """Where the stored `key` of `session` is written below the resolved folder `root`, or None when `layout` leaves
+    it out; StorageError when it would be `root` itself or leave it (through a link already in it, too), or is no
+    local path (a NUL byte, a character no file name holds)."""
+    rel = fetch_path(session, key, layout)
+    if rel is None:
+        return None
+    try:
+        local = rel.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        local = b"\0"
+    if b"\0" in local:
+        raise StorageError(f"{key!r}: not a local file name")
+    target = (root / rel).resolve()
+    if target == root or not target.is_relative_to(root):  # fetch_path never climbs out; a second look
+        raise StorageError(f"{key!r}: {rel!r} would leave {root}")
+    return target
+
+
 def fetch_session(
     store: Store,
     session: StorageLocation,
@@ -51,12 +70,9 @@ def fetch_session(
     out = Fetched()
     root = dest.resolve()
     for key in store.list_keys(session):
-        rel = fetch_path(session, key, layout)
-        if rel is None:
+        target = local_target(root, session, key, layout)
+        if target is None:
             continue
-        target = (root / rel).resolve()
-        if not target.is_relative_to(root):  # fetch_path never climbs out; a second look costs nothing
-            raise StorageError(f"{key}: {rel} would leave {root}")
         stored = store.get_file(key, target)
         out.files.append(target)
         out.bytes += stored.size

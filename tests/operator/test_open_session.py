@@ -1,10 +1,15 @@
-"""`stepscope fetch NAME` and `stepscope open NAME` on the local cluster (no operator: a session whose status names
-its folder, as the operator leaves it): the folder comes down as stored, with the install's storage settings and
-credentials Secret, and the report's links to each rank's trace, stacks and Flight Recorder dump work in the copy;
-a session without artifacts, or without a report, says so."""
+"""`stepscope fetch NAME` and `stepscope open NAME` on the local cluster (no operator: a session accepted as the
+operator leaves it, its spec frozen in the accepted-spec annotation): the folder, computed from that spec and the
+session's namespace, name and uid, comes down as stored, with the install's storage settings and credentials
+Secret, and the report's links to each rank's trace, stacks and Flight Recorder dump work in the copy; a session
+without artifacts, or without a report, says so. A forged `status.artifactsUri` (another team's folder with a
+report holding `<script>`, or a `file://` folder of the caller) is named and ignored: nothing but the session's own
+folder is read; a session whose own folder is on `file://` is refused (the user names such a folder as a URI)."""
 
 from __future__ import annotations
 
+import json
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -14,6 +19,8 @@ import pytest
 
 from stepscope_analyzer.ranks.storage_io import location_of
 from stepscope_analyzer.report import html_bytes, with_trace_links
+from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
+from stepscope_contract.storage import session_dir_name
 from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import STORAGE_BASE, install
 
@@ -26,7 +33,6 @@ from stepscope_testing.local_analysis import analyse_folder
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 STEPSCOPE = str(Path(sys.executable).parent / "stepscope")
 API = "stepscope.dev/v1alpha1"
-FOLDER = f"{STORAGE_BASE}/default/demo-hang-0001"
 
 
 @pytest.fixture(scope="module")
@@ -37,29 +43,34 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield c
 
 
-def _upload_hang_session(cluster: LocalCluster, tmp: Path) -> None:
-    """The demo's hang session with its report (links relative to report/), in the install's bucket."""
+def _upload_hang_session(cluster: LocalCluster, tmp: Path, folder: str) -> None:
+    """The demo's hang session with its report (links relative to report/), in the install's bucket at `folder`."""
     local = tmp / "upload"
-    import shutil
-
     shutil.copytree(SESSIONS / "hang" / "traces", local / "traces")
     (local / "report").mkdir()
     report = with_trace_links(analyse_folder(local), location_of(str(local / "report")))
     (local / "report" / "report.html").write_bytes(html_bytes(report))
     assert cluster.s3 is not None
-    bucket, prefix = FOLDER.removeprefix("s3://").split("/", 1)
+    bucket, prefix = folder.removeprefix("s3://").split("/", 1)
     for path in sorted(p for p in local.rglob("*") if p.is_file()):
         key = f"{prefix}/{path.relative_to(local).as_posix()}"
         cluster.s3.client().put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
 
 
-def _session(cluster: LocalCluster, name: str, artifacts: str | None) -> None:
-    cluster.api.apply({
-        "apiVersion": API, "kind": "ProfileSession", "metadata": {"name": name, "namespace": "default"},
-        "spec": {"targets": {"selector": {"matchLabels": {"app": "nobody"}}}, "storage": {"uri": STORAGE_BASE}},
+def _session(cluster: LocalCluster, name: str, artifacts: str | None, base: str = STORAGE_BASE) -> str:
+    """A session as the operator accepts it (its spec frozen in the annotation) when `artifacts` is given, with that
+    status.artifactsUri ("own": its computed folder); returns its computed folder."""
+    spec = {"targets": {"selector": {"matchLabels": {"app": "nobody"}}}, "storage": {"uri": base}}
+    annotations = {ACCEPTED_SPEC_ANNOTATION: json.dumps(spec)} if artifacts else {}
+    obj = cluster.api.apply({
+        "apiVersion": API, "kind": "ProfileSession",
+        "metadata": {"name": name, "namespace": "default", "annotations": annotations}, "spec": spec,
     })  # fmt: skip
+    folder = f"{base}/default/{session_dir_name(name, obj['metadata']['uid'])}"
     if artifacts:
-        cluster.api.patch_status(API, "profilesessions", "default", name, {"artifactsUri": artifacts})
+        status = folder if artifacts == "own" else artifacts
+        cluster.api.patch_status(API, "profilesessions", "default", name, {"artifactsUri": status})
+    return folder
 
 
 def _run(cluster: LocalCluster, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -68,8 +79,8 @@ def _run(cluster: LocalCluster, *args: str, cwd: Path) -> subprocess.CompletedPr
 
 
 def test_fetch_and_open_by_name(cluster: LocalCluster, tmp_path: Path) -> None:
-    _upload_hang_session(cluster, tmp_path)
-    _session(cluster, "demo-hang", FOLDER)
+    folder = _session(cluster, "demo-hang", "own")
+    _upload_hang_session(cluster, tmp_path, folder)
     fetched = _run(cluster, "fetch", "demo-hang", str(tmp_path / "copy"), cwd=tmp_path)
     assert fetched.returncode == 0, fetched.stdout + fetched.stderr
     copy = tmp_path / "copy"
@@ -93,3 +104,29 @@ def test_a_session_without_artifacts_or_absent_says_so(cluster: LocalCluster, tm
     assert early.returncode == 2 and "default/not-yet has no artifacts yet" in early.stderr, early.stderr
     absent = _run(cluster, "fetch", "no-such-session", cwd=tmp_path)
     assert absent.returncode == 2 and "no ProfileSession default/no-such-session" in absent.stderr, absent.stderr
+
+
+def test_a_forged_status_reads_nothing_but_the_sessions_own_folder(cluster: LocalCluster, tmp_path: Path) -> None:
+    other = f"{STORAGE_BASE}/team-b/secret-run-0badc0de"  # another team's folder, its report carrying a script
+    assert cluster.s3 is not None
+    bucket, prefix = other.removeprefix("s3://").split("/", 1)
+    page = b"<html><script>steal()</script></html>"
+    cluster.s3.client().put_object(Bucket=bucket, Key=f"{prefix}/report/report.html", Body=page)
+    local = tmp_path / "caller-files"
+    local.mkdir()
+    (local / "id_rsa").write_text("private")
+
+    for name, forged in (("forged-bucket", other), ("forged-file", f"file://{local}")):
+        _session(cluster, name, forged)
+        fetched = _run(cluster, "fetch", name, str(tmp_path / name), cwd=tmp_path)
+        assert f"status.artifactsUri '{forged}' is not this session's folder" in fetched.stderr, fetched.stderr
+        copied = [p for p in (tmp_path / name).rglob("*") if p.is_file()] if (tmp_path / name).exists() else []
+        assert copied == [] and fetched.returncode == 1, fetched.stdout + fetched.stderr
+        opened = _run(cluster, "open", name, "--print", cwd=tmp_path)
+        assert opened.returncode == 1 and "has no report yet" in opened.stderr, opened.stdout + opened.stderr
+        assert "script" not in opened.stdout
+
+    _session(cluster, "local-folder", "own", base=f"file://{tmp_path}/store")
+    refused = _run(cluster, "fetch", "local-folder", str(tmp_path / "local"), cwd=tmp_path)
+    assert refused.returncode == 2 and f"stepscope fetch file://{tmp_path}/store/default/" in refused.stderr
+    assert not (tmp_path / "local").exists()
