@@ -27,11 +27,13 @@ from stepscope_contract.wire import (
     HookPhase,
     HookRequest,
     HookState,
+    RankMeta,
 )
 from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.hook_states import final_state, hook_done, live_state, rank_outcome
 from stepscope_sidecar.hookfiles import HookDir
 from stepscope_sidecar.nvml import Sampler, write_records
+from stepscope_sidecar.rank_files import RankFiles, open_rank_files, regular_file
 from stepscope_sidecar.rank_summary import RankSummary, SummarySettings
 from stepscope_sidecar.uploader import UploadError, UploadStats, content_type, upload_rank, write_manifest
 from stepscope_storage import open_store
@@ -198,14 +200,35 @@ class CaptureRun:
             if sampler.records:
                 write_records(sampler.records, rank_dir / GPU_METRICS_FILE, state.local_rank)
         names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE)
-        files = [rank_dir / n for n in names if (rank_dir / n).is_file()]
-        wrote_trace = ours and state.phase is HookPhase.WRITTEN
-        if outcome is CaptureState.UPLOADED and wrote_trace and not (rank_dir / TRACE_FILE).is_file():
-            errors.append("the hook reported a trace but it is missing")
-            outcome = CaptureState.FAILED
+        # Opened without following links, regular files only, read through the open descriptors (rank_files.py).
+        with open_rank_files(self.hooks.root, self.hooks.rank_parts(self.capture_id, rank), names) as held:
+            for why in held.refused:
+                log.warning("capture %s, rank %d: not uploaded: %s", self.capture_id, rank, why)
+                errors.append(f"not uploaded: {why}")
+            wrote_trace = ours and state.phase is HookPhase.WRITTEN
+            if outcome is CaptureState.UPLOADED and wrote_trace and held.get(TRACE_FILE) is None:
+                errors.append("the hook reported a trace but it is missing")
+                outcome = CaptureState.FAILED
+            manifest = self._manifest(rank, outcome, held=held, meta=meta, gpu_note=gpu_note, errors=errors)
+            summary = None
+            if outcome is CaptureState.UPLOADED and wrote_trace:  # summarised here while the trace uploads
+                summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary)
+            session = parse_storage_uri(self.request.destination.session_uri)
+            files = [rank_dir / f.name for f in held.files]
+            return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors, summary=summary,
+                                sources=held.sources())  # fmt: skip
 
-        session = parse_storage_uri(self.request.destination.session_uri)
-        manifest = RankManifest(
+    def _manifest(
+        self,
+        rank: int,
+        outcome: CaptureState,
+        *,
+        held: RankFiles,
+        meta: RankMeta | None,
+        gpu_note: str,
+        errors: list[str],
+    ) -> RankManifest:
+        return RankManifest(
             capture_id=self.capture_id,
             namespace=self.request.session.namespace,
             session=self.request.session.name,
@@ -214,10 +237,8 @@ class CaptureRun:
             rank=rank,
             state=outcome,
             files=[
-                ArtifactFile(
-                    name=p.name, size=p.stat().st_size, sha256=sha256_file(p), content_type=content_type(p.name)
-                )
-                for p in files
+                ArtifactFile(name=f.name, size=f.size, sha256=sha256_file(f.source), content_type=content_type(f.name))
+                for f in held.files
             ],
             meta=meta,
             gpu_metrics=gpu_note,
@@ -225,10 +246,6 @@ class CaptureRun:
             capture_started_at=self.status.started_at,
             capture_finished_at=_now(),
         )
-        summary = None
-        if outcome is CaptureState.UPLOADED and wrote_trace:  # summarised here while the trace uploads
-            summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary)
-        return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors, summary=summary)
 
     def _upload(
         self,
@@ -240,6 +257,7 @@ class CaptureRun:
         outcome: CaptureState,
         errors: list[str],
         summary: RankSummary | None = None,
+        sources: dict[str, Path] | None = None,
     ) -> tuple[CaptureState, str]:
         """Files, the rank's summary (when one is being made), then manifest; the local copy goes only once
         everything is confirmed in storage."""
@@ -249,8 +267,9 @@ class CaptureRun:
         deadline = max(self.deadline, time.monotonic() + grace)
         try:
             store = open_store(session, self.request.destination, Credentials.from_env(), self.config.transfer)
+            then = (lambda: regular_file(summary.finish())) if summary is not None else None
             uploaded = upload_rank(store, session, manifest, files, rank_dir, deadline=deadline, stats=stats,
-                                   then=summary.finish if summary is not None else None)  # fmt: skip
+                                   then=then, sources=sources)  # fmt: skip
         except (UploadError, StorageError, OSError) as exc:
             if summary is not None and summary.popen.poll() is None:
                 summary.popen.kill()

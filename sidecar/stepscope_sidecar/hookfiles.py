@@ -58,7 +58,11 @@ class HookDir:
         return out
 
     def rank_dir(self, capture_id: str, rank: int) -> Path:
-        return self.root / HOOK_CAPTURES_DIR / capture_id / f"rank-{rank}"
+        return self.root.joinpath(*self.rank_parts(capture_id, rank))
+
+    def rank_parts(self, capture_id: str, rank: int) -> tuple[str, ...]:
+        """The folders from the run folder down to the rank's (rank_files.open_rank_files opens them one by one)."""
+        return (HOOK_CAPTURES_DIR, capture_id, f"rank-{rank}")
 
     def capture_dir(self, capture_id: str) -> Path:
         return self.root / HOOK_CAPTURES_DIR / capture_id

@@ -10,7 +10,7 @@ reason and its local copy is kept (the manifest is written beside it), so the ca
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -46,11 +46,14 @@ class UploadStats:
     errors: list[str] = field(default_factory=list)
 
 
-def upload_file(store: Store, local: Path, key: str, *, deadline: float, stats: UploadStats) -> Stored:
-    """One file to `key`; UploadError (with the attempts and the last error) when it does not get there."""
+def upload_file(
+    store: Store, local: Path, key: str, *, deadline: float, stats: UploadStats, source: Path | None = None
+) -> Stored:
+    """One file to `key`, read from `source` when given (the open descriptor of `local`, rank_files.py); UploadError
+    (with the attempts and the last error) when it does not get there."""
     before = store.counts
     try:
-        stored = store.put_file(local, key, content_type(local.name), deadline=deadline)
+        stored = store.put_file(source or local, key, content_type(local.name), deadline=deadline)
     except StorageError as exc:
         sent = _count(store, before, stats)
         raise UploadError(f"upload of {local.name} failed after {sent} attempt(s): {exc}") from exc
@@ -80,15 +83,16 @@ def upload_rank(
     deadline: float,
     stats: UploadStats,
     then: Callable[[], Path | None] | None = None,
+    sources: Mapping[str, Path] | None = None,
 ) -> list[UploadedArtifact]:
     """Every file of the rank, then the file `then` gives once they are up (the rank's summary, given the manifest
     to carry: optional, a failure to upload it is logged, never the rank's), then its manifest (which says how many
     attempts it took); UploadError on failure, after the manifest was written into `rank_dir` beside the kept
-    files."""
+    files. `sources`: what to read for each file's name (its open descriptor), instead of its path."""
     uploaded: list[UploadedArtifact] = []
     for path in files:
         stored = upload_file(store, path, rank_artifact_key(session, manifest.rank, path.name), deadline=deadline,
-                             stats=stats)  # fmt: skip
+                             stats=stats, source=(sources or {}).get(path.name))  # fmt: skip
         uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
     extra = then() if then is not None else None
     if extra is not None:
