@@ -83,6 +83,20 @@ def team_objects(namespace: str, master: str, settings: OnboardingSettings) -> l
     return [token_secret(namespace, master, settings), analyzer_account(namespace, settings)]
 
 
+def refusal(obj: Mapping[str, Any], settings: OnboardingSettings) -> str | None:
+    """Why the operator must not write `obj` (None: it may): only the Opaque token Secret and the analyzer's
+    ServiceAccount, whatever asks. The chart's ValidatingAdmissionPolicy holds the API server to the same, since
+    RBAC cannot restrict `create` by name or a Secret's type."""
+    kind, name = obj.get("kind"), (obj.get("metadata") or {}).get("name")
+    if kind == "Secret" and (obj.get("type") != "Opaque" or name != settings.token_secret):
+        return f"only the Opaque Secret {settings.token_secret} is written, not a {obj.get('type')} Secret {name}"
+    if kind == "ServiceAccount" and name != settings.analyzer_account:
+        return f"only the ServiceAccount {settings.analyzer_account} is created, not {name}"
+    if kind not in ("Secret", "ServiceAccount"):
+        return f"a {kind} is never written"
+    return None
+
+
 def collection_path(obj: Mapping[str, Any]) -> str:
     """The REST collection an object is created in."""
     plural = {"Secret": "secrets", "ServiceAccount": "serviceaccounts"}[obj["kind"]]

@@ -20,6 +20,7 @@ from stepscope_operator.onboarding import (
     LABEL_VALUE,
     OnboardingSettings,
     collection_path,
+    refusal,
     stale_secret_patch,
     team_objects,
     token_secret,
@@ -37,6 +38,9 @@ async def write(kube: Kube, objects: list[dict[str, Any]]) -> list[str]:
     """Create each object unless it exists; a token Secret holding another token is patched. What changed, as words."""
     changed = []
     for obj in objects:
+        refused = refusal(obj, SETTINGS)
+        if refused is not None:
+            raise ValueError(f"onboarding: {refused}")
         path = collection_path(obj)
         existing, created = await kube.create_or_get(path, obj)
         what = f"{obj['kind']} {obj['metadata']['namespace']}/{obj['metadata']['name']}"

@@ -30,6 +30,7 @@ from stepscope_local.runner.pods import kill_group
 from stepscope_operator.onboarding import (
     OnboardingSettings,
     collection_path,
+    refusal,
     stale_secret_patch,
     team_objects,
     wants_onboarding,
@@ -58,6 +59,20 @@ def test_a_labelled_namespace_gets_its_own_token_and_the_analyzer_account() -> N
     assert stale_secret_patch({"data": {"token": "b2xk"}}, secret) == {"data": {"token": secret["data"]["token"]}}
     kinds = [o["kind"] for o in team_objects("team-x", "m" * 20, OnboardingSettings())]
     assert kinds == ["Secret", "ServiceAccount"]  # nothing bound, whatever the settings
+
+
+@pytest.mark.unit
+def test_the_operator_writes_only_its_opaque_token_secret_and_the_analyzer_account() -> None:
+    settings = OnboardingSettings()
+    for obj in team_objects("team-x", "m" * 20, settings):
+        assert refusal(obj, settings) is None
+    secret, account = team_objects("team-x", "m" * 20, settings)
+    minted = {**secret, "type": "kubernetes.io/service-account-token"}
+    minted["metadata"] = {**secret["metadata"], "annotations": {"kubernetes.io/service-account.name": "admin"}}
+    assert "not a kubernetes.io/service-account-token Secret" in str(refusal(minted, settings))
+    assert refusal({**secret, "metadata": {**secret["metadata"], "name": "other"}}, settings) is not None
+    assert refusal({**account, "metadata": {**account["metadata"], "name": "admin"}}, settings) is not None
+    assert refusal({"kind": "RoleBinding", "metadata": {"name": "x"}}, settings) is not None
 
 
 def _check(cluster: LocalCluster, namespace: str, *skip: str) -> subprocess.CompletedProcess[str]:

@@ -147,10 +147,6 @@ kopf discovers the CRD once at startup through discovery (scanning disabled), so
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
-# The analyzer and cleanup Jobs it creates and follows (removed by ownerReferences or ttlSecondsAfterFinished).
-- apiGroups: ["batch"]
-  resources: ["jobs"]
-  verbs: ["create", "get"]
 # Kubernetes Events for phase transitions and artifact deletion.
 - apiGroups: [""]
   resources: ["events"]
@@ -162,6 +158,22 @@ kopf discovers the CRD once at startup through discovery (scanning disabled), so
 - apiGroups: ["jobset.x-k8s.io"]
   resources: ["jobsets"]
   verbs: ["get"]
+{{- end }}
+
+{{/* The analyzer and cleanup Jobs the operator creates and follows in a session's namespace (removed by
+ownerReferences or ttlSecondsAfterFinished). */}}
+{{- define "stepscope.operatorJobRules" -}}
+- apiGroups: ["batch"]
+  resources: ["jobs"]
+  verbs: ["create", "get"]
+{{- end }}
+
+{{/* Where a cluster-wide operator may create Jobs: "" for every namespace (no trainingNamespaces listed, or
+onboarding.byLabel, whose namespaces are not known at render), else the training namespaces (JSON list). */}}
+{{- define "stepscope.jobNamespaces" -}}
+{{- if and .Values.trainingNamespaces (not .Values.onboarding.byLabel) }}
+{{- include "stepscope.trainingNamespaces" . }}
+{{- end }}
 {{- end }}
 
 {{/* The install's storage settings, as the operator reads them (STEPSCOPE_STORAGE_*); also the data of the
