@@ -174,6 +174,38 @@ class Kube:
 
         return await asyncio.to_thread(call)
 
+    async def get_path(self, path: str) -> dict[str, Any]:
+        """The object at the API path `path`."""
+
+        def call() -> dict[str, Any]:
+            response = self._api.call_api(
+                path,
+                "GET",
+                header_params={"Accept": "application/json"},
+                auth_settings=["BearerToken"],
+                _return_http_data_only=True,
+                _preload_content=False,
+            )
+            obj: dict[str, Any] = self._json(response)
+            return obj
+
+        return await asyncio.to_thread(call)
+
+    async def patch_json(self, path: str, ops: list[dict[str, Any]]) -> None:
+        """A JSON Patch (RFC 6902) of the object at `path`."""
+
+        def call() -> None:
+            self._api.call_api(
+                path,
+                "PATCH",
+                header_params={"Accept": "application/json", "Content-Type": "application/json-patch+json"},
+                body=ops,
+                auth_settings=["BearerToken"],
+                _preload_content=False,
+            )
+
+        await asyncio.to_thread(call)
+
     async def patch_merge(self, path: str, patch: dict[str, Any]) -> None:
         def call() -> None:
             self._api.call_api(

@@ -76,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     from stepscope_operator.config import OperatorConfig
 
     config = OperatorConfig.from_env()
+    importlib.import_module("stepscope_operator.runtime_secrets_handlers")  # first: the others read what it writes
     importlib.import_module("stepscope_operator.handlers")
     importlib.import_module("stepscope_operator.trigger_handlers")
     importlib.import_module("stepscope_operator.onboarding_handlers")
