@@ -16,6 +16,7 @@ from typing import Any as Env  # the e2e fixture's Env (tests/e2e/conftest.py)
 import pytest
 
 from stepscope_local.demo import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE
+from stepscope_local.install import MASTER_TOKEN
 from stepscope_local.kube.identity import ANONYMOUS, Request, service_account_user
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "helm"))
@@ -118,7 +119,15 @@ def test_every_request_is_granted_by_the_chart_and_every_grant_is_used(e2e: Env)
     _trigger_fires_and_prunes(e2e)
 
     audit = e2e.cluster.api.audit
-    docs = render(sets=("operator.watchNamespaces={default}",))
+    # the local cluster hands the operator its master token and runs no webhook: the values under which the chart
+    # leaves neither to the operator (what runtime_secrets.py is granted: tests/helm/test_rbac.py)
+    docs = render(
+        sets=(
+            "operator.watchNamespaces={default}",
+            f"sidecar.token.value={MASTER_TOKEN}",
+            "webhook.certManager.enabled=true",
+        )
+    )
     report: list[str] = []
     for user, account, namespace in ((OPERATOR, OPERATOR_ACCOUNT, OPERATOR_NAMESPACE),):
         requests = audit.requests(user)

@@ -49,7 +49,7 @@ def one(docs: list[dict[str, Any]], kind: str, name_suffix: str = "") -> dict[st
     return found[0]
 
 
-Rule = tuple[str, str, str]  # (apiGroup, resource, verb)
+Rule = tuple[str, str, str]  # (apiGroup, resource, verb); a rule limited by name: resource "secrets:a,b"
 ROLE_KINDS = ("Role", "ClusterRole")
 BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 
@@ -57,9 +57,10 @@ BINDING_KINDS = ("RoleBinding", "ClusterRoleBinding")
 def rules_of(role: dict[str, Any]) -> set[Rule]:
     out: set[Rule] = set()
     for rule in role.get("rules") or []:
-        assert "nonResourceURLs" not in rule and "resourceNames" not in rule
+        assert "nonResourceURLs" not in rule
+        names = rule.get("resourceNames")
         for group in rule["apiGroups"]:
-            for resource in rule["resources"]:
+            for resource in (f"{r}:{','.join(names)}" if names else r for r in rule["resources"]):
                 for verb in rule["verbs"]:
                     out.add((group, resource, verb))
     return out

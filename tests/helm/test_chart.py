@@ -12,8 +12,6 @@ from typing import Any
 import kubernetes_validate
 import pytest
 import yaml
-from cryptography import x509
-from cryptography.x509.oid import ExtendedKeyUsageOID
 from helm_chart import CHART, CI_VALUES, RELEASE_NAMESPACE, REPO, by_kind, one, render, run_helm
 
 from stepscope_contract.tokens import namespace_token
@@ -86,12 +84,13 @@ def test_rendered_objects_are_valid_kubernetes(values: str, version: str) -> Non
             assert training or doc["metadata"]["namespace"] == RELEASE_NAMESPACE
             assert doc["spec"]
             continue
+        if doc["kind"].startswith("ValidatingAdmissionPolicy") and version < "1.30":
+            continue  # rendered only for clusters >= 1.30 (helm's --kube-version; test_onboarding_rbac.py)
         kubernetes_validate.validate(doc, version, strict=True)
     assert {d["kind"] for d in docs} >= {
         "CustomResourceDefinition",
         "Deployment",
         "ServiceAccount",
-        "Secret",
         "Service",
         "MutatingWebhookConfiguration",
     }
@@ -169,15 +168,23 @@ def test_operator_env_follows_the_interface_default() -> None:
     assert env["STEPSCOPE_WEBHOOK_PORT"] == "9443" and env["STEPSCOPE_WEBHOOK_CERT_DIR"] == "/etc/stepscope/webhook-tls"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
     volumes = {v["name"]: v for v in one(docs, "Deployment")["spec"]["template"]["spec"]["volumes"]}
-    token_volume = volumes[mounts["/var/run/secrets/stepscope"]]["secret"]
-    assert token_volume["secretName"] == "stepscope-sidecar-master"  # the master, from which namespace tokens derive
-    assert token_volume["items"] == [{"key": "token", "path": "token"}]
-    assert volumes[mounts["/etc/stepscope/webhook-tls"]]["secret"]["secretName"] == "stepscope-webhook-tls"
+    # the master (from which namespace tokens derive) and the certificate: made or read by the operator at runtime
+    assert volumes[mounts["/var/run/secrets/stepscope"]]["emptyDir"]["medium"] == "Memory"
+    assert volumes[mounts["/etc/stepscope/webhook-tls"]]["emptyDir"]["medium"] == "Memory"
+    assert env["STEPSCOPE_SIDECAR_MASTER_SECRET"] == "stepscope-sidecar-master"
+    assert env["STEPSCOPE_OPERATOR_NAMESPACE"] == RELEASE_NAMESPACE
     # every STEPSCOPE_ variable the chart sets is one the operator or the webhook reads
     sources = (
         "".join(
             (REPO / "operator" / "stepscope_operator" / f).read_text()
-            for f in ("config.py", "injection.py", "webhook.py", "storage_defaults.py", "onboarding.py")
+            for f in (
+                "config.py",
+                "injection.py",
+                "webhook.py",
+                "storage_defaults.py",
+                "onboarding.py",
+                "runtime_secrets_handlers.py",
+            )
         )
         + (REPO / "contract" / "stepscope_contract" / "constants.py").read_text()
     )  # names shared with the sidecar
@@ -251,21 +258,22 @@ def test_webhook_never_blocks_pods_and_selects_by_label(values: str) -> None:
         assert (watched in hook["namespaceSelector"]["matchExpressions"]) is (values == "ci")
 
 
-def test_self_signed_webhook_tls_is_a_ca_signed_certificate_for_the_service() -> None:
+def test_default_webhook_tls_is_left_to_the_operator_with_exactly_the_rights_it_needs() -> None:
     docs = render()
-    secret = one(docs, "Secret", "-webhook-tls")
-    assert secret["type"] == "kubernetes.io/tls"
-    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
-    ca_pem = base64.b64decode(secret["data"]["ca.crt"])
-    ca = x509.load_pem_x509_certificate(ca_pem)
-    cert.verify_directly_issued_by(ca)
-    service = one(docs, "Service", "-webhook")["metadata"]["name"]
-    names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
-    assert f"{service}.{RELEASE_NAMESPACE}.svc" in names
-    usages = cert.extensions.get_extension_for_class(x509.ExtendedKeyUsage).value
-    assert ExtendedKeyUsageOID.SERVER_AUTH in usages
-    for hook in _webhooks(docs):
-        assert base64.b64decode(hook["clientConfig"]["caBundle"]) == ca_pem
+    assert not [s for s in by_kind(docs, "Secret") if s["metadata"]["name"].endswith("-webhook-tls")]
+    assert all("caBundle" not in hook["clientConfig"] for hook in _webhooks(docs))
+    env = _env(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+    assert env["STEPSCOPE_WEBHOOK_SERVICE"] == one(docs, "Service", "-webhook")["metadata"]["name"]
+    configuration = one(docs, "MutatingWebhookConfiguration")["metadata"]["name"]
+    assert env["STEPSCOPE_WEBHOOK_CONFIGURATION"] == configuration
+    role = one(docs, "ClusterRole", "-webhook-ca")
+    assert role["rules"] == [{"apiGroups": ["admissionregistration.k8s.io"], "resources":
+                              ["mutatingwebhookconfigurations"], "resourceNames": [configuration],
+                              "verbs": ["get", "patch"]}]  # fmt: skip
+    secrets = one(docs, "Role", "-install-secrets")
+    assert secrets["metadata"]["namespace"] == RELEASE_NAMESPACE
+    assert secrets["rules"][1]["resourceNames"] == ["stepscope-sidecar-master", "stepscope-webhook-tls"]
+    assert secrets["rules"][1]["verbs"] == ["get"] and "resourceNames" not in secrets["rules"][0]
 
 
 def test_cert_manager_tls_and_ca_injection() -> None:
@@ -297,15 +305,20 @@ def test_webhook_disabled_renders_no_webhook() -> None:
 def test_token_secret_and_analyzer_account_in_every_training_namespace(values: str, namespaces: set[str]) -> None:
     docs = render(*VALUE_SETS[values])
     secrets = [s for s in by_kind(docs, "Secret") if s["metadata"]["name"] == "stepscope-sidecar-token"]
-    assert {s["metadata"]["namespace"] for s in secrets} == namespaces
-    master = one(docs, "Secret", "-sidecar-master")
-    assert master["metadata"]["namespace"] == RELEASE_NAMESPACE
-    master_token = base64.b64decode(master["data"]["token"]).decode()
-    assert len(master_token) >= 16
-    for secret in secrets:  # each namespace holds only its own token, derived from the master
-        token = base64.b64decode(secret["data"]["token"]).decode()
-        assert token == namespace_token(master_token, secret["metadata"]["namespace"]) != master_token
-    assert len({s["data"]["token"] for s in secrets}) == len(secrets)
+    if values == "default":  # the operator makes the master and writes each namespace's token (runtime_secrets.py)
+        assert not secrets
+        env = _env(one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0])
+        assert set(env["STEPSCOPE_ONBOARD_NAMESPACES"].split(",")) == namespaces
+    else:
+        assert {s["metadata"]["namespace"] for s in secrets} == namespaces
+        master = one(docs, "Secret", "-sidecar-master")
+        assert master["metadata"]["namespace"] == RELEASE_NAMESPACE
+        master_token = base64.b64decode(master["data"]["token"]).decode()
+        assert len(master_token) >= 16
+        for secret in secrets:  # each namespace holds only its own token, derived from the master
+            token = base64.b64decode(secret["data"]["token"]).decode()
+            assert token == namespace_token(master_token, secret["metadata"]["namespace"]) != master_token
+        assert len({s["data"]["token"] for s in secrets}) == len(secrets)
     accounts = [a for a in by_kind(docs, "ServiceAccount") if a["metadata"]["name"] == "stepscope-analyzer"]
     assert {a["metadata"]["namespace"] for a in accounts} == namespaces
 

@@ -1,8 +1,8 @@
 """Installs that a GitOps controller renders with `helm template` on every sync (Argo CD, Flux):
 
-- rendering twice with the same values gives the same manifests, with the master token from an existing Secret and
-  the webhook certificate from cert-manager or from an existing Secret; with the defaults two renders differ exactly
-  in the generated master token and webhook certificate (why the README's GitOps recipe sets those values);
+- rendering twice with the same values gives the same manifests: with the defaults (the operator makes the master
+  token and the webhook certificate at runtime and sets the caBundle: no Secret and no caBundle rendered), with the
+  master token from an existing Secret and the webhook certificate from cert-manager or from an existing Secret;
 - `sidecar.token.existingSecret`: no token Secret is rendered, the operator mounts the user's Secret, is told the
   training namespaces whose token Secret it writes, and may write only that Secret there;
 - `webhook.existingSecret` needs `webhook.caBundle` and renders no TLS Secret;
@@ -46,20 +46,19 @@ def test_two_renders_with_the_same_values_are_the_same(args: tuple[str, ...]) ->
             kubernetes_validate.validate(doc, "1.32", strict=True)
 
 
-def test_the_defaults_differ_only_in_generated_secrets() -> None:
-    def keyed(text: str) -> dict[tuple[str, str, str], Any]:
-        return {(d["kind"], d["metadata"].get("namespace", ""), d["metadata"]["name"]): d for d in _docs(text)}
-
-    first, second = keyed(_template()), keyed(_template())
-    assert first.keys() == second.keys()
-    changed = {key for key in first if first[key] != second[key]}
-    assert changed == {
-        ("Secret", RELEASE_NAMESPACE, "stepscope-sidecar-master"),  # a random master
-        ("Secret", RELEASE_NAMESPACE, "stepscope-sidecar-token"),  # derived from it
-        ("Secret", RELEASE_NAMESPACE, "stepscope-webhook-tls"),  # a new CA and certificate
-        ("MutatingWebhookConfiguration", "", "stepscope-sidecar-injector"),  # that CA
-        ("Deployment", RELEASE_NAMESPACE, "stepscope-operator"),  # the master's checksum: a restart on every sync
+def test_two_default_renders_are_the_same_and_hold_no_secret() -> None:
+    first, second = _template(), _template()
+    assert first == second
+    docs = _docs(first)
+    assert not by_kind(docs, "Secret")  # the master token and the webhook certificate are made at runtime
+    assert all("caBundle" not in h["clientConfig"] for h in one(docs, "MutatingWebhookConfiguration")["webhooks"])
+    env = {
+        e["name"]: e.get("value") for e in one(docs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["env"]
     }
+    assert env["STEPSCOPE_SIDECAR_MASTER_SECRET"] == "stepscope-sidecar-master"
+    assert env["STEPSCOPE_WEBHOOK_TLS_SECRET"] == "stepscope-webhook-tls"
+    assert env["STEPSCOPE_WEBHOOK_CONFIGURATION"] == "stepscope-sidecar-injector"
+    assert env["STEPSCOPE_ONBOARD_NAMESPACES"] == RELEASE_NAMESPACE  # the training namespace's token, written by it
 
 
 def test_an_existing_master_renders_no_token_secret_and_the_operator_writes_them() -> None:

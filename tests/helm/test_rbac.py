@@ -1,6 +1,7 @@
-"""Least privilege, read from the rendered chart: the exact rules each account gets, no wildcard anywhere, no
-reading of Secrets, namespaced Roles when namespaces are watched (then nothing cluster-wide) and ClusterRoles only
-otherwise."""
+"""Least privilege, read from the rendered chart: the exact rules each account gets, no wildcard anywhere, Secrets
+read or patched only by name (and created only under the ValidatingAdmissionPolicy that holds them to the
+operator's own names and types), namespaced Roles when namespaces are watched (then nothing cluster-wide but the
+webhook configuration's caBundle, by name) and ClusterRoles only otherwise."""
 
 from __future__ import annotations
 
@@ -52,15 +53,33 @@ def test_no_wildcards_and_no_secret_access(values: str) -> None:
             for key in ("apiGroups", "resources", "verbs"):
                 assert all("*" not in item for item in rule[key]), (role["metadata"]["name"], rule)
         for _group, resource, verb in _flatten(role):
-            assert resource.split("/")[0] != "secrets", (role["metadata"]["name"], verb)
+            if resource.startswith("secrets"):  # by name ("secrets:<names>"), or create under the policy
+                assert resource.startswith("secrets:") or verb == "create", (role["metadata"]["name"], verb)
+                assert resource != "secrets" or by_kind(docs, "ValidatingAdmissionPolicy")
+                assert verb in {"create", "get", "patch"}
             assert verb not in {"escalate", "bind", "impersonate"}
 
 
 def test_cluster_wide_operator_gets_cluster_roles_with_exactly_its_handlers_needs() -> None:
-    docs = render()
+    docs = render(
+        sets=("sidecar.token.value=0123456789abcdef", "webhook.certManager.enabled=true")
+    )  # no secret of its own to make
     grants = _grants(docs, "stepscope-operator", RELEASE_NAMESPACE)
     assert grants == {("cluster", None): OPERATOR_RULES}
     assert not by_kind(docs, "Role")
+
+
+def test_by_default_the_operator_may_make_only_its_own_secrets_and_set_its_caBundle() -> None:
+    grants = _grants(render(), "stepscope-operator", RELEASE_NAMESPACE)
+    webhook = "mutatingwebhookconfigurations:stepscope-sidecar-injector"
+    assert grants[("cluster", None)] == OPERATOR_RULES | {("admissionregistration.k8s.io", webhook, v)
+                                                          for v in ("get", "patch")}  # fmt: skip
+    assert grants[("namespace", RELEASE_NAMESPACE)] == {
+        ("", "secrets", "create"),  # held to these names and types by the ValidatingAdmissionPolicy
+        ("", "secrets:stepscope-sidecar-master,stepscope-webhook-tls", "get"),  # the install's (runtime_secrets.py)
+        ("", "secrets:stepscope-sidecar-token", "get"),  # the training namespace's token (onboarding.py)
+        ("", "secrets:stepscope-sidecar-token", "patch"),
+    }
 
 
 def test_namespaced_operator_gets_roles_per_watched_namespace_and_nothing_cluster_wide() -> None:

@@ -45,6 +45,21 @@ def _configuration() -> dict[str, object]:
     }
 
 
+# The emulator serves what a CustomResourceDefinition declares: the built-in MutatingWebhookConfiguration, as such.
+WEBHOOK_TYPE = {
+    "apiVersion": "apiextensions.k8s.io/v1",
+    "kind": "CustomResourceDefinition",
+    "metadata": {"name": "mutatingwebhookconfigurations.admissionregistration.k8s.io"},
+    "spec": {
+        "group": "admissionregistration.k8s.io",
+        "scope": "Cluster",
+        "names": {"plural": "mutatingwebhookconfigurations", "singular": "mutatingwebhookconfiguration",
+                  "kind": "MutatingWebhookConfiguration"},
+        "versions": [{"name": "v1", "served": True, "storage": True}],
+    },
+}  # fmt: skip
+
+
 def _data(secret: dict[str, object] | None, key: str) -> bytes:
     assert secret is not None
     return base64.b64decode(secret["data"][key])  # type: ignore[index]
@@ -54,6 +69,7 @@ def _data(secret: dict[str, object] | None, key: str) -> bytes:
 @pytest.mark.timeout(300)
 def test_the_operator_makes_its_secrets_when_absent_and_reuses_them(api: EmulatorServer, tmp_path: Path) -> None:
     api.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}})
+    api.apply(WEBHOOK_TYPE)
     api.apply(_configuration())
     port = free_port()
     env = {

@@ -51,18 +51,20 @@ app.kubernetes.io/part-of: stepscope
 {{- end }}
 {{- end }}
 
-{{/* The master token: sidecar.token.value, else the installed one (kept across upgrades), else a random one. */}}
-{{- define "stepscope.sidecarMaster" -}}
-{{- $master := .Values.sidecar.token.value }}
-{{- if not $master }}
-{{- $existing := lookup "v1" "Secret" .Release.Namespace (include "stepscope.masterTokenSecret" .) }}
-{{- if and $existing $existing.data (hasKey $existing.data "token") }}
-{{- $master = index $existing.data "token" | b64dec }}
-{{- else }}
-{{- $master = randAlphaNum 48 }}
+{{/* Whether the operator makes the master token itself (no sidecar.token.value, no existingSecret): a render then
+holds no secret (runtime_secrets.py). */}}
+{{- define "stepscope.runtimeMaster" -}}
+{{- if not (or .Values.sidecar.token.value .Values.sidecar.token.existingSecret) }}true{{ end }}
 {{- end }}
+
+{{/* Whether the operator makes the webhook's certificate itself and sets the caBundle (neither cert-manager nor an
+existing Secret). */}}
+{{- define "stepscope.runtimeTLS" -}}
+{{- if and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) (not .Values.webhook.existingSecret) }}true{{ end }}
 {{- end }}
-{{- $master }}
+
+{{- define "stepscope.webhookConfiguration" -}}
+{{- printf "%s-sidecar-injector" (include "stepscope.fullname" .) }}
 {{- end }}
 
 {{/* The storage base sessions must use (spec.storage.uri) and injected sidecars upload under; empty without a bucket. */}}
@@ -82,9 +84,9 @@ app.kubernetes.io/part-of: stepscope
 {{- end }}
 
 {{/* Namespaces whose token Secret the operator writes at start: the training namespaces when the master comes from
-an existing Secret (a render cannot derive their tokens), else none. */}}
+an existing Secret or is made by the operator (a render cannot derive their tokens), else none. */}}
 {{- define "stepscope.operatorWrittenTokens" -}}
-{{- if .Values.sidecar.token.existingSecret }}
+{{- if or .Values.sidecar.token.existingSecret (not .Values.sidecar.token.value) }}
 {{- include "stepscope.trainingNamespaces" . | fromJsonArray | join "," }}
 {{- end }}
 {{- end }}

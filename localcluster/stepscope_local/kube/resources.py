@@ -60,14 +60,6 @@ BUILTINS: tuple[ResourceType, ...] = (
     ResourceType("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding", True, "rolebinding"),
     ResourceType("events.k8s.io", "v1", "events", "Event", True, "event", ("ev",)),
     ResourceType(
-        "admissionregistration.k8s.io",
-        "v1",
-        "mutatingwebhookconfigurations",
-        "MutatingWebhookConfiguration",
-        False,
-        "mutatingwebhookconfiguration",
-    ),
-    ResourceType(
         "apiextensions.k8s.io",
         "v1",
         "customresourcedefinitions",
