@@ -138,11 +138,11 @@ async def ensure_master(kube: Kube, namespace: str, name: str, token_file: Path)
 
 
 async def ensure_webhook_tls(
-    kube: Kube, namespace: str, name: str, *, service: str, cert_dir: Path, configuration: str
+    kube: Kube, namespace: str, name: str, *, service: str, cert_dir: Path, configuration: str, days: int = TLS_DAYS
 ) -> tuple[bool, bool]:
     """The webhook's TLS Secret, created when absent, written to `cert_dir`, its CA set as the configuration's
     caBundle; (Secret created, configuration patched)."""
-    wanted = tls_secret(namespace, name, service)
+    wanted = tls_secret(namespace, name, service, days)
     secret, created = await kube.create_or_get(f"/api/v1/namespaces/{namespace}/secrets", wanted)
     _write(cert_dir, {"tls.crt": secret_value(secret, "tls.crt"), "tls.key": secret_value(secret, "tls.key")})
     ca_b64 = _b64(secret_value(secret, "ca.crt"))

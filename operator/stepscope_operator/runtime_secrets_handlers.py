@@ -15,7 +15,7 @@ import kopf
 
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.kube import Kube
-from stepscope_operator.runtime_secrets import ensure_master, ensure_webhook_tls
+from stepscope_operator.runtime_secrets import TLS_DAYS, ensure_master, ensure_webhook_tls
 
 
 async def ensure_install_secrets(env: Mapping[str, str], logger: Any) -> None:
@@ -35,6 +35,7 @@ async def ensure_install_secrets(env: Mapping[str, str], logger: Any) -> None:
             made, patched = await ensure_webhook_tls(
                 kube, namespace, tls, service=env.get("STEPSCOPE_WEBHOOK_SERVICE", ""), cert_dir=cert_dir,
                 configuration=env.get("STEPSCOPE_WEBHOOK_CONFIGURATION", ""),
+                days=int(env.get("STEPSCOPE_WEBHOOK_TLS_DAYS") or TLS_DAYS),
             )  # fmt: skip
             logger.info(
                 "webhook certificate: %s Secret %s/%s%s", "created" if made else "read", namespace, tls,
