@@ -118,6 +118,19 @@ def open_rank_files(root: Path, below: Sequence[str], names: Sequence[str]) -> I
         os.close(folder)
 
 
+@contextlib.contextmanager
+def held_open(path: Path) -> Iterator[Path]:
+    """`path` opened without following a link, as the path of its open descriptor (/proc/self/fd/N) for the block;
+    OSError when it is a link or not a regular file."""
+    fd = os.open(path, _FLAGS)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, f"{path.name}: not a regular file")
+        yield Path(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
+
+
 def regular_file(path: Path | None) -> Path | None:
     """`path` when it is a regular file (not a link to one), else None (logged by the caller's reader)."""
     if path is None:

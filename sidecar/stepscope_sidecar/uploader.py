@@ -10,6 +10,7 @@ reason and its local copy is kept (the manifest is written beside it), so the ca
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -18,6 +19,7 @@ from pathlib import Path
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.storage import MANIFEST_FILE, StorageLocation, rank_artifact_key
 from stepscope_contract.wire import UploadedArtifact
+from stepscope_sidecar.rank_files import held_open
 from stepscope_storage.store import StorageError, Store, Stored, TransferCounts
 
 log = logging.getLogger(__name__)
@@ -98,8 +100,9 @@ def upload_rank(
     if extra is not None:
         try:
             with_manifest(extra, manifest)
-            stored = upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name),
-                                 deadline=deadline, stats=stats)  # fmt: skip
+            with held_open(extra) as source:  # what goes up is the file written, never a link put in its place
+                stored = upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name),
+                                     deadline=deadline, stats=stats, source=source)  # fmt: skip
             uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
         except (UploadError, OSError) as exc:
             log.warning("rank %d: its summary did not go up: %s (the analysis will parse the trace)", manifest.rank,
@@ -107,8 +110,9 @@ def upload_rank(
     manifest.upload_attempts = len(files) + 1 + stats.retries  # one per file, the manifest's, and every retry
     manifest.upload_finished_at = datetime.now(UTC)
     manifest_path = write_manifest(manifest, rank_dir)
-    stored = upload_file(store, manifest_path, rank_artifact_key(session, manifest.rank, MANIFEST_FILE),
-                         deadline=deadline, stats=stats)  # fmt: skip
+    with held_open(manifest_path) as source:
+        stored = upload_file(store, manifest_path, rank_artifact_key(session, manifest.rank, MANIFEST_FILE),
+                             deadline=deadline, stats=stats, source=source)  # fmt: skip
     uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
     return uploaded
 
@@ -127,7 +131,12 @@ def with_manifest(summary: Path, manifest: RankManifest) -> None:
 
 
 def write_manifest(manifest: RankManifest, rank_dir: Path) -> Path:
+    """The manifest written into `rank_dir` as a new file (whatever was at its name, a link included, is replaced,
+    never written through)."""
     rank_dir.mkdir(parents=True, exist_ok=True)
     path = rank_dir / MANIFEST_FILE
-    path.write_text(manifest.model_dump_json(by_alias=True, indent=1), encoding="utf-8")
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o644)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        fh.write(manifest.model_dump_json(by_alias=True, indent=1))
     return path

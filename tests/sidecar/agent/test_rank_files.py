@@ -1,7 +1,8 @@
 """A rank's files are read the way a folder the training container writes must be: a rank file that is a symbolic
 link (here to a file holding a secret, as `/proc/self/environ` holds the sidecar's storage keys) is not uploaded,
 the manifest and the log say why; a rank folder that is a link is not entered; a FIFO is not a regular file; what
-is uploaded is what was checked, read through its open descriptor."""
+is uploaded is what was checked, read through its open descriptor; a manifest name planted as a link is replaced,
+never written through."""
 
 from __future__ import annotations
 
@@ -108,3 +109,18 @@ def test_only_regular_files_are_kept_and_read_through_their_descriptor(tmp_path:
         (rank_dir / TRACE_FILE).unlink()
         (rank_dir / TRACE_FILE).symlink_to(tmp_path)  # swapped after the check
         assert trace.source.read_bytes() == b"checked" and trace.size == 7
+
+
+def test_a_linked_manifest_is_replaced_not_written_through(tmp_path: Path) -> None:
+    run, hooks, store = _run(tmp_path)
+    rank_dir = hooks.rank_dir("cap-1", 0)
+    rank_dir.mkdir(parents=True)
+    secret = tmp_path / "environ"
+    secret.write_bytes(SECRET)
+    (rank_dir / STACKS_FILE).write_text("Thread 1: train.py:10")
+    (rank_dir / MANIFEST_FILE).symlink_to(secret)
+    outcome, _ = run._upload_rank(0, _state(HookPhase.DUMPED), None, False)
+    assert outcome is CaptureState.UPLOADED and secret.read_bytes() == SECRET
+    stored = _stored(store)
+    manifest = json.loads(next(v for k, v in stored.items() if k.endswith(MANIFEST_FILE)))
+    assert manifest["captureId"] == "cap-1" and all(SECRET not in data for data in stored.values())
