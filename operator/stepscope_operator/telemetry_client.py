@@ -87,13 +87,14 @@ class ByteBudget:
         self.values_left -= values
 
 
-def parse_reply(body: bytes, last: int, budget: ByteBudget) -> PodSteps:
-    """A pod's reply, its values counted and charged before it is parsed (BodyTooLarge, ValidationError)."""
+async def parse_reply(body: bytes, last: int, budget: ByteBudget) -> PodSteps:
+    """A pod's reply, its values counted and charged before it is parsed (BodyTooLarge, ValidationError). The
+    budget is kept on the event loop; the parse runs in a worker thread, so that a large reply delays no handler."""
     counted = value_bound(body)
     budget.take_counted(counted, last)
     reply: PodSteps | None = None
     try:
-        reply = PodSteps.model_validate_json(body)
+        reply = await asyncio.to_thread(PodSteps.model_validate_json, body)
     finally:
         budget.settle(counted, reply, last)
     return reply
@@ -158,7 +159,7 @@ class TelemetryClient:
                     head = await resp.content.read(200)
                     return f"sidecar answered {resp.status}: {head[:200].decode(errors='replace')}"
                 body = await read_body(resp.content, MAX_BODY, budget)
-            return parse_reply(body, last, budget)
+            return await parse_reply(body, last, budget)
         except BodyTooLarge as exc:
             return str(exc)
         except ValidationError as exc:

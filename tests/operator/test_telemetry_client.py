@@ -118,14 +118,15 @@ async def test_the_replies_of_one_evaluation_are_bounded_together(serving, monke
 
 
 async def test_step_values_of_one_evaluation_are_bounded(serving, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    body = _pod(2, 10)  # 2 ranks x 10 steps x 5 lists: 100 values
-    monkeypatch.setattr(telemetry_client, "MAX_TOTAL_VALUES", 250)
+    body = _pod(2, 10)  # 2 ranks x 10 steps x 5 lists: 100 values, counted as 126 before parsing (fields included)
+    assert telemetry_client.value_bound(body) == 126
+    monkeypatch.setattr(telemetry_client, "MAX_TOTAL_VALUES", 260)  # two counted at once fit, never a third
     targets = [await serving(body, 1) for _ in range(3)]
     async with TelemetryClient("m" * 32, concurrency=1) as client:
         pull = await client.pull(targets, 10)
     assert pull.answered == 2
     (why,) = pull.failures.values()
-    assert "over 250 step values in one evaluation" in why
+    assert "over 260 step values in one evaluation" in why
 
 
 async def test_more_steps_than_asked_are_refused(serving) -> None:  # type: ignore[no-untyped-def]
