@@ -8,7 +8,8 @@ evaluation together up to MAX_TOTAL_BYTES. A value costs tens of bytes once pars
 the values of a reply are counted before it is parsed: a JSON text holds at most one value more per array than it
 has commas (`value_bound`, a scan of the bytes that builds nothing). A reply may hold at most `reply_value_bound(last)`
 (every rank of a pod, each with the steps asked), and all the replies of one evaluation at most MAX_TOTAL_VALUES; a
-reply's bound is charged before it is parsed and what it really held settled after. A parsed reply may hold no more
+reply's count is charged before it is parsed (in a worker thread: no handler waits behind a large reply) and what it
+really held settled after, on the event loop. A parsed reply may hold no more
 steps per rank than were asked. Pods beyond a bound are failures that name it, never memory
 (tests/operator/test_telemetry_memory.py measures what a refused reply costs)."""
 
