@@ -93,7 +93,7 @@ def printer_columns() -> list[dict[str, Any]]:
             "name": "Captured",
             "type": "string",
             "jsonPath": ".status.progress",
-            "description": "targets captured / total",
+            "description": "targets captured / total; after a hang or desync, the culprit and how many wait for it",
         },
         {
             "name": "Slowest",

@@ -144,6 +144,24 @@ def test_a_standstill_report_names_the_culprit_in_its_counts_and_leaves_out_empt
         assert waiting and all(f"seq {front.seq} (not completed)" in row for row in waiting)
 
 
+@pytest.mark.parametrize("mode", ["hang", "desync"])
+def test_a_standstill_s_status_holds_the_culprit_apart_from_the_ranks_waiting_for_it(mode: str) -> None:
+    """Defect 5: hungRanks holds the culprit only; the others are waiting ranks with what they wait in; the report's
+    per-rank rows say who waits for whom (never 'hung: no step boundary' for all four), and its environment table
+    fills the hung ranks' host, torch and steps from their manifests."""
+    report = analyse(mode)
+    summary = build_status_summary(report)
+    assert (summary.hung_ranks, summary.waiting_ranks, summary.cause) == ([2], [0, 1, 3], mode)
+    assert summary.waiting_in is not None and summary.waiting_in.startswith("all_reduce at train_ddp.py:")
+    text = page(mode)
+    assert "hung: no step boundary" not in text
+    assert text.count("no step boundary: it waits for rank 2 in all_reduce") == 3
+    assert text.count("no step boundary: it holds the job up") == 1
+    env = text[text.index('<h2 id="environment">') :].split("</table>")[0].split("<table>")[1]
+    assert "<th>host</th>" in env and "<th>torch</th>" in env
+    assert env.count(">vm<") == 4 and env.count(">2.13.0+cpu<") == 4 and env.count(" steps, then none for ") == 4
+
+
 def test_the_cost_evidence_quotes_the_verdict_s_figure_where_it_differs_from_the_excess() -> None:
     """Defect 4: the verdict's +55.3 ms (what the others wait for the rank) and the evidence's +62.66 ms (its own
     excess) are both in the evidence, each named."""

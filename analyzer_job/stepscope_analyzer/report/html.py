@@ -11,7 +11,7 @@ import jinja2
 from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.report.bytecode_cache import bytecode_cache
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart
-from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
+from stepscope_analyzer.report.environment import environment_rows, environment_table, gpu_metrics_note
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
@@ -124,6 +124,7 @@ def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> 
         "memory_plot": memory_chart(ok, highlight),
         "memory_ranks": memory_ranks(ok)[:MAX_TABLE_RANKS],
         "env_rows": environment_rows(report),
+        "env_table": environment_table(report.ranks[:MAX_TABLE_RANKS], report.diagnosis.hangs),
         "access": trace_access(report),
     }
 
