@@ -105,7 +105,7 @@ def printer_columns() -> list[dict[str, Any]]:
             "name": "Cause",
             "type": "string",
             "jsonPath": ".status.summary.cause",
-            "description": "why it is slow: compute, host, memory, communication, hang or desync",
+            "description": "why it is slow: compute, host, memory, communication, hang, desync or a finding's cause",
         },
         {
             "name": "Bottleneck",

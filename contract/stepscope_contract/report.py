@@ -32,6 +32,9 @@ class Cause(StrEnum):
         "expert_imbalance"  # MoE: ranks holding hot experts get more tokens, the others wait in all-to-all
     )
     DESYNC = "desync"  # called another collective (op, sizes, group) than its peers at the same point: the job stands
+    GPU_THROTTLE = (
+        "gpu_throttle"  # a slow rank's GPU runs below its peers' clocks (heat, power): the device, not the work
+    )
 
 
 class RankStatus(StrEnum):
