@@ -32,7 +32,9 @@ def _short(text: object, limit: int = MAX_TABLE_NAME) -> str:
 
 
 def _us(value: float) -> str:
-    """µs as a readable duration."""
+    """µs as a readable duration (a negative one with its sign: the low end of a saving's interval)."""
+    if value < 0:
+        return "-" + _us(-value)
     if value >= 1_000_000:
         return f"{value / 1_000_000:.2f} s"
     if value >= 1_000:
