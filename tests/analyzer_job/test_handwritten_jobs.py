@@ -38,3 +38,9 @@ def test_layers_badly_split_are_a_stage_imbalance_not_two_slow_machines() -> Non
     assert not d.slow_ranks and truth["slow_ranks"] == []
     assert [f.cause.value for f in d.findings] == truth["findings"] == ["stage_imbalance"]
     assert sorted(d.findings[0].ranks) == [1, 3] and d.verdict.startswith("Pipeline stage 1 (rank 1,3)")
+
+
+def test_a_healthy_ddp_job_on_a_loaded_machine_has_no_slow_rank() -> None:
+    """The held-out part's false-alarm check: four DDP ranks sharing two busy cores, nothing planted."""
+    d = analyse("cpu-dp4-balanced").diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
