@@ -196,7 +196,8 @@ def split_report(cases: list[Case], key: str, fit_on: set[str], fit: str | None)
     default = float(getattr(base, param))
     scores = []
     for value in (float(v) for v in grid.split(",")):
-        cfg = dataclasses.replace(base, **{param: value})
+        fields: dict[str, Any] = {param: value}
+        cfg = dataclasses.replace(base, **fields)
         scores.append((_accuracy(part, cfg)[0], -abs(value - default), value, cfg))
         print(f"  {param}={value:<8g} fitted part: {_part_text(_accuracy(part, cfg))}")
     *_, value, cfg = max(scores, key=lambda s: (s[0], s[1]))
