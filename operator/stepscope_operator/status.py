@@ -115,6 +115,9 @@ STANDSTILL_CAUSES = frozenset({"hang", "desync"})
 operator does not import the report models)"""
 
 
+CULPRIT = "(the report's culprit)"
+
+
 @dataclass(frozen=True)
 class Standstill:
     """What the report found about a job that stands still (from status.summary)."""
@@ -139,7 +142,8 @@ def standstill_targets(targets: Sequence[TargetStatus], found: Standstill, now: 
         if t.rank in found.culprits:
             state = TargetState.DESYNC if found.desync else TargetState.HUNG
             role = "called another collective than its peers" if found.desync else "holds the job up"
-            message = f"{role} (the report's culprit): {t.message or 'no step boundary'}"
+            told = CULPRIT in t.message  # told once already (a report handed back twice)
+            message = t.message if told else f"{role} {CULPRIT}: {t.message or 'no step boundary'}"
         else:
             state = TargetState.WAITING
             inside = f" in {found.waiting_in}" if found.waiting_in else " in a collective"

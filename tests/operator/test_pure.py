@@ -279,6 +279,8 @@ def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it(desync: boo
     assert "the report's culprit): no step boundary within 30 s" in summary
     assert "pod-0, pod-1, pod-3 (ranks 0-1,3): Waiting: waits for rank 2 in all_reduce" in summary
     assert all(t.state.terminal for t in told) and not told[4].state.standstill
+    again = standstill_targets(told, found, datetime(2026, 1, 1, tzinfo=UTC))  # a report handed back twice
+    assert [t.message for t in again] == [t.message for t in told]
     assert {"hang", "desync"} == STANDSTILL_CAUSES
 
 
