@@ -1,7 +1,7 @@
 """Diagnosis accuracy on the project's scenario corpus (testing/stepscope_testing/corpus.py).
 
 Each scenario is generated once into the cache folder (real gloo jobs take a while; GPU jobs are derived from the
-shared real Kineto traces), then analysed as a user would (`stepscope analyze FOLDER -o OUT`), and its report.json's
+shared real Kineto traces), then analysed as a user would (`stepscope analyze FOLDER`, in process), and its
 diagnosis is scored against the scenario's truth: right when the slow ranks and their causes are exactly the
 truth's (none for balanced and uniformly slower jobs), and for pipeline-parallel jobs the findings of the job's shape
 (stage imbalance, bubble, data imbalance) exactly the truth's and the layout's stages and replicas the job's. Hang
@@ -9,30 +9,45 @@ scenarios are listed with their verdicts; their culprit is the hang diagnosis' t
 with the hook on an H200 (tests/analyzer_job/fixtures/gpu_jobs, see its README; more with `--recorded DIR`) are
 scored the same way, as they are. Prints a table
 (scenario, truth, right?, the 1-minute load average of the machine when a real job was recorded, verdict) and the
-false-alarm rate over the balanced runs.
+false-alarm rate over the balanced runs. The recorded CPU jobs kept in tests/analyzer_job/fixtures (cpu_jobs,
+fsdp_jobs, pipeline_jobs, handwritten_jobs) are scored with them.
+
+Honest generalisation: `--split generator|layout|load` scores two parts of the jobs apart, by how they were made
+(the module that generated them; data-parallel, pipeline or expert layout; a quiet machine, one loaded to twice its
+cores or more, or traces derived from shared ones): the part named by `--fit-on` and the held-out rest. `--fit
+PARAM=v1,v2,...` fits one DiagnosisConfig threshold on the first part (the value right on the most jobs, the
+default's nearest on a tie) and prints its accuracy and false alarms on both parts beside the defaults'.
 
     python bench/diagnosis_accuracy.py [--cache .corpus] [--only SUBSTRING] [--regenerate]
+    python bench/diagnosis_accuracy.py --recorded-only --split generator --fit-on gloo_jobs --fit late_share=0.1,0.2,0.3
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
+import functools
 import io
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "testing"))
 
-from stepscope_analyzer.commands.cli import analyze_main  # noqa: E402
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig  # noqa: E402
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all  # noqa: E402
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of  # noqa: E402
+from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
-from stepscope_testing.gloo_jobs import GlooJob  # noqa: E402
 
-RECORDED = ROOT / "tests" / "analyzer_job" / "fixtures" / "gpu_jobs"
+FIXTURES = ROOT / "tests" / "analyzer_job" / "fixtures"
+RECORDED = [FIXTURES / name for name in ("gpu_jobs", "cpu_jobs", "fsdp_jobs", "pipeline_jobs", "handwritten_jobs")]
+"""the recorded jobs kept in the repository, scored with the generated ones"""
 
 
 def _pairs(items: list[dict[str, Any]]) -> set[tuple[int, str]]:
@@ -67,22 +82,127 @@ def ensure(s: Scenario, cache: Path, regenerate: bool) -> Path:
     return folder
 
 
-def recorded(folders: list[Path]) -> list[tuple[Scenario, Path]]:
-    """Jobs recorded elsewhere (a GPU machine): each folder holding a truth.json written by run_job."""
+@dataclass(frozen=True)
+class Case:
+    """One job to score: its folder (generated or recorded), its truth, and how it was made."""
+
+    name: str
+    folder: Path
+    truth: dict[str, Any]
+    made: dict[str, str]
+    """generator (the module that made it), layout (data-parallel, pipeline, expert) and load (the machine's: quiet,
+    loaded, or derived for jobs written from shared traces)"""
+
+    @property
+    def is_hang(self) -> bool:
+        return bool(self.truth.get("hang"))
+
+    @property
+    def balanced(self) -> bool:
+        return self.truth.get("kind") == "balanced"
+
+
+GENERATORS = {"GlooJob": "gloo_jobs", "PipeJob": "pipeline_jobs", "FsdpJob": "fsdp_jobs", "GpuJob": "gpu_jobs",
+              "GpuPipeJob": "gpu_pipeline_jobs", "GpuMoeJob": "gpu_moe_jobs"}  # fmt: skip
+
+
+def _generator(job: dict[str, Any]) -> str:
+    """The module that made a recorded job, from the job its truth.json records."""
+    if "generator" in job:
+        return str(job["generator"])
+    if "names" in job and "pp" in job:
+        return "pipeline_jobs"
+    return "gloo_jobs" if "model" in job else "fsdp_jobs"
+
+
+def _made(truth: dict[str, Any], generator: str) -> dict[str, str]:
+    machine = truth.get("machine") or {}
+    if "load_before" in machine:
+        load = "loaded" if machine["load_before"] >= 2 * machine.get("cpus", 1) else "quiet"
+    else:
+        load = "derived"
+    layout = "pipeline" if "layout" in truth else ("expert" if "moe" in generator else "data-parallel")
+    return {"generator": generator, "layout": layout, "load": load}
+
+
+def recorded(folders: list[Path]) -> list[Case]:
+    """Jobs recorded once and kept (a GPU machine's, the committed CPU fixtures): each folder holding a truth.json."""
     out = []
     for root in folders:
-        for truth in sorted(root.glob("*/truth.json")):
-            wire = json.loads(truth.read_text())["job"]
-            job = GlooJob(**{**wire, "slow_ranks": tuple(wire["slow_ranks"]), "tokens": tuple(wire["tokens"])})
-            out.append((Scenario(truth.parent.name, "recorded", job), truth.parent))
+        for truth_file in sorted(root.glob("*/truth.json")):
+            truth = json.loads(truth_file.read_text())
+            out.append(Case(truth_file.parent.name, truth_file.parent, truth, _made(truth, _generator(truth["job"]))))
     return out
 
 
-def analyse(folder: Path, out: Path) -> tuple[int, dict[str, Any]]:
+def generated(s: Scenario, folder: Path) -> Case:
+    truth = json.loads((folder / "truth.json").read_text())
+    return Case(s.name, folder, {**s.truth, **truth}, _made(truth, GENERATORS[type(s.job).__name__]))
+
+
+@functools.cache
+def _inputs(folder: Path) -> tuple[Any, Any, Any]:
+    store = LocalStore()
+    layout = discover(store, location_of(str(folder)))
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        code = analyze_main([str(folder), "-o", str(out)])
-    report: dict[str, Any] = json.loads((out / "report.json").read_text()) if (out / "report.json").exists() else {}
-    return code, report
+        outcomes = summarize_all(store, layout)
+    return outcomes, layout, flight_recorder_dumps(store, layout)
+
+
+def diagnosis(case: Case, cfg: DiagnosisConfig) -> dict[str, Any]:
+    """The case's report.json diagnosis as `stepscope analyze` makes it, with `cfg`'s thresholds (the ranks are
+    summarised once per case)."""
+    outcomes, layout, dumps = _inputs(case.folder)
+    report = reduce_outcomes(outcomes, config=cfg, include_missing=layout.session, notes=layout.notes,
+                             flight_recorder=dumps)  # fmt: skip
+    out: dict[str, Any] = report.diagnosis.model_dump(mode="json")
+    return out
+
+
+def right(case: Case, d: dict[str, Any]) -> bool | None:
+    """Whether the diagnosis is the truth's (None for hangs: listed, not scored)."""
+    if case.is_hang:
+        return None
+    return _pairs(d.get("slow_ranks", [])) == _pairs(case.truth["slow_ranks"]) and _shape_right(case.truth, d)
+
+
+def _accuracy(cases: list[Case], cfg: DiagnosisConfig) -> tuple[int, int, int, int]:
+    """(right, scored, false alarms, balanced) over `cases`."""
+    marks = [(c, right(c, diagnosis(c, cfg))) for c in cases]
+    scored = [(c, m) for c, m in marks if m is not None]
+    balanced = [(c, m) for c, m in scored if c.balanced]
+    return sum(1 for _, m in scored if m), len(scored), sum(1 for _, m in balanced if not m), len(balanced)
+
+
+def _part_text(acc: tuple[int, int, int, int]) -> str:
+    ok, n, fa, bal = acc
+    rate = f"{100.0 * ok / n:.0f}%" if n else "-"
+    return f"{ok}/{n} right ({rate}), false alarms {fa}/{bal}"
+
+
+def split_report(cases: list[Case], key: str, fit_on: set[str], fit: str | None) -> None:
+    """Accuracy on the part the thresholds are fitted on and on the held-out part, for the defaults and, with `fit`
+    ('PARAM=v1,v2,...', a DiagnosisConfig field), for the value that does best on the fitted part."""
+    part = [c for c in cases if c.made[key] in fit_on]
+    held = [c for c in cases if c.made[key] not in fit_on]
+    print(f"\nsplit by {key}: fitted part = {sorted(fit_on)} ({len(part)} jobs), held-out part = "
+          f"{sorted({c.made[key] for c in held})} ({len(held)} jobs)")  # fmt: skip
+    base = DiagnosisConfig()
+    print(f"  defaults           fitted part: {_part_text(_accuracy(part, base)):<38} held out: "
+          f"{_part_text(_accuracy(held, base))}")  # fmt: skip
+    if not fit:
+        return
+    param, _, grid = fit.partition("=")
+    default = float(getattr(base, param))
+    scores = []
+    for value in (float(v) for v in grid.split(",")):
+        fields: dict[str, Any] = {param: value}
+        cfg = dataclasses.replace(base, **fields)
+        scores.append((_accuracy(part, cfg)[0], -abs(value - default), value, cfg))
+        print(f"  {param}={value:<8g} fitted part: {_part_text(_accuracy(part, cfg))}")
+    *_, value, cfg = max(scores, key=lambda s: (s[0], s[1]))
+    print(f"  fitted {param}={value:g}: fitted part: {_part_text(_accuracy(part, cfg)):<38} held out: "
+          f"{_part_text(_accuracy(held, cfg))}")  # fmt: skip
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -92,39 +212,40 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--regenerate", action="store_true", help="generate the scenarios again")
     p.add_argument("--generate-only", action="store_true", help="only generate the missing scenarios")
     p.add_argument("--cached-only", action="store_true", help="only score the scenarios already generated")
-    p.add_argument("--recorded", action="append", default=[str(RECORDED)], help="folders of recorded jobs to score")
+    p.add_argument("--recorded-only", action="store_true", help="only score the recorded jobs (no generation)")
+    p.add_argument("--recorded", action="append", default=[str(f) for f in RECORDED],
+                   help="folders of recorded jobs to score")  # fmt: skip
+    p.add_argument("--split", choices=("generator", "layout", "load"), help="score two parts of the jobs apart")
+    p.add_argument(
+        "--fit-on", default="gloo_jobs", help="the part thresholds are fitted on: values of --split, comma-separated"
+    )
+    p.add_argument("--fit", help="PARAM=v1,v2,...: fit this DiagnosisConfig threshold on the fitted part")
     a = p.parse_args(argv)
     cache = Path(a.cache)
-    scenarios = [s for s in corpus() if a.only in s.name]
+    scenarios = [] if a.recorded_only else [s for s in corpus() if a.only in s.name]
     if a.cached_only:
         scenarios = [s for s in scenarios if (cache / s.name / "truth.json").exists()]
-    rows: list[tuple[Scenario, str, str, bool | None]] = []
-    jobs: list[tuple[Scenario, Path | None]] = [(s, None) for s in scenarios]
-    jobs += [(s, f) for s, f in recorded([Path(r) for r in a.recorded]) if a.only in s.name]
-    for s, kept in jobs:
-        folder = kept or ensure(s, cache, a.regenerate)
-        if a.generate_only:
-            continue
-        code, report = analyse(folder, cache / ".reports" / s.name)
-        d = report.get("diagnosis", {})
-        got = _pairs(d.get("slow_ranks", []))
-        want = _pairs(s.truth["slow_ranks"])
-        right = None if s.is_hang else got == want and _shape_right(s.truth, d)
-        if "findings" in s.truth:
-            got |= {(-1, str(f["cause"])) for f in d.get("findings", [])}
-            want |= {(-1, f) for f in s.truth["findings"]}
-        machine = json.loads((folder / "truth.json").read_text()).get("machine") or {}
-        load = f"{machine['load_before']:.1f}" if "load_before" in machine else "-"
-        rows.append((s, _text(want), f"{load:>5}  {_text(got)} (exit {code}) {d.get('verdict', '')[:90]}", right))
+    cases = [generated(s, ensure(s, cache, a.regenerate)) for s in scenarios]
     if a.generate_only:
         return 0
-    width = max((len(s.name) for s, *_ in rows), default=10)
-    print(
-        f"{'scenario':<{width}}  {'truth':<16}  {'right?':<6}  {'load':>5}  verdict (slow ranks found, exit code, line)"
-    )
-    for s, truth, verdict, right in rows:
-        mark = "hang*" if right is None else ("yes" if right else "NO")
-        print(f"{s.name:<{width}}  {truth:<16}  {mark:<6}  {verdict}")
+    seen = {c.name for c in cases}  # a recorded fixture the corpus also generated is scored once, as generated
+    cases += [c for c in recorded([Path(r) for r in a.recorded]) if a.only in c.name and c.name not in seen]
+    rows: list[tuple[Case, str, str, bool | None]] = []
+    for c in cases:
+        d = diagnosis(c, DiagnosisConfig())
+        got, want = _pairs(d.get("slow_ranks", [])), _pairs(c.truth["slow_ranks"])
+        if "findings" in c.truth:
+            got |= {(-1, str(f["cause"])) for f in d.get("findings", [])}
+            want |= {(-1, f) for f in c.truth["findings"]}
+        machine = c.truth.get("machine") or {}
+        load = f"{machine['load_before']:.1f}" if "load_before" in machine else "-"
+        made = f"{c.made['generator']}/{c.made['layout']}/{c.made['load']}"
+        rows.append((c, _text(want), f"{load:>5}  {made:<36} {_text(got)}  {d.get('verdict', '')[:80]}", right(c, d)))
+    width = max((len(c.name) for c, *_ in rows), default=10)
+    print(f"{'scenario':<{width}}  {'truth':<24}  {'right?':<6}  {'load':>5}  {'made by':<36} found, verdict")
+    for c, truth, verdict, mark in rows:
+        text = "hang*" if mark is None else ("yes" if mark else "NO")
+        print(f"{c.name:<{width}}  {truth:<24}  {text:<6}  {verdict}")
     scored = [r for r in rows if r[3] is not None]
     balanced = [r for r in rows if r[0].balanced]
     false_alarms = [r for r in balanced if not r[3]]
@@ -134,6 +255,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"false alarms over balanced runs: {len(false_alarms)}/{len(balanced)}"
           f" ({100.0 * len(false_alarms) / max(len(balanced), 1):.1f}%)")  # fmt: skip
     print(f"false alarms over balanced and uniformly slower runs: {len(fa_all)}/{len(no_fault)}")
+    if a.split:
+        split_report(cases, a.split, set(a.fit_on.split(",")), a.fit)
     return 0 if all(r[3] for r in scored) else 1
 
 

@@ -93,7 +93,7 @@ def printer_columns() -> list[dict[str, Any]]:
             "name": "Captured",
             "type": "string",
             "jsonPath": ".status.progress",
-            "description": "targets captured / total",
+            "description": "targets captured / total; after a hang or desync, the culprit and how many wait for it",
         },
         {
             "name": "Slowest",
@@ -105,7 +105,7 @@ def printer_columns() -> list[dict[str, Any]]:
             "name": "Cause",
             "type": "string",
             "jsonPath": ".status.summary.cause",
-            "description": "why it is slow: compute, host, memory, communication, hang or desync",
+            "description": "why it is slow: compute, host, memory, communication, hang, desync or a finding's cause",
         },
         {
             "name": "Bottleneck",

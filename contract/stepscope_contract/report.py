@@ -32,6 +32,9 @@ class Cause(StrEnum):
         "expert_imbalance"  # MoE: ranks holding hot experts get more tokens, the others wait in all-to-all
     )
     DESYNC = "desync"  # called another collective (op, sizes, group) than its peers at the same point: the job stands
+    GPU_THROTTLE = (
+        "gpu_throttle"  # a slow rank's GPU runs below its peers' clocks (heat, power): the device, not the work
+    )
 
 
 class RankStatus(StrEnum):
@@ -715,6 +718,12 @@ class WhatIf(ReportModel):
     step_us: float = Field(description="the step time with the change, µs")
     gain_us: float = Field(description="µs per step saved")
     speedup: float | None = None
+    gain_low_us: float | None = Field(
+        default=None,
+        description="lower end of the saving's noise interval (the mean over the replayed steps less two "
+        "standard errors), µs per step",
+    )
+    gain_high_us: float | None = Field(default=None, description="upper end of that interval, µs per step")
 
 
 class Diagnosis(ReportModel):

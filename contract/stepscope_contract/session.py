@@ -358,13 +358,24 @@ class TargetState(StrEnum):
     CAPTURING = "Capturing"
     UPLOADING = "Uploading"
     CAPTURED = "Captured"  # trace and manifest in storage
-    HUNG = "Hung"  # no step boundary within stepTimeoutSeconds; stacks in storage
+    HUNG = "Hung"  # no step boundary within stepTimeoutSeconds; stacks in storage; after the report: the culprit
+    WAITING = "Waiting"  # hung, and the report found it waiting in a collective for the culprit (no fault of its own)
+    DESYNC = "Desync"  # hung, and the report found it called another collective than its peers (the culprit)
     FAILED = "Failed"
     ABORTED = "Aborted"
 
     @property
     def terminal(self) -> bool:
-        return self in (TargetState.CAPTURED, TargetState.HUNG, TargetState.FAILED, TargetState.ABORTED)
+        return self in _TERMINAL
+
+    @property
+    def standstill(self) -> bool:
+        """Stopped stepping: hung, as the sidecar said, or as the report told it (culprit, desync or waiting)."""
+        return self in _STANDSTILL
+
+
+_STANDSTILL = frozenset({TargetState.HUNG, TargetState.WAITING, TargetState.DESYNC})
+_TERMINAL = _STANDSTILL | {TargetState.CAPTURED, TargetState.FAILED, TargetState.ABORTED}
 
 
 class TargetStatus(CamelModel):
@@ -383,7 +394,9 @@ class TargetCounts(CamelModel):
     pending: Annotated[int, Field(ge=0)] = 0
     active: Annotated[int, Field(ge=0)] = 0
     captured: Annotated[int, Field(ge=0)] = 0
-    hung: Annotated[int, Field(ge=0)] = 0
+    hung: Annotated[int, Field(ge=0)] = Field(default=0, description="targets Hung: after a report, its culprits")
+    waiting: Annotated[int, Field(ge=0)] = Field(default=0, description="hung targets the report found waiting")
+    desync: Annotated[int, Field(ge=0)] = Field(default=0, description="targets the report found desynchronised")
     failed: Annotated[int, Field(ge=0)] = 0
 
 
@@ -420,7 +433,16 @@ class ReportSummary(CamelModel):
     cause: Annotated[str, Field(max_length=64)] | None = None
     top_bottleneck: Annotated[str, Field(max_length=256)] | None = None
     slow_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
-    hung_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+    hung_ranks: Annotated[list[int], Field(max_length=64)] = Field(
+        default_factory=list,
+        description="the ranks that hold a standstill up (a hang's or a desync's culprits), not those waiting for them",
+    )
+    waiting_ranks: Annotated[list[int], Field(max_length=64)] | None = Field(
+        default=None, description="hung ranks that wait for the culprits (in waitingIn); absent when none"
+    )
+    waiting_in: Annotated[str, Field(max_length=256)] | None = Field(
+        default=None, description="the collective the waiting ranks wait in (the most of them), with its call site"
+    )
     errored_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
     median_step_ms: float | None = Field(default=None, description="the job's median step time")
     p90_step_ms: float | None = None

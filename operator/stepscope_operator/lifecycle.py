@@ -25,6 +25,7 @@ from stepscope_contract.session import (
     Phase,
     ProfileSessionSpec,
     ProfileSessionStatus,
+    ReportSummary,
     TargetState,
     TargetStatus,
 )
@@ -457,7 +458,7 @@ async def _capture(t: Tick) -> None:
         counts = st.count_targets(states)
         t.move(phase, f"{counts.captured}/{counts.total} captured, {counts.active + counts.pending} in progress")
         return
-    usable = [s for s in states if s.state in (TargetState.CAPTURED, TargetState.HUNG)]
+    usable = [s for s in states if s.state is TargetState.CAPTURED or s.state.standstill]
     summary = st.failure_summary(states)
     if not usable:
         t.cond(ConditionType.CAPTURED, False, "NothingCaptured", summary)
@@ -543,6 +544,23 @@ async def _analyze(t: Tick) -> None:
     _complete(t, handed)
 
 
+def _told_standstill(t: Tick, summary: ReportSummary) -> list[TargetStatus]:
+    """The targets' states once the report named a standstill's culprits (summary.hungRanks): Hung or Desync for
+    them, Waiting for the hung targets that wait for them; the counts follow. The targets' list as status holds it."""
+    found = st.Standstill(
+        culprits=frozenset(summary.hung_ranks), desync=summary.cause == "desync", waiting_in=summary.waiting_in
+    )
+    if t.memo.states:
+        told = st.standstill_targets(list(t.memo.states.values()), found, t.now)
+        t.memo.states = {s.pod: s for s in told}
+        _write_targets(t)
+    else:  # a restarted operator that has not rebuilt its memo: the status' own (possibly bounded) list
+        t.status.targets = st.standstill_targets(t.status.targets, found, t.now)
+        if not t.status.targets_truncated:
+            t.status.counts = st.count_targets(t.status.targets)
+    return list(t.status.targets)
+
+
 def _complete(t: Tick, handed: AnalysisOutcome) -> None:
     """The report is in: Succeeded, or PartiallySucceeded when some target was not captured."""
     states = t.status.targets
@@ -554,10 +572,11 @@ def _complete(t: Tick, handed: AnalysisOutcome) -> None:
     summary = handed.summary
     standstill = summary is not None and summary.cause in st.STANDSTILL_CAUSES
     culprit = summary.slowest_rank if summary and standstill else None
-    failures = st.failure_summary(states, culprit=culprit)
     if summary is not None and culprit is not None:
+        states = _told_standstill(t, summary)
         role = "desynced" if summary.cause == "desync" else "hung"
         t.status.progress = st.progress(t.status.counts, culprit, role)
+    failures = st.failure_summary(states)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
     if handed.regressed is not None:

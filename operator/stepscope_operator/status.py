@@ -4,6 +4,7 @@ stepscope_contract.status_wire): target states, counts, the progress column and 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from stepscope_contract.ranks import format_rank_set
@@ -61,6 +62,10 @@ def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
             counts.captured += 1
         elif t.state is TargetState.HUNG:
             counts.hung += 1
+        elif t.state is TargetState.WAITING:
+            counts.waiting += 1
+        elif t.state is TargetState.DESYNC:
+            counts.desync += 1
         elif t.state in (TargetState.FAILED, TargetState.ABORTED):
             counts.failed += 1
         else:
@@ -70,20 +75,21 @@ def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
 
 def progress(counts: TargetCounts, culprit: int | None = None, role: str = "hung") -> str:
     """The Captured column: 'captured/total'; once the report named the rank a standstill waits for (`culprit`),
-    that rank and its `role` ('0/4, rank 2 hung', '0/4, rank 2 desynced'): the other hung targets wait for it, as
-    the message says. Within the column's MAX_PROGRESS characters."""
+    that rank, its `role` and how many wait for it ('0/4, rank 2 hung, 3 waiting', '0/4, rank 2 desynced, 3
+    waiting'). Within the column's MAX_PROGRESS characters: the waiting count goes first, then the culprit."""
     text = f"{counts.captured}/{counts.total}"
-    if culprit is None or not counts.hung:
+    if culprit is None or not (counts.hung or counts.desync or counts.waiting):
         return text
     told = f"{text}, rank {culprit} {role}"
-    return told if len(told) <= MAX_PROGRESS else text
+    waiting = f"{told}, {counts.waiting} waiting" if counts.waiting else told
+    return next((t for t in (waiting, told) if len(t) <= MAX_PROGRESS), text)
 
 
 def bounded(targets: Sequence[TargetStatus]) -> tuple[list[TargetStatus], bool]:
     """The per-target list for status: failed ones first (they carry reasons), then by rank; at most the bound."""
     order = sorted(
         targets,
-        key=lambda t: (t.state is not TargetState.FAILED and t.state is not TargetState.HUNG, t.rank or 0, t.pod),
+        key=lambda t: (t.state is not TargetState.FAILED and not t.state.standstill, t.rank or 0, t.pod),
     )
     if len(order) <= MAX_TARGET_STATUSES:
         order = sorted(targets, key=lambda t: (t.rank is None, t.rank or 0, t.pod))
@@ -109,14 +115,52 @@ STANDSTILL_CAUSES = frozenset({"hang", "desync"})
 operator does not import the report models)"""
 
 
-def failure_summary(targets: Sequence[TargetStatus], limit: int = 5, culprit: int | None = None) -> str:
+CULPRIT = "(the report's culprit)"
+
+
+@dataclass(frozen=True)
+class Standstill:
+    """What the report found about a job that stands still (from status.summary)."""
+
+    culprits: frozenset[int]
+    """the ranks that hold the job up (summary.hungRanks)"""
+    desync: bool
+    """the culprits called another collective than their peers (summary.cause desync)"""
+    waiting_in: str | None = None
+    """the collective the others wait in (summary.waitingIn)"""
+
+
+def standstill_targets(targets: Sequence[TargetStatus], found: Standstill, now: datetime) -> list[TargetStatus]:
+    """The targets once the report named a standstill's culprits: a hung culprit becomes Hung (or Desync), every
+    other hung target Waiting, with what it waits in and for whom; the others as they were."""
+    whom = format_rank_set(sorted(found.culprits))
+    out = []
+    for t in targets:
+        if t.state is not TargetState.HUNG or t.rank is None or not found.culprits:
+            out.append(t)
+            continue
+        if t.rank in found.culprits:
+            state = TargetState.DESYNC if found.desync else TargetState.HUNG
+            role = "called another collective than its peers" if found.desync else "holds the job up"
+            told = CULPRIT in t.message  # told once already (a report handed back twice)
+            message = t.message if told else f"{role} {CULPRIT}: {t.message or 'no step boundary'}"
+        else:
+            state = TargetState.WAITING
+            inside = f" in {found.waiting_in}" if found.waiting_in else " in a collective"
+            message = f"waits for rank{'s' if len(found.culprits) > 1 else ''} {whom}{inside} (no fault of its own)"
+        out.append(t.model_copy(update={"state": state, "message": message[:1024], "last_transition_time": now}))
+    return out
+
+
+def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
     """The targets not captured, each reason once: targets with the same state and message share one entry
-    ("pod-a, pod-b (ranks 0, 1): Hung: no step boundary within stepTimeoutSeconds (30 s)"). `culprit`: the rank the
-    report found holding a standstill up (hang or desync); the other hung ranks are told as waiting for it."""
-    bad = sorted((t for t in targets if t.state is not TargetState.CAPTURED), key=lambda t: t.rank != culprit)
+    ("pod-a, pod-b (ranks 0, 1): Hung: no step boundary within stepTimeoutSeconds (30 s)"); a standstill's culprits
+    (Hung, Desync) first, then the targets waiting for them, then the others."""
+    first = {TargetState.HUNG: 0, TargetState.DESYNC: 0, TargetState.WAITING: 1}
+    bad = sorted((t for t in targets if t.state is not TargetState.CAPTURED), key=lambda t: first.get(t.state, 2))
     groups: dict[tuple[str, str], list[TargetStatus]] = {}
     for t in bad:
-        groups.setdefault(_standstill_role(t, culprit) or (t.state.value, t.message or "no detail"), []).append(t)
+        groups.setdefault((t.state.value, t.message or "no detail"), []).append(t)
     parts = []
     for (state, message), members in list(groups.items())[:limit]:
         pods = ", ".join(t.pod for t in members[:4]) + (f" and {len(members) - 4} more" if len(members) > 4 else "")
@@ -126,12 +170,3 @@ def failure_summary(targets: Sequence[TargetStatus], limit: int = 5, culprit: in
     if len(groups) > limit:
         parts.append(f"and {len(groups) - limit} more reasons")
     return "; ".join(parts)
-
-
-def _standstill_role(t: TargetStatus, culprit: int | None) -> tuple[str, str] | None:
-    """(state, message) of a hung target once the report named the rank the others wait for."""
-    if culprit is None or t.state is not TargetState.HUNG or t.rank is None:
-        return None
-    if t.rank == culprit:
-        return "Hung", f"holds the job up (the report's culprit): {t.message or 'no step boundary'}"
-    return "Waiting", f"waits for rank {culprit} in a collective (no fault of its own)"

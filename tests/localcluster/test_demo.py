@@ -3,6 +3,7 @@ kept beside the report, and HTA loads its traces folder as it is; nothing is lef
 
 from __future__ import annotations
 
+import importlib.metadata
 import importlib.util
 import json
 import re
@@ -140,7 +141,11 @@ def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str,
     rows = [line for line in out.splitlines() if re.match(r"^\s+demo\s+\S*Succeeded\s", line)]
     assert rows and re.search(rf"\s{mode}\s+{re.escape(bottleneck)}", rows[-1]), rows[-1:]
     role = "desynced" if mode == "desync" else "hung"
-    assert re.search(rf"Succeeded\s+0/4, rank 2 {role}\s", rows[-1]), rows[-1]  # CAPTURED names the culprit
+    assert re.search(rf"Succeeded\s+0/4, rank 2 {role}, 3 waiting\s", rows[-1]), rows[-1]  # CAPTURED: culprit, waiting
+    state = "Desync" if mode == "desync" else "Hung"  # the targets: the culprit's state, the others Waiting
+    told = dict(re.findall(r"target \S+ \(rank (\d)\): (\w+) ", out))
+    assert told == {"0": "Waiting", "1": "Waiting", "2": state, "3": "Waiting"}, out[-3000:]
+    assert re.search(r"\(rank 0\): Waiting waits for rank 2 in all_reduce at train_ddp\.py:\d+", out), out[-3000:]
     seen = _in_browser(tmp_path)
     assert "rank 2 holds the job up; ranks 0, 1, 3 wait for it" in seen["text"]
     assert len(seen["artifacts"]) == 8 and all(a["exists"] for a in seen["artifacts"]), seen["artifacts"]
@@ -151,3 +156,5 @@ def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str,
     else:
         assert d["flight_recorder"]["mismatches"][0]["ranks"] == [2]
     assert {h["rank"]: h["culprit"] for h in d["hangs"]} == {0: False, 1: False, 2: True, 3: False}
+    env = seen["text"][seen["text"].rindex("Environment") :]
+    assert importlib.metadata.version("torch") in env, env[:2000]  # the hung ranks' torch, from their manifests

@@ -248,31 +248,57 @@ def test_failure_summary_says_each_reason_once() -> None:
 
 
 @pytest.mark.unit
-def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it() -> None:
-    """Once the report names the rank that holds a hang up, the other hung targets read as waiting for it, not as
-    four hung ranks."""
-    from stepscope_operator.status import STANDSTILL_CAUSES, failure_summary
+@pytest.mark.parametrize(("desync", "culprit_state"), [(False, TargetState.HUNG), (True, TargetState.DESYNC)])
+def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it(desync: bool, culprit_state: TargetState) -> None:
+    """Once the report names the rank that holds a hang up, the other hung targets are Waiting (with what they wait
+    in and for whom), the culprit Hung (Desync after a desync), and the counts say so: not four hung ranks."""
+    from stepscope_operator.status import (
+        STANDSTILL_CAUSES,
+        Standstill,
+        count_targets,
+        failure_summary,
+        standstill_targets,
+    )
 
     targets = [
         TargetStatus(pod=f"pod-{r}", rank=r, state=TargetState.HUNG, message="no step boundary within 30 s")
         for r in range(4)
     ]
-    told = failure_summary(targets, culprit=2)
-    assert "pod-2 (rank 2): Hung: holds the job up (the report's culprit): no step boundary within 30 s" in told
-    assert told.startswith("pod-2 (rank 2): Hung")  # the culprit first
-    assert "pod-0, pod-1, pod-3 (ranks 0-1,3): Waiting: waits for rank 2" in told
+    targets.append(TargetStatus(pod="pod-4", rank=4, state=TargetState.CAPTURED))
     assert "(ranks 0-3): Hung" in failure_summary(targets)  # without a report's culprit: as the sidecars said
+    found = Standstill(culprits=frozenset({2}), desync=desync, waiting_in="all_reduce at train.py:52 in main")
+    told = standstill_targets(targets, found, datetime(2026, 1, 1, tzinfo=UTC))
+    assert [t.state for t in told] == [TargetState.WAITING] * 2 + [culprit_state, TargetState.WAITING] + [
+        TargetState.CAPTURED
+    ]
+    assert told[0].message == "waits for rank 2 in all_reduce at train.py:52 in main (no fault of its own)"
+    counts = count_targets(told)
+    assert (counts.hung, counts.desync, counts.waiting, counts.captured) == (int(not desync), int(desync), 3, 1)
+    summary = failure_summary(told)
+    assert summary.startswith(f"pod-2 (rank 2): {culprit_state.value}: ")  # the culprit first
+    assert "the report's culprit): no step boundary within 30 s" in summary
+    assert "pod-0, pod-1, pod-3 (ranks 0-1,3): Waiting: waits for rank 2 in all_reduce" in summary
+    assert all(t.state.terminal for t in told) and not told[4].state.standstill
+    again = standstill_targets(told, found, datetime(2026, 1, 1, tzinfo=UTC))  # a report handed back twice
+    assert [t.message for t in again] == [t.message for t in told]
     assert {"hang", "desync"} == STANDSTILL_CAUSES
 
 
 def test_the_captured_column_names_the_culprit_of_a_standstill() -> None:
-    """'0/4' alone read as four hung ranks: once the report names the one the others wait for, the column says it."""
+    """'0/4' alone read as four hung ranks: once the report names the one the others wait for, the column says it
+    and how many wait for it."""
     from stepscope_operator.status import count_targets, progress
 
     hung = count_targets(TargetStatus(pod=f"p{r}", rank=r, state=TargetState.HUNG) for r in range(4))
     assert progress(hung) == "0/4"
     assert progress(hung, culprit=2) == "0/4, rank 2 hung"
-    assert progress(hung, culprit=2, role="desynced") == "0/4, rank 2 desynced"
+    told = TargetCounts(total=4, hung=1, waiting=3)
+    assert progress(told, culprit=2) == "0/4, rank 2 hung, 3 waiting"
+    assert progress(TargetCounts(total=4, desync=1, waiting=3), culprit=2, role="desynced") == (
+        "0/4, rank 2 desynced, 3 waiting"
+    )
+    wide = TargetCounts(total=10**6, hung=1, waiting=10**6 - 1)
+    assert progress(wide, culprit=10**5) == "0/1000000, rank 100000 hung"  # no room for the waiting count
     many = TargetCounts(total=10**9, hung=10**9)
     assert progress(many, culprit=10**12) == "0/1000000000"  # beyond the column's 32 characters: the counts only
     captured = count_targets([TargetStatus(pod="p", rank=0, state=TargetState.CAPTURED)])

@@ -181,6 +181,21 @@ CAUSES += (
     ),
 )
 
+CAUSES += (
+    CauseRow(
+        cause=Cause.GPU_THROTTLE,
+        cost="",
+        phases=(),
+        label="a slow rank's GPU clocks and slowdown reasons against its peers' (NVML)",
+        evidence_categories=frozenset(),
+        kernel_type=None,
+        wait_weight=0.0,
+        verdict="its GPU runs throttled (below its peers' clocks, held down by heat or power)",
+        next_step="Rank {r}'s GPU is throttled ({detail}): check the cooling, power and clocks of that GPU on {where} "
+        "(nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE,POWER); its kernels, not its work, are slower.",
+    ),
+)
+
 STANDSTILL = frozenset({Cause.HANG, Cause.DESYNC})
 """causes of a job that stands still: no step time to compare, the culprit named from stacks and dumps"""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepscope_analyzer.diagnosis.stats import mean_interval
 from stepscope_contract.report import RankReport, StepPhases, WhatIf
 
 ALL_LIKE_PEERS = "all_like_peers"
@@ -29,15 +30,28 @@ def _replayed(work: dict[int, list[float]], steps: int, changed: list[int], step
         others = [w for r, w in now.items() if r not in changed] or list(now.values())
         like = float(np.median(others))
         saved.append(max(now.values()) - max({**now, **dict.fromkeys(changed, like)}.values()))
-    after = max(step_us - float(np.mean(saved)), 0.0)
-    speedup = round(step_us / after, 3) if after > 0 else None
     many = len(changed) > 1
+    return replayed_what_if(
+        ALL_LIKE_PEERS if many else "like_peers",
+        "every slow rank ran like its peers" if many else f"rank {changed[0]} ran like its peers",
+        saved,
+        step_us,
+    )
+
+
+def replayed_what_if(kind: str, change: str, saved: list[float], step_us: float) -> WhatIf:
+    """A what-if from the replayed saving of each recorded step: the recorded step less the mean saving, with the
+    saving's noise interval over the steps."""
+    mean, low, high = mean_interval(saved)
+    after = max(step_us - mean, 0.0)
     return WhatIf(
-        kind=ALL_LIKE_PEERS if many else "like_peers",
-        change="every slow rank ran like its peers" if many else f"rank {changed[0]} ran like its peers",
+        kind=kind,
+        change=change,
         step_us=round(after, 1),
         gain_us=round(step_us - after, 1),
-        speedup=speedup,
+        speedup=round(step_us / after, 3) if after > 0 else None,
+        gain_low_us=round(low, 1),
+        gain_high_us=round(high, 1),
     )
 
 

@@ -101,10 +101,11 @@ def throttle_evidence(t: Throttling) -> Evidence:
 
 
 def with_gpu_evidence(diagnosis: Diagnosis, ranks: list[RankReport]) -> Diagnosis:
-    """The diagnosis with throttling evidence first on each slow rank whose GPU was throttled, and a next step."""
+    """The diagnosis with throttling evidence first on each slow rank whose GPU was throttled (the gpu_throttle
+    finding, diagnosis.detectors.gpu_throttle, carries the next step)."""
     by_rank = {r.rank: r for r in ranks}
     slow = []
-    steps: list[str] = []
+    changed = False
     for s in diagnosis.slow_ranks:
         rank = by_rank.get(s.rank)
         found = None if rank is None or s.cause in STANDSTILL else throttling(rank, [r for r in ranks if r is not rank])
@@ -112,11 +113,5 @@ def with_gpu_evidence(diagnosis: Diagnosis, ranks: list[RankReport]) -> Diagnosi
             slow.append(s)
             continue
         slow.append(s.model_copy(update={"evidence": [throttle_evidence(found), *s.evidence]}))
-        where = f"node {s.node}" if s.node else "its node"
-        steps.append(
-            f"Rank {s.rank}'s GPU is throttled ({found.detail()}): check the cooling, power and clocks of that GPU on "
-            f"{where} (nvidia-smi -q -d PERFORMANCE,CLOCK,TEMPERATURE,POWER)."
-        )
-    if not steps:
-        return diagnosis
-    return diagnosis.model_copy(update={"slow_ranks": slow, "next_steps": [*steps, *diagnosis.next_steps]})
+        changed = True
+    return diagnosis.model_copy(update={"slow_ranks": slow}) if changed else diagnosis

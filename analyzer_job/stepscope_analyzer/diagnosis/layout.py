@@ -14,7 +14,11 @@ union over the ranks is the job's groups. A group's dimension comes
     framework numbers ranks with the tensor-parallel position fastest, then the data-parallel replica, then the
     stage, so the family with the largest stride is the pipeline when the ranks exchange point-to-point messages
     (send/recv: pipeline neighbours), and the data-parallel one otherwise; the next is data-parallel, the smallest
-    of three tensor-parallel.
+    of three tensor-parallel. One thing overrules the numbering (DeepSpeed numbers a pipeline's stages fastest):
+    replicas run the same code, so the ranks of a data-parallel group issue the same collectives as many times,
+    while a pipeline's stages (other layers, the head) need not: where exactly one family joins ranks that all
+    issue the same collectives and another joins ranks that do not, the first is data-parallel and the second the
+    pipeline.
 A rank's stage is its position in its pipeline group (PipelineStage's stage index is its group rank), its replica
 its position in its data-parallel group, its TP position its place in its tensor-parallel group. Ranks that do the
 same work are its peers: the same stage in the other replicas and TP positions (tensor parallelism shards each
@@ -116,7 +120,39 @@ def _families(groups: list[Group]) -> list[list[Group]]:
     return out
 
 
-def _by_dimension(groups: list[Group], p2p: bool) -> dict[str, list[Group]]:
+Signature = tuple[tuple[str, int], ...]
+
+
+def _signatures(ranks: list[RankReport]) -> dict[int, Signature]:
+    """rank -> the collectives it issued other than sends and receives, with their counts."""
+    return {
+        r.rank: tuple(
+            sorted((c.name, c.count) for c in r.collectives if not any(w in c.name.lower() for w in P2P_WORDS))
+        )
+        for r in ranks
+    }
+
+
+def _alike(family: list[Group], signatures: dict[int, Signature]) -> bool | None:
+    """Whether every group of the family joins ranks that issue the same collectives (None: ranks unknown)."""
+    if not all(m in signatures for g in family for m in g.members):
+        return None
+    return all(len({signatures[m] for m in g.members}) == 1 for g in family)
+
+
+def _pipeline_first(families: list[list[Group]], signatures: dict[int, Signature]) -> list[list[Group]]:
+    """The families, the pipeline's first: the one family whose groups join ranks of unlike collectives where
+    another's join ranks of like ones (replicas run the same code); else as their strides order them."""
+    alike = [_alike(f, signatures) for f in families]
+    unlike = [i for i, a in enumerate(alike) if a is False]
+    if len(unlike) != 1 or True not in alike:
+        return families
+    return [families[unlike[0]]] + [f for i, f in enumerate(families) if i != unlike[0]]
+
+
+def _by_dimension(
+    groups: list[Group], p2p: bool, signatures: dict[int, Signature] | None = None
+) -> dict[str, list[Group]]:
     named: dict[str, list[Group]] = defaultdict(list)
     unnamed = []
     for g in groups:
@@ -128,6 +164,8 @@ def _by_dimension(groups: list[Group], p2p: bool) -> dict[str, list[Group]]:
     if named:
         return named
     families = _families(unnamed)
+    if p2p:
+        families = _pipeline_first(families, signatures or {})
     order = ("pp", "dp", "tp") if p2p else ("dp", "tp")
     return dict(zip(order, families, strict=False))
 
@@ -154,7 +192,7 @@ def job_layout(ranks: list[RankReport], dumped: list[ProcessGroup] | None = None
     groups, source = _groups(ranks, world, dumped or [])
     if not groups:
         return None
-    dims = _by_dimension(groups, _exchanges_messages(ranks))
+    dims = _by_dimension(groups, _exchanges_messages(ranks), _signatures(ranks))
     if source == "process groups":
         named = any(dimension_of(g.desc) for g in groups)
         source = "process groups" if named else "process groups (unnamed; dimensions from their shape)"

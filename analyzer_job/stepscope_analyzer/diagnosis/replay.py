@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_analyzer.diagnosis.dp_replay import ALL_LIKE_PEERS
+from stepscope_analyzer.diagnosis.dp_replay import ALL_LIKE_PEERS, replayed_what_if
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_contract.report import Cause, JobFinding, RankReport, WhatIf
 
@@ -102,11 +102,14 @@ def step_work(layout: Layout, ranks: list[RankReport], microbatches: int | None)
     return StepWork(layout.stages, layout.replicas, microbatches or 1, cells, steps)
 
 
+def savings(job: StepWork, change: Callable[[int, Work], Work]) -> list[float]:
+    """Each recorded step's replayed saving with `change` (step index, recorded work -> changed work)."""
+    return [replay_step(job, w) - replay_step(job, change(t, w)) for t, w in enumerate(job.steps)]
+
+
 def what_if(job: StepWork, change: Callable[[int, Work], Work], step_us: float) -> float:
-    """The step time with `change` (step index, recorded work -> changed work): the recorded step less the mean
-    replayed difference."""
-    saved = [replay_step(job, w) - replay_step(job, change(t, w)) for t, w in enumerate(job.steps)]
-    return max(step_us - float(np.mean(saved)), 0.0)
+    """The step time with `change`: the recorded step less the mean replayed difference."""
+    return max(step_us - float(np.mean(savings(job, change))), 0.0)
 
 
 def like_peers(job: StepWork, rank: int, exclude: list[int] | None = None) -> Callable[[int, Work], Work]:
@@ -166,12 +169,7 @@ def what_ifs(job: StepWork | None, slow: list[int], step_us: float) -> list[What
         ("balanced_stages", "the stages were balanced", balanced_stages(job)),
         ("median_work", "every step's work took its median", median_work(job)),
     ]
-    out = []
-    for kind, words, change in changes:
-        after = what_if(job, change, step_us)
-        out.append(WhatIf(kind=kind, change=words, step_us=round(after, 1), gain_us=round(step_us - after, 1),
-                          speedup=round(step_us / after, 3) if after > 0 else None))  # fmt: skip
-    return out
+    return [replayed_what_if(kind, words, savings(job, change), step_us) for kind, words, change in changes]
 
 
 REPLAYED = {Cause.STAGE_IMBALANCE: "balanced_stages"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -63,3 +64,11 @@ def weighted_quantile(rows: Sequence[tuple[float, float]], q: float) -> float:
         if seen >= target:
             return value
     return rows[-1][0]
+
+
+def mean_interval(values: Sequence[float], errors: float = 2.0) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of `values` and `errors` standard errors either side (none with one value)."""
+    arr = np.asarray(values, dtype=np.float64)
+    mean = float(np.mean(arr)) if arr.size else 0.0
+    half = errors * float(np.std(arr, ddof=1)) / math.sqrt(arr.size) if arr.size > 1 else 0.0
+    return mean, mean - half, mean + half

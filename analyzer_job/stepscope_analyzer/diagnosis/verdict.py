@@ -176,10 +176,10 @@ def next_steps(slow: list[SlowRank], bottlenecks: list[Bottleneck], errored: int
             continue
         seen.add(s.cause)
         steps.append(advice(s))
-    # with a slow rank, the collectives are where the others wait for it: a symptom, not a next step
-    shown = [b for b in bottlenecks if not slow or b.category != "communication"]
-    if shown:
-        b = shown[0]
+    # with a slow rank, its advice is the next step; the job's top bottleneck (often the collective the others wait
+    # for it in) is the chart's first bar, not a second answer
+    if bottlenecks and not slow:
+        b = bottlenecks[0]
         name = b.name if len(b.name) <= 120 else b.name[:117] + "..."
         steps.append(
             f"Top bottleneck across ranks: {name} ({b.category}, {b.bottleneck_ratio:.1%} of end-to-end time "

@@ -28,7 +28,7 @@ from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.discovery import Layout, RankInput, discover
 from stepscope_analyzer.ranks.hang_evidence import HangEvidence
 from stepscope_analyzer.ranks.node_summaries import node_summaries_enabled, read_node_summary
-from stepscope_analyzer.ranks.rank_artifacts import rank_extras
+from stepscope_analyzer.ranks.rank_artifacts import manifest_environment, rank_extras
 from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
 from stepscope_analyzer.ranks.storage_io import Store
@@ -137,7 +137,13 @@ def _without_analysis(read: RankRead, base: dict[str, object]) -> RankOutcome | 
         return RankOutcome(RankReport(rank=0), skipped=f"{inp.name}: skipped, not a Kineto trace")
     hang = _hang_of(read)
     if hang is not None:
-        summary = RankReport(rank=hang.rank, status=RankStatus.HUNG, error="hung: no step boundary", **base)
+        summary = RankReport(
+            rank=hang.rank,
+            status=RankStatus.HUNG,
+            error="hung: no step boundary",
+            environment=manifest_environment(read.manifest),
+            **base,
+        )
         return RankOutcome(summary, list(read.errors), hang)
     if read.trace is None:
         return _without_trace(read, base)

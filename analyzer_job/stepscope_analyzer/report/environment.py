@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from stepscope_contract.ranks import format_rank_set
-from stepscope_contract.report import CaptureInfo, RankEnvironment, RankReport, RankStatus, Report
+from stepscope_contract.report import CaptureInfo, Hang, RankEnvironment, RankReport, RankStatus, Report
 
 MAX_VALUE_CHARS = 400
 
@@ -131,3 +131,45 @@ def environment_rows(report: Report) -> list[EnvRow]:
         ("captured", window_text(ranks)),
     ]
     return [EnvRow(label, value) for label, value in candidates if value]
+
+
+@dataclass(frozen=True)
+class EnvTable:
+    """The per-rank environment table: only the columns some rank knows a value for."""
+
+    headers: list[str]
+    rows: list[list[str]]
+
+
+def _steps_cell(r: RankReport, hang: Hang | None) -> str:
+    env = r.environment
+    if env is not None and env.window_start and env.window_end:
+        return f"{env.window_start.strftime('%H:%M:%S.%f')[:-3]} → {env.window_end.strftime('%H:%M:%S.%f')[:-3]}"
+    if hang is None or hang.last_step is None:
+        return ""
+    since = f", then none for {hang.seconds_since_last_step:.1f} s" if hang.seconds_since_last_step is not None else ""
+    return f"{hang.last_step} steps{since}"
+
+
+def environment_table(ranks: list[RankReport], hangs: list[Hang]) -> EnvTable:
+    """Rank, node, pod, host, device, torch and the steps recorded (a hung rank: its last step), each column only
+    where some rank has a value: a hung rank's host and torch come from its manifest."""
+    by_rank = {h.rank: h for h in hangs}
+
+    def env(r: RankReport, get: Callable[[RankEnvironment], str | None]) -> str:
+        return (get(r.environment) if r.environment is not None else None) or ""
+
+    columns: list[tuple[str, Callable[[RankReport], str]]] = [
+        ("node", lambda r: r.node or ""),
+        ("pod", lambda r: r.pod or ""),
+        ("host", lambda r: env(r, lambda e: e.hostname)),
+        ("device", lambda r: env(r, lambda e: e.device_name) or r.device),
+        ("torch", lambda r: env(r, lambda e: e.torch_version)),
+        ("steps recorded (UTC)", lambda r: _steps_cell(r, by_rank.get(r.rank))),
+    ]
+    cells = [[get(r) for _, get in columns] for r in ranks]
+    kept = [i for i in range(len(columns)) if any(row[i] for row in cells)]
+    return EnvTable(
+        headers=["rank"] + [columns[i][0] for i in kept],
+        rows=[[str(r.rank)] + [row[i] for i in kept] for r, row in zip(ranks, cells, strict=True)],
+    )

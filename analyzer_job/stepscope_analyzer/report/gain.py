@@ -32,7 +32,7 @@ def gain_sentence(d: Diagnosis) -> str | None:
     now = d.mean_step_us if stalls else median  # the expected step is relative to the mean when a rank stalls
     if slow and now > 0 and expected is not None and expected > 0 and speedup is not None and speedup > 1.0:
         who = f"rank {slow[0]}" if len(slow) == 1 else f"ranks {format_rank_set(slow)}"
-        factor = f"{speedup:.1f}" if speedup < 10 else f"{speedup:.0f}"
+        factor = f"{speedup:.2f}" if speedup < 10 else f"{speedup:.0f}"  # as the verdict says it
         average = " on average" if stalls else ""
         return (
             f"If {who} matched the others, a step would take ~{step_duration(expected)}{average} instead of "

@@ -64,6 +64,8 @@ class HangView:
     """'rank 2 holds the job up; ranks 0, 1, 3 wait for it' (or every hung rank when none stands out)"""
     states: dict[int, str] = field(default_factory=dict)
     """rank -> what it does, for the per-rank table ('stuck: the culprit', 'waiting in all_reduce')"""
+    reasons: dict[int, str] = field(default_factory=dict)
+    """rank -> why it has no figures ('no step boundary: it waits for rank 2 in all_reduce')"""
 
 
 def _stack_key(hang: Hang) -> tuple[str, ...]:
@@ -139,21 +141,30 @@ def _table(front: GroupWavefront) -> WavefrontTable:
     return table
 
 
-def _counts(d: Diagnosis) -> tuple[str, dict[int, str]]:
-    """Who holds the job up and who waits for it, from the hang diagnosis (its culprits), and each hung rank's
-    state in words."""
+def _counts(d: Diagnosis) -> tuple[str, dict[int, str], dict[int, str]]:
+    """Who holds the job up and who waits for it, from the hang diagnosis (its culprits), each hung rank's state in
+    words and why it has no step figures."""
     culprits = {s.rank: s.cause.value for s in d.slow_ranks if s.rank in {h.rank for h in d.hangs if h.culprit}}
+    whom = rank_list(sorted(culprits))
     states: dict[int, str] = {}
+    reasons: dict[int, str] = {}
     for h in d.hangs:
         if h.rank in culprits:
-            states[h.rank] = f"{'called another collective' if culprits[h.rank] == 'desync' else 'stuck'}: the culprit"
+            desync = culprits[h.rank] == "desync"
+            states[h.rank] = f"{'called another collective' if desync else 'stuck'}: the culprit"
+            reasons[h.rank] = "no step boundary: it holds the job up" + (f" ({_where(h)})" if h.location else "")
+        elif culprits:
+            inside = f" in {h.waiting_collective}" if h.waiting_collective else ""
+            states[h.rank] = f"waiting{inside}" if inside else f"waiting for {whom}"
+            reasons[h.rank] = f"no step boundary: it waits for {whom}{inside}"
         else:
             states[h.rank] = f"waiting in {h.waiting_collective}" if h.waiting_collective else "hung"
+            reasons[h.rank] = f"no step boundary ({_where(h)})"
     waiting = sorted(r for r in states if r not in culprits)
     if not culprits:
-        return f"{rank_list(sorted(states))} hung; none stands out as the one the others wait for", states
-    holds = f"{rank_list(sorted(culprits))} {'holds' if len(culprits) == 1 else 'hold'} the job up"
-    return (f"{holds}; {rank_list(waiting)} wait for it" if waiting else holds), states
+        return f"{rank_list(sorted(states))} hung; none stands out as the one the others wait for", states, reasons
+    holds = f"{whom} {'holds' if len(culprits) == 1 else 'hold'} the job up"
+    return (f"{holds}; {rank_list(waiting)} wait for it" if waiting else holds), states, reasons
 
 
 def _files(members: list[int], ranks: dict[int, RankReport]) -> list[RankFiles]:
@@ -175,10 +186,11 @@ def hang_view(d: Diagnosis, ranks: list[RankReport] | None = None) -> HangView |
     for g in groups:
         g.files = _files(g.ranks, by_rank)
     summary = " — ".join(g.title.replace(" — the culprit", "") for g in groups[:6])
-    counts, states = _counts(d) if d.hangs else ("", {})
+    counts, states, reasons = _counts(d) if d.hangs else ("", {}, {})
     return HangView(
         counts=counts,
         states=states,
+        reasons=reasons,
         summary=summary,
         groups=groups[:MAX_GROUPS],
         groups_cut=max(0, len(groups) - MAX_GROUPS),

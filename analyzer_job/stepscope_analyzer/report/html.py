@@ -11,7 +11,7 @@ import jinja2
 from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.report.bytecode_cache import bytecode_cache
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart
-from stepscope_analyzer.report.environment import environment_rows, gpu_metrics_note
+from stepscope_analyzer.report.environment import environment_rows, environment_table, gpu_metrics_note
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
@@ -32,7 +32,9 @@ def _short(text: object, limit: int = MAX_TABLE_NAME) -> str:
 
 
 def _us(value: float) -> str:
-    """µs as a readable duration."""
+    """µs as a readable duration (a negative one with its sign: the low end of a saving's interval)."""
+    if value < 0:
+        return "-" + _us(-value)
     if value >= 1_000_000:
         return f"{value / 1_000_000:.2f} s"
     if value >= 1_000:
@@ -124,6 +126,7 @@ def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> 
         "memory_plot": memory_chart(ok, highlight),
         "memory_ranks": memory_ranks(ok)[:MAX_TABLE_RANKS],
         "env_rows": environment_rows(report),
+        "env_table": environment_table(report.ranks[:MAX_TABLE_RANKS], report.diagnosis.hangs),
         "access": trace_access(report),
     }
 

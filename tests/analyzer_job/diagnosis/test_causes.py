@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
+from stepscope_analyzer.diagnosis.detector_table import DETECTORS
 from stepscope_analyzer.diagnosis.diagnose import diagnose
 from stepscope_analyzer.diagnosis.rank_costs import COSTS
 from stepscope_analyzer.diagnosis.verdict import next_steps
@@ -69,3 +70,10 @@ def test_tensor_ops_one_rank_alone_runs_are_compute_even_when_every_rank_waited_
     assert [(s.rank, s.cause) for s in slow] == [(2, Cause.COMPUTE)]
     slept = [_contended_rank(r, 70_000.0 if r == 2 else 300.0, 0.0, 30_000.0 if r == 2 else 98_000.0) for r in range(4)]
     assert all(s.cause is not Cause.COMPUTE for s in diagnose(slept).slow_ranks)
+
+
+def test_every_cause_is_found_by_exactly_one_detector_of_the_table() -> None:
+    """The seam: each cause has its words (causes table) and one detector (detector table) that names it."""
+    named = [c for row in DETECTORS for c in row.causes]
+    assert sorted(named) == sorted(Cause)
+    assert len({row.name for row in DETECTORS}) == len(DETECTORS)

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.detectors import gpu_throttle
+from stepscope_analyzer.diagnosis.facts import Found, job_facts
 from stepscope_analyzer.diagnosis.gpu_throttle import throttling, with_gpu_evidence
 from stepscope_contract.report import (
     Cause,
@@ -72,7 +75,7 @@ def test_a_lone_gpu_is_compared_with_its_maximum() -> None:
     assert t is not None and t.detail() == "SM clock 1,100 MHz vs 1,980 MHz (the device's maximum)"
 
 
-def test_the_slow_ranks_evidence_leads_with_the_gpu_and_a_next_step_is_added() -> None:
+def test_the_slow_ranks_evidence_leads_with_the_gpu() -> None:
     ranks = _ranks(_gpu(1100, 88, {"hw_thermal_slowdown": 0.9}), _gpu(1980, 62))
     compute = Evidence(metric="compute_time", value=2.0, baseline=1.0)
     d = Diagnosis(
@@ -84,9 +87,25 @@ def test_the_slow_ranks_evidence_leads_with_the_gpu_and_a_next_step_is_added() -
     first = out.slow_ranks[0].evidence[0]
     assert (first.metric, first.value, first.baseline, first.unit) == ("gpu_sm_clock", 1100, 1980, "MHz")
     assert "thermal slowdown active" in first.detail and out.slow_ranks[0].evidence[1] == compute
-    assert out.next_steps[0].startswith("Rank 5's GPU is throttled (SM clock 1,100 MHz")
-    assert "node gpu-node-1" in out.next_steps[0] and out.next_steps[1] == "compare kernels"
+    assert out.next_steps == ["compare kernels"]  # the gpu_throttle finding's remedy is the next step
     assert out.slow_ranks[0].cause is Cause.COMPUTE
+
+
+def test_a_throttled_compute_straggler_is_a_gpu_throttle_finding_through_the_seam() -> None:
+    """The cause added through the detector table: one enum member, its words, one detector, one row. A rank slow
+    in its compute whose GPU runs throttled is named a gpu_throttle finding, its remedy the throttling's; a rank slow
+    for its host time, or one whose GPU runs like the others', is not."""
+    ranks = _ranks(_gpu(1100, 88, {"hw_thermal_slowdown": 0.9}), _gpu(1980, 62))
+    slow = SlowRank(rank=5, cause=Cause.COMPUTE, confidence=0.8, node="gpu-node-1", excess_us=4200.0)
+    facts = job_facts(ranks)
+    (finding,) = gpu_throttle.detect(facts.seeing(Found(slow_ranks=(slow,))), DiagnosisConfig()).findings
+    assert (finding.cause, finding.ranks, finding.gain_us) == (Cause.GPU_THROTTLE, [5], 4200.0)
+    assert finding.remedy.startswith("Rank 5's GPU is throttled (SM clock 1,100 MHz vs 1,980 MHz")
+    assert "node gpu-node-1" in finding.remedy and finding.evidence[0].metric == "gpu_sm_clock"
+    host = slow.model_copy(update={"cause": Cause.HOST})
+    assert not gpu_throttle.detect(facts.seeing(Found(slow_ranks=(host,))), DiagnosisConfig()).findings
+    even = job_facts(_ranks(_gpu(1980), _gpu(1980)))
+    assert not gpu_throttle.detect(even.seeing(Found(slow_ranks=(slow,))), DiagnosisConfig()).findings
 
 
 def test_nothing_changes_without_throttling_or_for_a_hang() -> None:

@@ -108,7 +108,7 @@ def test_the_page_shows_phases_gain_and_the_slow_ranks_steps() -> None:
     ranks, d = _slow_job()
     page = html_bytes(build_report(ranks, d)).decode()
     assert 'id="phase-bars"' in page and 'id="steps-2"' in page
-    gain = "If rank 2 matched the others, a step would take ~16 ms instead of 77 ms (4.8x faster)."
+    gain = "If rank 2 matched the others, a step would take ~16 ms instead of 77 ms (4.80x faster)."
     assert gain in page and page.index(gain) < page.index('id="ranks"')  # in the verdict box
     assert "rank 2 data loading: 48.00 ms" in page
 

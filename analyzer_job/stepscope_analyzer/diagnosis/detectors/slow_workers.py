@@ -1,0 +1,17 @@
+"""Compute, host, memory and communication: ranks slower than their peers in one of their costs
+(diagnosis.peers, diagnosis.slow_ranks), with the ranks that wait for them. Pure."""
+
+from __future__ import annotations
+
+from stepscope_analyzer.diagnosis.causes import STANDSTILL
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.facts import Found, JobFacts
+from stepscope_analyzer.diagnosis.peers import find_slow_peers
+from stepscope_analyzer.diagnosis.waits import with_waiters
+
+
+def detect(facts: JobFacts, settings: DiagnosisConfig) -> Found:
+    hung = facts.hung
+    slow = find_slow_peers([r for r in facts.ok if r.rank not in hung], settings, facts.layout)
+    slow = [s if s.node else s.model_copy(update={"node": facts.node_of.get(s.rank)}) for s in slow]
+    return Found(slow_ranks=tuple(with_waiters(slow, facts.waits, STANDSTILL)))

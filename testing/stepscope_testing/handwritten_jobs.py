@@ -1,0 +1,201 @@
+"""Real CPU trainings written apart from the corpus' generators, to test the diagnosis on jobs its thresholds were
+not fitted on: another model (residual LayerNorm-GELU blocks on [batch, width] rows), another rank order for
+pipelines (replica-major: rank = replica * pp + stage, as DeepSpeed numbers a pipeline's ranks), DistributedDataParallel
+for data parallelism, and the faults planted in other ways than stepscope_testing.gloo_jobs and pipeline_jobs plant
+them. Recorded with plain torch.profiler (`tensorboard_trace_handler`) by torch.multiprocessing processes over gloo.
+
+One `HandJob` is one job of `pp` x `dp` processes (`pp` 1: data parallel under DDP). Faults (`fault`):
+- `none`: healthy;
+- `twice` (pipelines): rank `slow_rank` applies each of its blocks twice (its forward and backward about double);
+- `split` (pipelines): the stages hold `layers` blocks each, as listed (badly split: stage_imbalance);
+- `rows` (data parallel): rank `slow_rank` trains on `amount` times the rows of the others per step (a compute
+  straggler of `amount` - 1).
+Run as a script: `python -m stepscope_testing.handwritten_jobs OUT --fault ... `.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
+
+FAULTS = ("none", "twice", "split", "rows")
+WIDTH = 96
+
+
+@dataclass(frozen=True)
+class HandJob:
+    name: str
+    pp: int = 1
+    dp: int = 4
+    fault: str = "none"
+    slow_rank: int = -1
+    amount: float = 0.0
+    layers: tuple[int, ...] = (3, 3)
+    """blocks per stage (data parallel: the first entry)"""
+    steps: int = 5
+    microbatches: int = 4
+    rows: int = 64
+    seed: int = 7
+    generator: str = field(default="handwritten_jobs")
+
+    @property
+    def world(self) -> int:
+        return self.pp * self.dp
+
+    def rank_of(self, stage: int, replica: int) -> int:
+        return replica * self.pp + stage
+
+    def truth(self) -> dict[str, Any]:
+        """What a correct diagnosis names: the slow rank and its cause, the pipeline's findings and layout."""
+        slow = [{"rank": self.slow_rank, "cause": "compute"}] if self.fault in ("twice", "rows") else []
+        out: dict[str, Any] = {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
+        if self.pp > 1:
+            findings = ["stage_imbalance"] if self.fault == "split" else []
+            if (self.pp - 1) / (self.microbatches + self.pp - 1) >= 1 / 3:
+                findings.append("pipeline_bubble")
+            out |= {"findings": sorted(findings), "layout": {"stages": self.pp, "replicas": self.dp}}
+        return out
+
+    def wire(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _model(job: HandJob, rank: int, blocks: int, head: bool) -> Any:
+    import torch
+    from torch import nn
+
+    repeat = 2 if job.fault == "twice" and rank == job.slow_rank else 1
+
+    class Blocks(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(blocks))
+            self.mlps = nn.ModuleList(
+                nn.Sequential(nn.Linear(WIDTH, 3 * WIDTH), nn.GELU(), nn.Linear(3 * WIDTH, WIDTH))
+                for _ in range(blocks)
+            )
+            self.head = nn.Linear(WIDTH, 8) if head else None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for norm, mlp in zip(self.norms, self.mlps, strict=True):
+                for _ in range(repeat):
+                    x = x + mlp(norm(x))
+            return self.head(x) if self.head is not None else x
+
+    return Blocks()
+
+
+def _profiler(job: HandJob, out: str) -> Any:
+    import torch
+
+    return torch.profiler.profile(
+        activities=[torch.profiler.ProfilerActivity.CPU],
+        schedule=torch.profiler.schedule(wait=1, warmup=1, active=job.steps, repeat=1),
+        on_trace_ready=torch.profiler.tensorboard_trace_handler(out, use_gzip=True),
+    )
+
+
+def _data_parallel(job: HandJob, rank: int, out: str) -> None:
+    import torch
+    from torch.nn.parallel import DistributedDataParallel
+
+    model = DistributedDataParallel(_model(job, rank, job.layers[0], head=True))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    rows = round(job.rows * job.amount) if job.fault == "rows" and rank == job.slow_rank else job.rows
+    gen = torch.Generator().manual_seed(job.seed + rank)
+    with _profiler(job, out) as prof:
+        for _ in range(job.steps + 2):
+            x = torch.randn(rows, WIDTH, generator=gen)
+            y = torch.randint(0, 8, (rows,), generator=gen)
+            opt.zero_grad(set_to_none=True)
+            loss: Any = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            prof.step()
+
+
+def _pipeline(job: HandJob, rank: int, out: str) -> None:
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
+
+    replica, stage = divmod(rank, job.pp)
+    pipes = [dist.new_group([job.rank_of(s, d) for s in range(job.pp)]) for d in range(job.dp)]
+    reps = [dist.new_group([job.rank_of(s, d) for d in range(job.dp)]) for s in range(job.pp)]
+    last = stage == job.pp - 1
+    module = _model(job, rank, job.layers[stage], head=last)
+    pipe = PipelineStage(module, stage, job.pp, torch.device("cpu"), group=pipes[replica])
+    schedule = Schedule1F1B(pipe, job.microbatches, loss_fn=torch.nn.CrossEntropyLoss())
+    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    gen = torch.Generator().manual_seed(job.seed + replica)
+    with _profiler(job, out) as prof:
+        for _ in range(job.steps + 2):
+            x = torch.randn(job.rows, WIDTH, generator=gen)
+            y = torch.randint(0, 8, (job.rows,), generator=gen)
+            opt.zero_grad(set_to_none=True)
+            if stage == 0:
+                schedule.step(x)
+            else:
+                schedule.step(target=y) if last else schedule.step()
+            for p in module.parameters():  # the replicas' gradients, parameter by parameter
+                if p.grad is not None:
+                    dist.all_reduce(p.grad, group=reps[stage])
+                    p.grad /= job.dp
+            opt.step()
+            prof.step()
+
+
+def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
+    job = HandJob(**{**wire, "layers": tuple(wire["layers"])})
+    os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    import torch
+    import torch.distributed as dist
+
+    torch.set_num_threads(1)
+    torch.manual_seed(job.seed)
+    dist.init_process_group("gloo", rank=rank, world_size=job.world, timeout=datetime.timedelta(seconds=600))
+    if job.pp > 1:
+        _pipeline(job, rank, out)
+    else:
+        _data_parallel(job, rank, out)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+def run_job(job: HandJob, out: Path, timeout_s: float = 900.0) -> Path:
+    """Run `job` (its processes in a child interpreter) and leave its traces and truth.json in `out`."""
+    return run_spawned("stepscope_testing.handwritten_jobs", job, out, timeout_s)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description="run one handwritten job (module docstring)")
+    p.add_argument("--run", nargs=2, metavar=("SPEC", "OUT"), help=argparse.SUPPRESS)
+    p.add_argument("out", nargs="?")
+    p.add_argument("--pp", type=int, default=1)
+    p.add_argument("--dp", type=int, default=4)
+    p.add_argument("--fault", choices=FAULTS, default="none")
+    p.add_argument("--slow-rank", type=int, default=-1)
+    p.add_argument("--amount", type=float, default=0.0)
+    p.add_argument("--layers", type=int, nargs="+", default=[3, 3])
+    a = p.parse_args(argv)
+    if a.run:
+        wire = json.loads(Path(a.run[0]).read_text())
+        spawn_workers(_worker, wire["pp"] * wire["dp"], wire, Path(a.run[1]))
+        return 0
+    if not a.out:
+        p.error("OUT is required")
+    job = HandJob(Path(a.out).name, a.pp, a.dp, a.fault, a.slow_rank, a.amount, tuple(a.layers))
+    run_job(job, Path(a.out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

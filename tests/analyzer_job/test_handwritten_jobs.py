@@ -1,0 +1,46 @@
+"""The analyzer on jobs written apart from the corpus' generators (fixtures/handwritten_jobs, see its README): a
+pipeline whose ranks are numbered stages fastest (replica-major, as DeepSpeed numbers them) with unnamed groups, its
+layers badly split between the stages."""
+
+from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope_contract.report import Report
+from stepscope_testing.local_analysis import analyse_folder
+
+pytestmark = pytest.mark.unit
+
+JOBS = Path(__file__).parent / "fixtures" / "handwritten_jobs"
+
+
+@functools.cache
+def analyse(name: str) -> Report:
+    return analyse_folder(JOBS / name)
+
+
+def test_replicas_are_the_ranks_that_issue_the_same_collectives() -> None:
+    """Unnamed groups of one size and numbering stages fastest: the pipeline is the family whose ranks issue unlike
+    collectives (stage 1 holds the head: more gradient all_reduces), the replicas the family of like ones."""
+    d = analyse("cpu-pp2dp2-layers-2-6").diagnosis
+    assert d.layout is not None and "unnamed" in d.layout.summary
+    assert [(x.rank, x.stage, x.replica) for x in d.layout.ranks] == [(0, 0, 0), (1, 1, 0), (2, 0, 1), (3, 1, 1)]
+
+
+def test_layers_badly_split_are_a_stage_imbalance_not_two_slow_machines() -> None:
+    """Item 2: stage 1 holds six blocks and the head, stage 0 two: the stage, not ranks 1 and 3, is named."""
+    truth = json.loads((JOBS / "cpu-pp2dp2-layers-2-6" / "truth.json").read_text())
+    d = analyse("cpu-pp2dp2-layers-2-6").diagnosis
+    assert not d.slow_ranks and truth["slow_ranks"] == []
+    assert [f.cause.value for f in d.findings] == truth["findings"] == ["stage_imbalance"]
+    assert sorted(d.findings[0].ranks) == [1, 3] and d.verdict.startswith("Pipeline stage 1 (rank 1,3)")
+
+
+def test_a_healthy_ddp_job_on_a_loaded_machine_has_no_slow_rank() -> None:
+    """The held-out part's false-alarm check: four DDP ranks sharing two busy cores, nothing planted."""
+    d = analyse("cpu-dp4-balanced").diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
