@@ -361,10 +361,17 @@ class TargetState(StrEnum):
     HUNG = "Hung"  # no step boundary within stepTimeoutSeconds; stacks in storage
     FAILED = "Failed"
     ABORTED = "Aborted"
+    CRASHED = "Crashed"  # the training container terminated (its reason and exit code in the message)
 
     @property
     def terminal(self) -> bool:
-        return self in (TargetState.CAPTURED, TargetState.HUNG, TargetState.FAILED, TargetState.ABORTED)
+        return self in (
+            TargetState.CAPTURED,
+            TargetState.HUNG,
+            TargetState.FAILED,
+            TargetState.ABORTED,
+            TargetState.CRASHED,
+        )
 
 
 class TargetStatus(CamelModel):

@@ -29,6 +29,13 @@ _CAPTURE_TO_TARGET = {
 }
 
 
+_TOLD_FIRST = frozenset({TargetState.FAILED, TargetState.CRASHED, TargetState.HUNG})
+"""states kept first in a bounded per-target list: they carry the reasons"""
+
+
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -61,7 +68,7 @@ def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
             counts.captured += 1
         elif t.state is TargetState.HUNG:
             counts.hung += 1
-        elif t.state in (TargetState.FAILED, TargetState.ABORTED):
+        elif t.state in (TargetState.FAILED, TargetState.ABORTED, TargetState.CRASHED):
             counts.failed += 1
         else:
             counts.active += 1
@@ -83,7 +90,7 @@ def bounded(targets: Sequence[TargetStatus]) -> tuple[list[TargetStatus], bool]:
     """The per-target list for status: failed ones first (they carry reasons), then by rank; at most the bound."""
     order = sorted(
         targets,
-        key=lambda t: (t.state is not TargetState.FAILED and t.state is not TargetState.HUNG, t.rank or 0, t.pod),
+        key=lambda t: (t.state not in _TOLD_FIRST, t.rank or 0, t.pod),
     )
     if len(order) <= MAX_TARGET_STATUSES:
         order = sorted(targets, key=lambda t: (t.rank is None, t.rank or 0, t.pod))
@@ -102,6 +109,31 @@ def capture_phase(targets: Sequence[TargetStatus]) -> Phase:
 def final_phase(targets: Sequence[TargetStatus]) -> Phase:
     """After a report: Succeeded when every target was captured, PartiallySucceeded otherwise."""
     return Phase.SUCCEEDED if all(t.state is TargetState.CAPTURED for t in targets) else Phase.PARTIALLY_SUCCEEDED
+
+
+def evidence(targets: Sequence[TargetStatus]) -> list[TargetStatus]:
+    """The targets the analysis reads: captured and hung ones, and, once a rank crashed, every failed or crashed one
+    whose sidecar uploaded something (the stacks and Flight Recorder dumps of the ranks that stood waiting for it)."""
+    usable = [t for t in targets if t.state in (TargetState.CAPTURED, TargetState.HUNG)]
+    if not any(t.state is TargetState.CRASHED for t in targets):
+        return usable
+    failed = (TargetState.FAILED, TargetState.CRASHED)
+    return usable + [t for t in targets if t.state in failed and t.artifact_uri]
+
+
+def crash_cause(targets: Sequence[TargetStatus]) -> str:
+    """'' when no rank crashed; else the first rank that did, named with its pod and why ('rank 1 (pod p-1)
+    crashed: training container trainer terminated: OOMKilled (exit code 137, SIGKILL)'), and how many more."""
+    crashed = sorted(
+        (t for t in targets if t.state is TargetState.CRASHED),
+        key=lambda t: (t.last_transition_time is None, t.last_transition_time or _EARLIEST, t.rank or 0, t.pod),
+    )
+    if not crashed:
+        return ""
+    first = crashed[0]
+    rank = f"rank {first.rank}" if first.rank is not None else "rank ?"
+    more = f" (and {len(crashed) - 1} more crashed)" if len(crashed) > 1 else ""
+    return f"{rank} (pod {first.pod}) crashed: {first.message or 'its training container terminated'}{more}"
 
 
 STANDSTILL_CAUSES = frozenset({"hang", "desync"})

@@ -41,6 +41,8 @@ from stepscope_storage.store import StorageError, TransferSettings
 
 log = logging.getLogger(__name__)
 ABORT_ACK_SECONDS = 10.0
+UPLOAD_MARGIN = 0.1
+MAX_UPLOAD_MARGIN_SECONDS = 10.0
 
 
 def _now() -> datetime:
@@ -55,6 +57,14 @@ class AgentConfig:
     poll_s: float = 0.2
     transfer: TransferSettings = field(default_factory=TransferSettings)
     summary: SummarySettings = field(default_factory=SummarySettings.from_env)
+
+
+def upload_deadline(capture_deadline: float, timeout_seconds: float, now: float) -> float:
+    """Until when a rank's files are sent (retries included): the capture's deadline less the share the operator
+    needs to read the outcome before its own deadline (UPLOAD_MARGIN of timeoutSeconds, at most
+    MAX_UPLOAD_MARGIN_SECONDS), and at least min(timeoutSeconds, 60 s) after the window."""
+    margin = min(MAX_UPLOAD_MARGIN_SECONDS, UPLOAD_MARGIN * timeout_seconds)
+    return max(capture_deadline - margin, now + min(float(timeout_seconds), 60.0))
 
 
 class CaptureRun:
@@ -244,9 +254,7 @@ class CaptureRun:
         """Files, the rank's summary (when one is being made), then manifest; the local copy goes only once
         everything is confirmed in storage."""
         stats = UploadStats()
-        # uploads get what is left of the capture deadline, and at least min(timeoutSeconds, 60 s) after the window
-        grace = min(float(self.request.options.timeout_seconds), 60.0)
-        deadline = max(self.deadline, time.monotonic() + grace)
+        deadline = upload_deadline(self.deadline, self.request.options.timeout_seconds, time.monotonic())
         try:
             store = open_store(session, self.request.destination, Credentials.from_env(), self.config.transfer)
             uploaded = upload_rank(store, session, manifest, files, rank_dir, deadline=deadline, stats=stats,
