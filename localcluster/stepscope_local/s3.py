@@ -57,6 +57,19 @@ class S3Server:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def exit_code(self) -> int | None:
+        """The status of a server that exited on its own (None while it runs or after `stop`)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def restart(self) -> S3Server:
+        """Start again on the same port after the server exited on its own (its objects are lost with it)."""
+        self.stop()
+        return self.start()
+
     def start(self, timeout: float = 30.0) -> S3Server:
         """Start moto_server and wait until it answers as S3. A port this server chose itself can be lost between
         choosing and binding (another server in this process or the machine binds it first): then moto exits, and
