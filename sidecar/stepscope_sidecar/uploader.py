@@ -39,7 +39,7 @@ MAX_PAUSE_SECONDS = 8.0
 
 def pause_before(round_: int) -> float:
     """Seconds to wait before round `round_` (2, 3, ...) of a file's upload: 1, 2, 4, 8, 8, ..."""
-    return min(MAX_PAUSE_SECONDS, FIRST_PAUSE_SECONDS * 2 ** max(0, round_ - 2))
+    return min(MAX_PAUSE_SECONDS, FIRST_PAUSE_SECONDS * float(2 ** max(0, round_ - 2)))
 
 
 class UploadError(RuntimeError):
