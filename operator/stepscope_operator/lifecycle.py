@@ -608,7 +608,8 @@ def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
     culprit = summary.slowest_rank if summary and standstill else None
     failures = st.failure_summary(states, culprit=culprit)
     if summary is not None and culprit is not None:
-        role = "desynced" if summary.cause == "desync" else "hung"
+        crashed = any(x.rank == culprit and x.state is TargetState.CRASHED for x in states)
+        role = "crashed" if crashed else "desynced" if summary.cause == "desync" else "hung"
         t.status.progress = st.progress(t.status.counts, culprit, role)
     # the Complete condition says so when the Job's own outcome differs from the report's (`note`)
     reason = "AnalyzerJobFailed" if note else phase.value
