@@ -52,6 +52,10 @@ def test_an_exit_is_said_restarted_after_its_delay_and_said_again() -> None:
 def test_stop_recorded_stops_the_recorded_command_only(tmp_path: Path) -> None:
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True)
     try:
+        cmdline = Path(f"/proc/{sleeper.pid}/cmdline")
+        end = time.monotonic() + 30
+        while b"time.sleep" not in cmdline.read_bytes() and time.monotonic() < end:  # until it has exec'd
+            time.sleep(0.05)
         record_pid(tmp_path, "operator", sleeper.pid)
         assert stop_recorded(tmp_path, {"operator": "moto_server"}) == []  # another program on that pid: left alone
         assert sleeper.poll() is None
