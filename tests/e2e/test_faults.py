@@ -1,8 +1,9 @@
 """Faults injected into one 4-rank training on the local cluster, with the real operator, sidecars, hook and analyzer;
 each ends in a truthful final status and loses nothing that was captured:
 
-- the object store down for 20 s while the ranks upload: every upload is sent again once it is back (`Succeeded
-  4/4`), and what was stored before the outage is still there;
+- the object store down for 20 s while the ranks upload, and the API server for the first 10 s of it: every upload
+  is sent again once storage is back, the operator carries on once the API is (`Succeeded 4/4`), and what was stored
+  before the outage is still there;
 - a training process SIGKILLed mid-capture (what an OOM kill does): its rank ends as Crashed with the container's
   reason and exit code long before the capture deadline, and the session ends naming it (or goes on with what the
   others uploaded); everything a target says it uploaded is in storage.
@@ -54,8 +55,13 @@ def test_a_storage_outage_during_uploads_loses_nothing(training: Env) -> None:
     try:
         # a 6-step window on CPU takes seconds: the uploads start while storage is down and retry through it
         e2e.apply_session("outage", TRAINING, timeoutSeconds=120)
-        time.sleep(OUTAGE_SECONDS)
+        e2e.wait_phase("outage", phases=("Capturing", "Uploading"), timeout=60)
+        e2e.cluster.api.set_unavailable(True)
+        time.sleep(OUTAGE_SECONDS / 2)
+        e2e.cluster.api.set_unavailable(False)
+        time.sleep(OUTAGE_SECONDS / 2)
     finally:
+        e2e.cluster.api.set_unavailable(False)
         e2e.cluster.s3_start()
     obj = e2e.wait_phase("outage", timeout=200)
     status = obj["status"]
