@@ -501,6 +501,11 @@ async def _capture(t: Tick) -> None:
         counts = st.count_targets(states)
         t.move(phase, f"{counts.captured}/{counts.total} captured, {counts.active + counts.pending} in progress")
         return
+    await _all_terminal(t, spec, states)
+
+
+async def _all_terminal(t: Tick, spec: ProfileSessionSpec, states: list[TargetStatus]) -> None:
+    """Every target is terminal: analyse what was captured (or, after a crash, uploaded), or say why nothing is."""
     usable = st.evidence(states)
     summary = st.failure_summary(states)
     crash = st.crash_cause(states)
