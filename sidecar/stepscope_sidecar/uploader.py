@@ -126,6 +126,7 @@ def upload_rank(
     deadline: float,
     stats: UploadStats,
     then: Callable[[], Path | None] | None = None,
+    sleep: Callable[[float], None] = time.sleep,
 ) -> list[UploadedArtifact]:
     """Every file of the rank, then the file `then` gives once they are up (the rank's summary, given the manifest
     to carry: optional, a failure to upload it is logged, never the rank's), then its manifest (which says how many
@@ -134,14 +135,14 @@ def upload_rank(
     uploaded: list[UploadedArtifact] = []
     for path in files:
         stored = upload_file(store, path, rank_artifact_key(session, manifest.rank, path.name), deadline=deadline,
-                             stats=stats)  # fmt: skip
+                             stats=stats, sleep=sleep)  # fmt: skip
         uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
     extra = then() if then is not None else None
     if extra is not None:
         try:
             with_manifest(extra, manifest)
             stored = upload_file(store, extra, rank_artifact_key(session, manifest.rank, extra.name),
-                                 deadline=deadline, stats=stats)  # fmt: skip
+                                 deadline=deadline, stats=stats, sleep=sleep)  # fmt: skip
             uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
         except (UploadError, OSError) as exc:
             log.warning("rank %d: its summary did not go up: %s (the analysis will parse the trace)", manifest.rank,
@@ -150,7 +151,7 @@ def upload_rank(
     manifest.upload_finished_at = datetime.now(UTC)
     manifest_path = write_manifest(manifest, rank_dir)
     stored = upload_file(store, manifest_path, rank_artifact_key(session, manifest.rank, MANIFEST_FILE),
-                         deadline=deadline, stats=stats)  # fmt: skip
+                         deadline=deadline, stats=stats, sleep=sleep)  # fmt: skip
     uploaded.append(UploadedArtifact(rank=manifest.rank, uri=stored.uri))
     return uploaded
 
