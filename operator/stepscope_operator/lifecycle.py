@@ -78,6 +78,7 @@ class Memo:
     summarised: set[str] = field(default_factory=set)  # pods whose sidecar uploaded its rank's summary (not rebuilt)
     polled: dict[str, datetime] = field(default_factory=dict)  # when each pod's sidecar was last asked (poll_pacing)
     pods_checked: datetime | None = None  # when the target pods' containers were last read (pod_faults)
+    restarting: set[str] = field(default_factory=set)  # pods whose sidecar the kubelet is starting again
     aborting: set[asyncio.Task[Reply]] = field(default_factory=set)  # aborts sent to crashed ranks' sidecars
 
 
@@ -283,6 +284,7 @@ async def _check_containers(t: Tick, spec: ProfileSessionSpec) -> None:
         return
     t.memo.pods_checked = t.now
     pods = await _target_pods(t, spec)
+    t.memo.restarting = {pod for pod in live if pod_faults.sidecar_restarting(pods.get(pod) or {})}
     for pod in live:
         old = t.memo.states[pod]
         termination = pod_faults.training_termination(pods.get(pod) or {}, spec.targets.container)
@@ -459,9 +461,12 @@ async def _poll_one(t: Tick, bodies: StartBodies, pod: str) -> None:
 
 
 def _get_failed(t: Tick, pod: str, reply: Reply) -> None:
+    old = t.memo.states[pod]
+    if pod in t.memo.restarting and not reply.http_status:  # unreachable while the kubelet starts it again
+        t.memo.states[pod] = old.model_copy(update={"message": f"sidecar restarting: {reply.error}"[:1000]})
+        return
     failures = t.memo.get_failures.get(pod, 0) + 1
     t.memo.get_failures[pod] = failures
-    old = t.memo.states[pod]
     if failures >= MAX_GET_FAILURES or reply.http_status in (401, 404):
         t.memo.states[pod] = _changed(old, TargetState.FAILED, f"sidecar lost: {reply.error}", t.now)
     else:

@@ -5,7 +5,10 @@ capture deadline: the hook's step watchdog lives in the process that died. Pure 
 The training containers are the one `spec.targets.container` names, else every regular container but stepscope's
 sidecar (a native sidecar is an init container and never one of them). A sidecar that still reports on its capture
 goes first: a rank whose hook recorded its own error (a collective that failed because a peer died) is uploading its
-stacks and Flight Recorder dump when its process exits, and is left to finish (`CRASH_GRACE_SECONDS`)."""
+stacks and Flight Recorder dump when its process exits, and is left to finish (`CRASH_GRACE_SECONDS`).
+
+A sidecar the kubelet is starting again is not lost while it is down (`sidecar_restarting`): it resumes its capture
+from the hook directory."""
 
 from __future__ import annotations
 
@@ -81,6 +84,24 @@ def training_termination(pod: Mapping[str, Any], container: str | None = None) -
         reason = str(terminated.get("reason") or ("Completed" if code == 0 else "Error"))[:MAX_REASON]
         return Termination(str(status.get("name")), reason, code, _parse_time(terminated.get("finishedAt")))
     return None
+
+
+def sidecar_restarting(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod's stepscope sidecar is down but the kubelet starts it again (a native sidecar, or a pod whose
+    restartPolicy restarts its containers): its capture is then resumed from the hook directory, and a sidecar
+    that does not answer meanwhile is not lost."""
+    spec = pod.get("spec") or {}
+    status = pod.get("status") or {}
+    native = any(
+        c.get("name") == SIDECAR_CONTAINER_NAME and c.get("restartPolicy") == "Always"
+        for c in spec.get("initContainers") or []
+    )
+    if not native and spec.get("restartPolicy") not in ("Always", "OnFailure"):
+        return False
+    statuses = [*(status.get("initContainerStatuses") or []), *(status.get("containerStatuses") or [])]
+    mine = next((s for s in statuses if isinstance(s, Mapping) and s.get("name") == SIDECAR_CONTAINER_NAME), None)
+    state = (mine or {}).get("state") or {}
+    return mine is not None and "running" not in state and (pod.get("metadata") or {}).get("deletionTimestamp") is None
 
 
 def crashed(target: TargetStatus, termination: Termination | None, now: datetime) -> bool:

@@ -19,7 +19,7 @@ import pytest
 
 from stepscope_contract.session import TargetState, TargetStatus
 from stepscope_operator.analyzer_jobs import outcome_disagreement
-from stepscope_operator.pod_faults import CRASH_GRACE_SECONDS, crashed, training_termination
+from stepscope_operator.pod_faults import CRASH_GRACE_SECONDS, crashed, sidecar_restarting, training_termination
 from stepscope_operator.status import count_targets, crash_cause, evidence
 
 pytestmark = pytest.mark.unit
@@ -125,3 +125,24 @@ def test_a_failed_job_that_handed_back_a_report_is_said_so() -> None:
         "analyzer Job s-analyze failed (BackoffLimitExceeded: Job has reached the backoff limit) after an earlier "
         "attempt of it wrote this report"
     )
+
+
+def _with_sidecar(state: dict[str, Any], native: bool = True, policy: str = "Never") -> dict[str, Any]:
+    sidecar = {"name": "stepscope-sidecar", **({"restartPolicy": "Always"} if native else {})}
+    spec = {"restartPolicy": policy, "containers": [{"name": "trainer"}]}
+    statuses = [{"name": "stepscope-sidecar", "state": state}]
+    if native:
+        return {"spec": {**spec, "initContainers": [sidecar]}, "status": {"initContainerStatuses": statuses}}
+    return {"spec": {**spec, "containers": [{"name": "trainer"}, sidecar]}, "status": {"containerStatuses": statuses}}
+
+
+def test_a_sidecar_the_kubelet_starts_again_is_not_lost() -> None:
+    """While down, a sidecar that comes back (native, or a pod that restarts its containers) is not counted lost: it
+    resumes its capture from the hook directory. One that never comes back is."""
+    waiting = {"waiting": {"reason": "CrashLoopBackOff"}}
+    ended = {"terminated": {"reason": "Error", "exitCode": 137}}
+    assert sidecar_restarting(_with_sidecar(waiting))
+    assert sidecar_restarting(_with_sidecar(ended, native=False, policy="OnFailure"))
+    assert not sidecar_restarting(_with_sidecar(ended, native=False))  # a Job pod's plain container: gone for good
+    assert not sidecar_restarting(_with_sidecar({"running": {}}))
+    assert not sidecar_restarting({})
