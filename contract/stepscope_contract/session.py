@@ -363,6 +363,7 @@ class TargetState(StrEnum):
     DESYNC = "Desync"  # hung, and the report found it called another collective than its peers (the culprit)
     FAILED = "Failed"
     ABORTED = "Aborted"
+    CRASHED = "Crashed"  # the training container terminated (its reason and exit code in the message)
 
     @property
     def terminal(self) -> bool:
@@ -375,7 +376,7 @@ class TargetState(StrEnum):
 
 
 _STANDSTILL = frozenset({TargetState.HUNG, TargetState.WAITING, TargetState.DESYNC})
-_TERMINAL = _STANDSTILL | {TargetState.CAPTURED, TargetState.FAILED, TargetState.ABORTED}
+_TERMINAL = _STANDSTILL | {TargetState.CAPTURED, TargetState.FAILED, TargetState.ABORTED, TargetState.CRASHED}
 
 
 class TargetStatus(CamelModel):

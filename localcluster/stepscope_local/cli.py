@@ -14,6 +14,10 @@ Every start regenerates what is tied to a port or a process (the kubeconfigs, th
 the pid file), so a workdir survives `--stop` and a new start. The lines are printed only once the operator is
 healthy: its `/healthz` answers and the API server has recorded its requests as its ServiceAccount. Otherwise the
 command exits with status 1 and prints why, with the last lines of the operator's log.
+
+While it runs, the operator and the object store are supervised (`supervision.py`): one that exits is started
+again, and the log says so; `--stop` also stops the operator and the object store it recorded when the cluster's
+own process is gone.
 """
 
 from __future__ import annotations
@@ -42,8 +46,11 @@ from stepscope_local.install import (
 from stepscope_local.operator_health import log_tail, wait_operator_ready
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
+from stepscope_local.supervision import Watched, check, record_pid, stop_recorded
 
 DEFAULT_WORKDIR = Path(".demo/local-cluster")
+RECORDED = {"operator": "operator", "object-store": "moto_server"}
+"""the processes a cluster records (supervision.record_pid) and what their command lines hold"""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,6 +135,48 @@ def _start_operator(args: argparse.Namespace, cluster: LocalCluster, workdir: Pa
     return None
 
 
+class _Operator:
+    """The operator process this cluster runs, started again by the supervisor when it exits."""
+
+    def __init__(self, args: argparse.Namespace, cluster: LocalCluster, workdir: Path) -> None:
+        self.args, self.cluster, self.workdir = args, cluster, workdir
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def exit_code(self) -> int | None:
+        return self.proc.poll() if self.proc is not None else None
+
+    def restart(self) -> str:
+        command = json.loads(self.args.operator_command) if self.args.operator_command else None
+        self.proc = start_operator(self.cluster, self.workdir, command=command, extra_env=ONBOARDING_ENV)
+        record_pid(self.workdir, "operator", self.proc.pid)
+        return f"pid {self.proc.pid}, log {self.workdir / 'operator.log'}"
+
+
+def _object_store(cluster: LocalCluster, workdir: Path) -> Watched | None:
+    s3 = cluster.s3
+    if s3 is None:
+        return None
+    if s3.pid is not None:
+        record_pid(workdir, "object-store", s3.pid)
+
+    def restart() -> str:
+        s3.restart()
+        if s3.pid is not None:
+            record_pid(workdir, "object-store", s3.pid)
+        return f"{s3.endpoint} (pid {s3.pid}; buckets {', '.join(s3.buckets)}; the objects it held are lost)"
+
+    return Watched("object store", s3.exit_code, restart)
+
+
+def _supervise(stop: threading.Event, watched: list[Watched]) -> None:
+    while not stop.is_set():
+        for one in watched:
+            said = check(one, time.monotonic())
+            if said:
+                print(said, flush=True)
+        stop.wait(1.0)
+
+
 def run_foreground(args: argparse.Namespace) -> int:
     workdir: Path = args.workdir.resolve()
     if (pid := _running_pid(workdir)) is not None and pid != os.getpid():
@@ -141,29 +190,31 @@ def run_foreground(args: argparse.Namespace) -> int:
     env_file = workdir / "env.sh"
     env_file.unlink(missing_ok=True)
     _pid_file(workdir).write_text(str(os.getpid()))
-    operator = None
+    stop_recorded(workdir, RECORDED)  # what an earlier cluster in this workdir left running
+    operator: _Operator | None = None
     try:
         with LocalCluster(workdir=workdir / "cluster", nodes=nodes, buckets=tuple(args.bucket)) as cluster:
             install(cluster)
             described = "not started (--no-operator)"
+            watched = [w for w in [_object_store(cluster, workdir)] if w is not None]
             if not args.no_operator:
-                operator = _start_operator(args, cluster, workdir)
-                if operator is None:
+                operator = _Operator(args, cluster, workdir)
+                operator.proc = _start_operator(args, cluster, workdir)
+                if operator.proc is None:
                     return 1
-                described = f"pid {operator.pid}, log {workdir / 'operator.log'}"
+                record_pid(workdir, "operator", operator.proc.pid)
+                described = f"pid {operator.proc.pid}, log {workdir / 'operator.log'}"
+                watched.append(Watched("operator", operator.exit_code, operator.restart, started=time.monotonic()))
             lines = [*shell_lines(cluster), *_comments(cluster, described, env_file)]
             partial = env_file.with_suffix(".partial")
             partial.write_text("\n".join(lines) + "\n")
             partial.replace(env_file)  # --background prints it once it exists: never half of it
             print("\n".join([*lines, "# Ctrl-C (or stepscope local-cluster --stop) stops everything"]), flush=True)
-            while not stop.is_set():
-                if operator is not None and operator.poll() is not None:
-                    print(f"# the operator exited with {operator.returncode}; see {workdir / 'operator.log'}")
-                    operator = None
-                stop.wait(1.0)
+            _supervise(stop, watched)
     finally:
-        if operator is not None:
-            kill_group(operator, 10)
+        if operator is not None and operator.proc is not None:
+            kill_group(operator.proc, 10)
+        stop_recorded(workdir, RECORDED)
         env_file.unlink(missing_ok=True)
         _pid_file(workdir).unlink(missing_ok=True)
     print("# local cluster stopped", flush=True)
@@ -216,16 +267,21 @@ def run_stop(args: argparse.Namespace) -> int:
     workdir: Path = args.workdir.resolve()
     pid = _running_pid(workdir)
     if pid is None:
+        left = stop_recorded(workdir, RECORDED)  # the cluster's process is gone: what it started may not be
+        if left:
+            print(f"# the local cluster in {workdir} was gone; stopped what it left: {', '.join(left)}")
+            return 0
         print(f"stepscope local-cluster: none runs in {workdir}", file=sys.stderr)
         return 1
     os.kill(pid, signal.SIGTERM)
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and _alive(pid):
         time.sleep(0.3)
+    left = stop_recorded(workdir, RECORDED)
     if _alive(pid):
         print(f"stepscope local-cluster: pid {pid} did not stop within 120 s", file=sys.stderr)
         return 1
-    print(f"# local cluster in {workdir} stopped")
+    print(f"# local cluster in {workdir} stopped" + (f"; also stopped {', '.join(left)}" if left else ""))
     return 0
 
 

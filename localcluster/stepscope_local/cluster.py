@@ -123,10 +123,11 @@ class LocalCluster:
         """The kubeconfig of a ServiceAccount: requests with it are recorded as that identity (api.audit)."""
         return self.api.kubeconfig_for(service_account_user(namespace, account))
 
-    def s3_stop(self) -> None:
-        """Simulate an S3 outage (moto's stored objects are lost; buckets come back on s3_start)."""
+    def s3_stop(self, keep_objects: bool = False) -> None:
+        """Simulate an S3 outage (moto's stored objects are lost unless `keep_objects`; buckets come back on
+        s3_start)."""
         if self.s3 is not None:
-            self.s3.stop()
+            self.s3.stop(keep_objects=keep_objects)
 
     def s3_start(self) -> None:
         if self.s3 is not None:

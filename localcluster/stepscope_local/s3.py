@@ -1,7 +1,8 @@
 """moto_server as S3 on 127.0.0.1: a subprocess that can be stopped and restarted on the same port.
 
-A restart is an outage: moto keeps objects in memory, so what was stored is lost; the buckets made through
-`create_bucket` are recreated on start.
+A restart is an outage: moto keeps objects in memory, so what was stored is lost unless the stop keeps it
+(`stop(keep_objects=True)` reads every object of the known buckets first and the next start writes them back, body,
+content type and metadata); the buckets made through `create_bucket` are recreated on start.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ class S3Server:
         self.buckets: list[str] = []
         self._proc: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
+        self._kept: list[tuple[str, str, bytes, str, dict[str, str]]] = []  # (bucket, key, body, type, metadata)
 
     @property
     def endpoint(self) -> str:
@@ -54,6 +56,19 @@ class S3Server:
     @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def exit_code(self) -> int | None:
+        """The status of a server that exited on its own (None while it runs or after `stop`)."""
+        return self._proc.poll() if self._proc is not None else None
+
+    def restart(self) -> S3Server:
+        """Start again on the same port after the server exited on its own (its objects are lost with it)."""
+        self.stop()
+        return self.start()
 
     def start(self, timeout: float = 30.0) -> S3Server:
         """Start moto_server and wait until it answers as S3. A port this server chose itself can be lost between
@@ -69,6 +84,7 @@ class S3Server:
                 self._started = True
                 for bucket in self.buckets:
                     self._make_bucket(bucket)
+                self._restore()
                 return self
         raise RuntimeError(f"moto_server exited on {tries} port(s), the last {self.port} (taken?); see {self.log_path}")
 
@@ -96,7 +112,28 @@ class S3Server:
         self.stop()
         raise RuntimeError(f"moto_server did not answer as S3 on port {self.port} in {timeout:g} s")
 
-    def stop(self) -> None:
+    def _snapshot(self) -> None:
+        """Every object of the known buckets, read into memory for the next start."""
+        client = self.client()
+        kept = []
+        for bucket in self.buckets:
+            for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+                for item in page.get("Contents", []):
+                    got = client.get_object(Bucket=bucket, Key=item["Key"])
+                    kind = str(got.get("ContentType") or "application/octet-stream")
+                    kept.append((bucket, str(item["Key"]), got["Body"].read(), kind, dict(got.get("Metadata") or {})))
+        self._kept = kept
+
+    def _restore(self) -> None:
+        kept, self._kept = self._kept, []
+        client = self.client()
+        for bucket, key, body, kind, metadata in kept:
+            client.put_object(Bucket=bucket, Key=key, Body=body, ContentType=kind, Metadata=metadata)
+
+    def stop(self, keep_objects: bool = False) -> None:
+        """Stop the server; `keep_objects`: what it stores comes back on the next start (see the module's doc)."""
+        if keep_objects and self.running:
+            self._snapshot()
         proc, self._proc = self._proc, None
         if proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):

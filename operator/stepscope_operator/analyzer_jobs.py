@@ -176,6 +176,16 @@ def job_outcome(job: dict[str, Any] | None) -> tuple[str, str]:
     return "running", ""
 
 
+def outcome_disagreement(name: str, state: str, message: str) -> str:
+    """How the Job's own outcome differs from a report it handed back ('' when they agree): a Job that ended
+    failed although an attempt of it wrote the report (a later attempt killed, over its deadline) is said so, for
+    the session's message and Complete condition, since the report is true and the Job's status is too."""
+    if state != "failed":
+        return ""
+    why = f" ({message})" if message else ""
+    return f"analyzer Job {name} failed{why} after an earlier attempt of it wrote this report"
+
+
 def _terminated(pod: dict[str, Any]) -> list[dict[str, Any]]:
     statuses = (pod.get("status") or {}).get("containerStatuses") or []
     return [t for s in statuses if isinstance(t := (s.get("state") or {}).get("terminated"), dict)]

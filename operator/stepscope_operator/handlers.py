@@ -75,7 +75,12 @@ def _not_terminal(status: kopf.Status, **_: Any) -> bool:
     return status.get("phase") not in TERMINAL
 
 
-@kopf.timer(*RESOURCE, id="lifecycle", interval=CONFIG.tick_seconds, when=_not_terminal)
+# A tick that fails (the API server or a sidecar unreachable for a while) is tried again after TICK_BACKOFF_SECONDS,
+# not kopf's default minute: a short outage delays a session by about its own length.
+TICK_BACKOFF_SECONDS = max(2.0, 5 * CONFIG.tick_seconds)
+
+
+@kopf.timer(*RESOURCE, id="lifecycle", interval=CONFIG.tick_seconds, backoff=TICK_BACKOFF_SECONDS, when=_not_terminal)
 async def lifecycle(
     body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, uid: str, logger: kopf.Logger, **_: Any
 ) -> None:

@@ -40,9 +40,16 @@ from stepscope_contract.status_wire import (
 )
 from stepscope_contract.storage import RANK_SUMMARY_FILE, REPORT_HTML, REPORT_JSON, TRACE_SUFFIX, report_location
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
-from stepscope_operator import bounded_each, poll_pacing, prometheus_metrics
+from stepscope_operator import bounded_each, pod_faults, poll_pacing, prometheus_metrics
 from stepscope_operator import status as st
-from stepscope_operator.analyzer_jobs import build_job, job_name, job_outcome, outcome_from_pods, shard_count
+from stepscope_operator.analyzer_jobs import (
+    build_job,
+    job_name,
+    job_outcome,
+    outcome_disagreement,
+    outcome_from_pods,
+    shard_count,
+)
 from stepscope_operator.config import OperatorConfig
 from stepscope_operator.kube import Kube
 from stepscope_operator.sidecar_client import Reply, SidecarClient, StartBodies
@@ -71,6 +78,9 @@ class Memo:
     get_failures: dict[str, int] = field(default_factory=dict)
     summarised: set[str] = field(default_factory=set)  # pods whose sidecar uploaded its rank's summary (not rebuilt)
     polled: dict[str, datetime] = field(default_factory=dict)  # when each pod's sidecar was last asked (poll_pacing)
+    pods_checked: datetime | None = None  # when the target pods' containers were last read (pod_faults)
+    restarting: set[str] = field(default_factory=set)  # pods whose sidecar the kubelet is starting again
+    aborting: set[asyncio.Task[Reply]] = field(default_factory=set)  # aborts sent to crashed ranks' sidecars
 
 
 @dataclass
@@ -257,6 +267,41 @@ async def _find_targets(t: Tick, spec: ProfileSessionSpec) -> Resolution:
     return resolve_targets(pods, spec.targets, searched, layout)
 
 
+async def _target_pods(t: Tick, spec: ProfileSessionSpec) -> dict[str, dict[str, Any]]:
+    """The pods the session's selectors find now, by name (the first selector that finds any, as at resolution)."""
+    for selector in candidate_selectors(spec.targets):
+        pods = await t.deps.kube.list_pods(t.namespace, selector)
+        if pods:
+            return {str((p.get("metadata") or {}).get("name", "")): p for p in pods}
+    return {}
+
+
+async def _check_containers(t: Tick, spec: ProfileSessionSpec) -> None:
+    """A live target whose training container terminated ends as Crashed with the container's reason and exit code
+    (pod_faults), and its sidecar's capture is aborted. The pods are read as often as each sidecar is asked."""
+    live = [pod for pod, s in t.memo.states.items() if not s.state.terminal]
+    last = t.memo.pods_checked
+    if not live or (last is not None and (t.now - last).total_seconds() < poll_pacing.poll_gap(len(live))):
+        return
+    t.memo.pods_checked = t.now
+    pods = await _target_pods(t, spec)
+    t.memo.restarting = {pod for pod in live if pod_faults.sidecar_restarting(pods.get(pod) or {})}
+    for pod in live:
+        old = t.memo.states[pod]
+        termination = pod_faults.training_termination(pods.get(pod) or {}, spec.targets.container)
+        if termination is None or not pod_faults.crashed(old, termination, t.now):
+            continue
+        text = termination.describe()
+        t.memo.states[pod] = _changed(old, TargetState.CRASHED, text, t.now)
+        rank = f"rank {old.rank}" if old.rank is not None else "rank ?"
+        t.event("RankCrashed", f"pod {pod} ({rank}): {text}", warning=True)
+        if pod in t.memo.addresses and t.status.capture_id:
+            # in the background: a sidecar waits a while for the dead hook to let go before it answers
+            task = asyncio.create_task(t.deps.sidecars.abort(t.memo.addresses[pod], t.capture_id()))
+            t.memo.aborting.add(task)
+            task.add_done_callback(t.memo.aborting.discard)
+
+
 def _wait_for_targets(t: Tick, spec: ProfileSessionSpec, resolution: Resolution) -> bool:
     """Whether to keep waiting (within targets.waitSeconds of the start) for pods to appear or become Ready."""
     started = t.status.start_time or t.now
@@ -417,9 +462,12 @@ async def _poll_one(t: Tick, bodies: StartBodies, pod: str) -> None:
 
 
 def _get_failed(t: Tick, pod: str, reply: Reply) -> None:
+    old = t.memo.states[pod]
+    if pod in t.memo.restarting and not reply.http_status:  # unreachable while the kubelet starts it again
+        t.memo.states[pod] = old.model_copy(update={"message": f"sidecar restarting: {reply.error}"[:1000]})
+        return
     failures = t.memo.get_failures.get(pod, 0) + 1
     t.memo.get_failures[pod] = failures
-    old = t.memo.states[pod]
     if failures >= MAX_GET_FAILURES or reply.http_status in (401, 404):
         t.memo.states[pod] = _changed(old, TargetState.FAILED, f"sidecar lost: {reply.error}", t.now)
     else:
@@ -437,6 +485,7 @@ async def _capture(t: Tick) -> None:
     for pod in due:
         t.memo.polled[pod] = t.now
     await bounded_each.each(due, lambda pod: _poll_one(t, bodies, pod), t.deps.config.signal_concurrency)
+    await _check_containers(t, spec)
     deadline = t.deadline()
     if deadline is not None and t.now >= deadline:
         late = [pod for pod, s in t.memo.states.items() if not s.state.terminal]
@@ -458,11 +507,20 @@ async def _capture(t: Tick) -> None:
         counts = st.count_targets(states)
         t.move(phase, f"{counts.captured}/{counts.total} captured, {counts.active + counts.pending} in progress")
         return
-    usable = [s for s in states if s.state is TargetState.CAPTURED or s.state.standstill]
+    await _all_terminal(t, spec, states)
+
+
+async def _all_terminal(t: Tick, spec: ProfileSessionSpec, states: list[TargetStatus]) -> None:
+    """Every target is terminal: analyse what was captured (or, after a crash, uploaded), or say why nothing is."""
+    usable = st.evidence(states)
     summary = st.failure_summary(states)
+    crash = st.crash_cause(states)
     if not usable:
-        t.cond(ConditionType.CAPTURED, False, "NothingCaptured", summary)
-        t.fail("NothingCaptured", f"no target was captured: {summary}")
+        t.cond(ConditionType.CAPTURED, False, "RankCrashed" if crash else "NothingCaptured", summary)
+        if crash:
+            t.fail("RankCrashed", f"{crash}; no rank uploaded anything to analyse: {summary}")
+        else:
+            t.fail("NothingCaptured", f"no target was captured: {summary}")
         return
     t.cond(
         ConditionType.CAPTURED,
@@ -539,9 +597,13 @@ async def _analyze(t: Tick) -> None:
     handed = _with_report_urls(t, spec, handed)
     apply_outcome(t.status, handed, now=t.now, generation=t.generation)
     if not handed.ok:
-        t.fail("AnalysisFailed", failure)
+        crash = st.crash_cause(t.status.targets)
+        t.fail("RankCrashed" if crash else "AnalysisFailed", f"{crash}; {failure}" if crash else failure)
         return
-    _complete(t, handed)
+    note = outcome_disagreement(name, state, message)
+    if note:
+        t.event("AnalyzerJobFailed", note, warning=True)
+    _complete(t, handed, note)
 
 
 def _told_standstill(t: Tick, summary: ReportSummary) -> list[TargetStatus]:
@@ -561,7 +623,7 @@ def _told_standstill(t: Tick, summary: ReportSummary) -> list[TargetStatus]:
     return list(t.status.targets)
 
 
-def _complete(t: Tick, handed: AnalysisOutcome) -> None:
+def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
     """The report is in: Succeeded, or PartiallySucceeded when some target was not captured."""
     states = t.status.targets
     phase = st.final_phase(states) if states else Phase.SUCCEEDED
@@ -574,14 +636,18 @@ def _complete(t: Tick, handed: AnalysisOutcome) -> None:
     culprit = summary.slowest_rank if summary and standstill else None
     if summary is not None and culprit is not None:
         states = _told_standstill(t, summary)
-        role = "desynced" if summary.cause == "desync" else "hung"
+        crashed = any(x.rank == culprit and x.state is TargetState.CRASHED for x in states)
+        role = "crashed" if crashed else "desynced" if summary.cause == "desync" else "hung"
         t.status.progress = st.progress(t.status.counts, culprit, role)
     failures = st.failure_summary(states)
-    t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
+    # the Complete condition says so when the Job's own outcome differs from the report's (`note`)
+    reason = "AnalyzerJobFailed" if note else phase.value
+    t.cond(ConditionType.COMPLETE, True, reason, f"{note}; {verdict}" if note else verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
     if handed.regressed is not None:
         verdict += f"; gate: {handed.regressed.reason}"
-    t.finished(phase, verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else ""))
+    told = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
+    t.finished(phase, f"{note}; {told}" if note else told)
 
 
 def _changed_fields(t: Tick) -> list[str]:

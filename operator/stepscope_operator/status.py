@@ -30,6 +30,13 @@ _CAPTURE_TO_TARGET = {
 }
 
 
+_TOLD_FIRST = frozenset({TargetState.FAILED, TargetState.CRASHED, TargetState.HUNG})
+"""states kept first in a bounded per-target list: they carry the reasons"""
+
+
+_EARLIEST = datetime.min.replace(tzinfo=UTC)
+
+
 def utcnow() -> datetime:
     return datetime.now(UTC).replace(microsecond=0)
 
@@ -66,7 +73,7 @@ def count_targets(targets: Iterable[TargetStatus]) -> TargetCounts:
             counts.waiting += 1
         elif t.state is TargetState.DESYNC:
             counts.desync += 1
-        elif t.state in (TargetState.FAILED, TargetState.ABORTED):
+        elif t.state in (TargetState.FAILED, TargetState.ABORTED, TargetState.CRASHED):
             counts.failed += 1
         else:
             counts.active += 1
@@ -89,7 +96,7 @@ def bounded(targets: Sequence[TargetStatus]) -> tuple[list[TargetStatus], bool]:
     """The per-target list for status: failed ones first (they carry reasons), then by rank; at most the bound."""
     order = sorted(
         targets,
-        key=lambda t: (t.state is not TargetState.FAILED and not t.state.standstill, t.rank or 0, t.pod),
+        key=lambda t: (t.state not in _TOLD_FIRST and not t.state.standstill, t.rank or 0, t.pod),
     )
     if len(order) <= MAX_TARGET_STATUSES:
         order = sorted(targets, key=lambda t: (t.rank is None, t.rank or 0, t.pod))
@@ -108,6 +115,31 @@ def capture_phase(targets: Sequence[TargetStatus]) -> Phase:
 def final_phase(targets: Sequence[TargetStatus]) -> Phase:
     """After a report: Succeeded when every target was captured, PartiallySucceeded otherwise."""
     return Phase.SUCCEEDED if all(t.state is TargetState.CAPTURED for t in targets) else Phase.PARTIALLY_SUCCEEDED
+
+
+def evidence(targets: Sequence[TargetStatus]) -> list[TargetStatus]:
+    """The targets the analysis reads: captured and hung ones, and, once a rank crashed, every failed or crashed one
+    whose sidecar uploaded something (the stacks and Flight Recorder dumps of the ranks that stood waiting for it)."""
+    usable = [t for t in targets if t.state is TargetState.CAPTURED or t.state.standstill]
+    if not any(t.state is TargetState.CRASHED for t in targets):
+        return usable
+    failed = (TargetState.FAILED, TargetState.CRASHED)
+    return usable + [t for t in targets if t.state in failed and t.artifact_uri]
+
+
+def crash_cause(targets: Sequence[TargetStatus]) -> str:
+    """'' when no rank crashed; else the first rank that did, named with its pod and why ('rank 1 (pod p-1)
+    crashed: training container trainer terminated: OOMKilled (exit code 137, SIGKILL)'), and how many more."""
+    crashed = sorted(
+        (t for t in targets if t.state is TargetState.CRASHED),
+        key=lambda t: (t.last_transition_time is None, t.last_transition_time or _EARLIEST, t.rank or 0, t.pod),
+    )
+    if not crashed:
+        return ""
+    first = crashed[0]
+    rank = f"rank {first.rank}" if first.rank is not None else "rank ?"
+    more = f" (and {len(crashed) - 1} more crashed)" if len(crashed) > 1 else ""
+    return f"{rank} (pod {first.pod}) crashed: {first.message or 'its training container terminated'}{more}"
 
 
 STANDSTILL_CAUSES = frozenset({"hang", "desync"})

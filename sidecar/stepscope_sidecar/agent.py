@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from stepscope_contract.wire import AgentStatus, CaptureRequest, CaptureStatus
+from stepscope_sidecar import capture_records as records
 from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.capture import AgentConfig, CaptureRun
 from stepscope_sidecar.hookfiles import HookDir
@@ -42,6 +43,27 @@ class Agent:
         self.current = run
         run.start()
         return run.status, True
+
+    def resume(self) -> list[str]:
+        """After a restart: the captures an earlier process of this sidecar recorded in the hook directory, the
+        finished ones answered from their final status, an unfinished one carried on (capture_records). Needs the
+        running event loop. The ids resumed."""
+        resumed = []
+        for saved in records.saved_requests(self.hooks):
+            run = CaptureRun(saved.request, self.config, self.hooks, self.metrics, started_at=saved.started_at)
+            final = records.final_status(self.hooks, run.capture_id)
+            self.captures[run.capture_id] = run
+            if final is not None:
+                run.status = final
+                continue
+            if self.current is not None and not self.current.status.state.terminal:
+                continue  # one capture at a time: the later one waits for the operator to ask again
+            self.current = run
+            run.resume()
+            resumed.append(run.capture_id)
+        while len(self.captures) > HISTORY:
+            self.captures.popitem(last=False)
+        return resumed
 
     def get(self, capture_id: str) -> CaptureRun | None:
         return self.captures.get(capture_id)

@@ -1,4 +1,5 @@
-"""One capture in this pod: hand the request to the hooks, sample GPUs, wait, upload every rank."""
+"""One capture in this pod: hand the request to the hooks, sample GPUs, wait, upload every rank. What it did is
+recorded in the hook directory (capture_records), so a restarted sidecar resumes it from the local copies."""
 
 from __future__ import annotations
 
@@ -29,6 +30,7 @@ from stepscope_contract.wire import (
     HookState,
     RankMeta,
 )
+from stepscope_sidecar import capture_records as records
 from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.hook_states import final_state, hook_done, live_state, rank_outcome
 from stepscope_sidecar.hookfiles import HookDir
@@ -43,6 +45,8 @@ from stepscope_storage.store import StorageError, TransferSettings
 
 log = logging.getLogger(__name__)
 ABORT_ACK_SECONDS = 10.0
+UPLOAD_MARGIN = 0.1
+MAX_UPLOAD_MARGIN_SECONDS = 10.0
 
 
 def _now() -> datetime:
@@ -59,18 +63,35 @@ class AgentConfig:
     summary: SummarySettings = field(default_factory=SummarySettings.from_env)
 
 
+def upload_deadline(capture_deadline: float, timeout_seconds: float, now: float) -> float:
+    """Until when a rank's files are sent (retries included): the capture's deadline less the share the operator
+    needs to read the outcome before its own deadline (UPLOAD_MARGIN of timeoutSeconds, at most
+    MAX_UPLOAD_MARGIN_SECONDS), and at least min(timeoutSeconds, 60 s) after the window."""
+    margin = min(MAX_UPLOAD_MARGIN_SECONDS, UPLOAD_MARGIN * timeout_seconds)
+    return max(capture_deadline - margin, now + min(float(timeout_seconds), 60.0))
+
+
 class CaptureRun:
-    def __init__(self, request: CaptureRequest, config: AgentConfig, hooks: HookDir, metrics: Metrics) -> None:
+    def __init__(
+        self,
+        request: CaptureRequest,
+        config: AgentConfig,
+        hooks: HookDir,
+        metrics: Metrics,
+        started_at: datetime | None = None,
+    ) -> None:
+        """`started_at`: when a capture that a restarted sidecar resumes began (its deadline runs from then)."""
         self.request = request
         self.config = config
         self.hooks = hooks
         self.metrics = metrics
-        started = _now()
+        now = _now()
+        started = started_at or now
         self.status = CaptureStatus(
-            capture_id=request.capture_id, state=CaptureState.ARMED, started_at=started, updated_at=started
+            capture_id=request.capture_id, state=CaptureState.ARMED, started_at=started, updated_at=now
         )
         self._abort = asyncio.Event()
-        self._started_mono = time.monotonic()
+        self._started_mono = time.monotonic() - (now - started).total_seconds()
         self.deadline = self._started_mono + request.options.timeout_seconds
         self.task: asyncio.Task[None] | None = None
 
@@ -86,6 +107,14 @@ class CaptureRun:
 
     def start(self) -> None:
         self.hooks.write_request(HookRequest.from_options(self.capture_id, self.request.options, time.time()))
+        assert self.status.started_at is not None
+        records.save_request(self.hooks, self.request, self.status.started_at)
+        self.task = asyncio.create_task(self._run(), name=f"capture-{self.capture_id}")
+
+    def resume(self) -> None:
+        """Carry on a capture an earlier sidecar process of this pod started (its hook request is left as it is)."""
+        log.warning("resuming capture %s started at %s from the hook directory", self.capture_id,
+                    self.status.started_at)  # fmt: skip
         self.task = asyncio.create_task(self._run(), name=f"capture-{self.capture_id}")
 
     async def abort(self) -> None:
@@ -112,6 +141,9 @@ class CaptureRun:
         finally:
             self.hooks.clear_request(self.capture_id)
             self.metrics.captures.labels(state=self.status.state.value).inc()
+            if self.status.state.terminal:
+                with contextlib.suppress(OSError):
+                    records.save_status(self.hooks, self.status)
 
     async def _run_inner(self) -> None:
         opts = self.request.options
@@ -177,7 +209,12 @@ class CaptureRun:
     def _upload_rank(
         self, rank: int, state: HookState, sampler: Sampler | None, timed_out: bool
     ) -> tuple[CaptureState, str]:
-        """Upload one rank's files, manifest last; delete the local copy only after a confirmed upload."""
+        """Upload one rank's files, manifest last; delete the local copy only after a confirmed upload (a rank an
+        earlier sidecar process uploaded is taken from its record)."""
+        done = records.uploaded_rank(self.hooks, self.capture_id, rank)
+        if done is not None:
+            self.status.artifacts.extend(done.artifacts)
+            return done.state, done.message
         rank_dir = self.hooks.rank_dir(self.capture_id, rank)
         errors: list[str] = []
         ours = state.capture_id == self.capture_id
@@ -262,9 +299,7 @@ class CaptureRun:
         """Files, the rank's summary (when one is being made), then manifest; the local copy goes only once
         everything is confirmed in storage."""
         stats = UploadStats()
-        # uploads get what is left of the capture deadline, and at least min(timeoutSeconds, 60 s) after the window
-        grace = min(float(self.request.options.timeout_seconds), 60.0)
-        deadline = max(self.deadline, time.monotonic() + grace)
+        deadline = upload_deadline(self.deadline, self.request.options.timeout_seconds, time.monotonic())
         try:
             store = open_store(session, self.request.destination, Credentials.from_env(), self.config.transfer)
             then = (lambda: regular_file(summary.finish())) if summary is not None else None
@@ -283,9 +318,11 @@ class CaptureRun:
         self.metrics.upload_bytes.inc(stats.bytes)
         self.metrics.upload_retries.inc(stats.retries)
         self.status.artifacts.extend(uploaded)
-        shutil.rmtree(rank_dir, ignore_errors=True)  # every file confirmed in storage
         message = "; ".join(errors)
         if stats.retries:
             message = f"{message}; " if message else ""
             message += f"uploaded after {stats.retries} retr{'y' if stats.retries == 1 else 'ies'}"
+        done = records.UploadedRank(state=outcome, message=message, artifacts=uploaded)
+        records.save_rank(self.hooks, self.capture_id, manifest.rank, done)
+        shutil.rmtree(rank_dir, ignore_errors=True)  # every file confirmed in storage
         return outcome, message

@@ -85,6 +85,7 @@ def _write_port(path: str, port: int) -> None:
 async def _serve(args: argparse.Namespace, agent: Agent, token: str, destinations: DestinationPolicy) -> None:
     import asyncio
 
+    agent.resume()  # what an earlier process of this sidecar left unfinished in the hook directory
     runner = web.AppRunner(build_app(agent, token, destinations), handle_signals=True)
     await runner.setup()
     site = web.TCPSite(runner, args.host, args.port)

@@ -3,6 +3,8 @@
 - a new emulator in a workdir an earlier one used hands out kubeconfigs naming its own port, not the earlier one's;
 - `--background`, `--stop`, `--background` again: the second operator serves the second cluster (a session gets a
   phase);
+- an operator killed under a running cluster is started again, the log says so, and the new one finishes a session;
+  a killed object store comes back on its port; `--stop` stops the operator even when the cluster's process is gone;
 - an operator that exits, or that answers /healthz but never reaches this API server, makes `--background` exit
   with status 1 and print why with the last lines of the operator's log, and no export lines.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -65,14 +68,51 @@ def _kubectl(env_lines: str, *args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def _session_phase(env_lines: str, timeout: float) -> str:
+def _session_phase(env_lines: str, timeout: float, phases: tuple[str, ...] = ()) -> str:
+    """The session's phase once it has one (one of `phases` when given), '' when none came within `timeout`."""
     deadline = time.monotonic() + timeout
     phase = ""
-    while time.monotonic() < deadline and not phase:
+    while time.monotonic() < deadline:
         got = _kubectl(env_lines, "get", "profilesession", "trainer-minimal", "-o", "jsonpath={.status.phase}")
         phase = got.stdout.strip()
+        if phase and (not phases or phase in phases):
+            return phase
         time.sleep(0.5)
-    return phase
+    return ""
+
+
+def _minimal_session(workdir: Path) -> Path:
+    """examples/profilesession-minimal.yaml, not waiting for pods to appear (none will)."""
+    doc = yaml.safe_load((REPO / "examples" / "profilesession-minimal.yaml").read_text())
+    doc["spec"]["targets"]["waitSeconds"] = 0
+    path = workdir / "session.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def _recorded_pid(workdir: Path, name: str) -> int:
+    return int((workdir / "pids" / f"{name}.pid").read_text())
+
+
+def _wait_log(workdir: Path, text: str, timeout: float) -> str:
+    log = workdir / "local-cluster.log"
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in (got := log.read_text(errors="replace")):
+            return got
+        time.sleep(0.5)
+    raise AssertionError(f"{text!r} never in {log}:\n{log.read_text(errors='replace')[-3000:]}")
+
+
+def _kill_operator_and_object_store(workdir: Path) -> None:
+    """SIGKILL both: each comes back (the log says so), the object store on its port."""
+    operator, store = _recorded_pid(workdir, "operator"), _recorded_pid(workdir, "object-store")
+    os.killpg(operator, signal.SIGKILL)
+    os.killpg(store, signal.SIGKILL)
+    log = _wait_log(workdir, "# the operator restarted (restart 1)", 60)
+    assert "# the operator exited with -9; restarting it" in log, log[-3000:]
+    log = _wait_log(workdir, "# the object store restarted (restart 1)", 60)
+    assert _recorded_pid(workdir, "operator") != operator and _recorded_pid(workdir, "object-store") != store
 
 
 def test_background_stop_background_serves_sessions_again(tmp_path: Path) -> None:
@@ -80,12 +120,23 @@ def test_background_stop_background_serves_sessions_again(tmp_path: Path) -> Non
         started = _local_cluster(tmp_path, "--background")
         try:
             assert started.returncode == 0, f"start {start}: {started.stderr}"
-            applied = _kubectl(started.stdout, "apply", "-f", "examples/profilesession-minimal.yaml")
+            if start == 2:
+                _kill_operator_and_object_store(tmp_path)
+            applied = _kubectl(started.stdout, "apply", "-f", str(_minimal_session(tmp_path)))
             assert applied.returncode == 0, applied.stderr
-            assert _session_phase(started.stdout, 120), f"start {start}: the session got no phase"
+            if start == 1:
+                assert _session_phase(started.stdout, 120), f"start {start}: the session got no phase"
+            else:  # the restarted operator finishes it (no pod is labelled app=trainer)
+                finished = _session_phase(started.stdout, 180, ("Failed", "Succeeded", "PartiallySucceeded"))
+                assert finished == "Failed", f"the restarted operator did not finish the session: {finished!r}"
         finally:
+            if start == 2:  # the cluster's own process dies: --stop still stops the operator it left
+                os.kill(int((tmp_path / "local-cluster.pid").read_text()), signal.SIGKILL)
+                left = _recorded_pid(tmp_path, "operator")
             stopped = _local_cluster(tmp_path, "--stop", timeout=180)
         assert stopped.returncode == 0, stopped.stderr
+    assert "stopped what it left: operator" in stopped.stdout, stopped.stdout
+    assert not Path(f"/proc/{left}").exists() or "operator" not in Path(f"/proc/{left}/cmdline").read_text()
 
 
 STANDINS = {

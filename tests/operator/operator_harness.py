@@ -138,9 +138,12 @@ def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: f
     raise AssertionError(f"{name} never reached {phases}: {(obj or {}).get('status')}")
 
 
-def finish_analysis(api: EmulatorServer, name: str, outcome: AnalysisOutcome | None = None) -> None:
+def finish_analysis(
+    api: EmulatorServer, name: str, outcome: AnalysisOutcome | None = None, job_status: dict[str, Any] | None = None
+) -> None:
     """Play the Job controller and the analyzer: the Job's pod ends with the outcome as its termination message
-    (what the analyzer hands back: by default a report with a balanced verdict), then the Job completes."""
+    (what the analyzer hands back: by default a report with a balanced verdict), then the Job completes (or ends
+    with `job_status`: a later attempt that failed)."""
     job_name = f"{name}-analyze"
     outcome = outcome or AnalysisOutcome(
         ok=True,
@@ -179,8 +182,5 @@ def finish_analysis(api: EmulatorServer, name: str, outcome: AnalysisOutcome | N
         "jobs",
         "default",
         job_name,
-        {
-            "succeeded": 1,
-            "conditions": [{"type": "Complete", "status": "True"}],
-        },
+        job_status or {"succeeded": 1, "conditions": [{"type": "Complete", "status": "True"}]},
     )

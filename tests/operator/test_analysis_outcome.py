@@ -1,6 +1,7 @@
 """The operator, the only writer of a session's status, writes what the analyzer Job handed back (its termination
 message) when the Job ends: the summary, the report's URL and ReportReady and Regressed, then Finished; a Job that
-fails without handing anything back gets ReportReady=False with the Job's own reason. Nothing else writes the status:
+fails without handing anything back gets ReportReady=False with the Job's own reason; a Job that failed after an earlier
+attempt handed back a report gives the report, and the status says the Job failed. Nothing else writes the status:
 the analyzer Job here is played by the test, which only sets the Job's and its pod's status, as Kubernetes would."""
 
 from __future__ import annotations
@@ -64,3 +65,24 @@ def test_a_job_that_fails_without_an_outcome_gives_its_reason(api: EmulatorServe
     assert "DeadlineExceeded: Job was active longer than specified deadline" in ready["message"], ready
     assert "summary" not in final["status"] and "reportURL" not in final["status"]
     assert _conditions(final)["Finished"]["status"] == "True"
+
+
+def test_a_failed_job_whose_earlier_attempt_wrote_the_report_is_said_so(
+    api: EmulatorServer, operator: OperatorProcess
+) -> None:
+    with SidecarFleet(SIDECAR_TOKEN, 2, upload_after=0.2, base="127.0.23.") as fleet:
+        _analyzing(api, fleet, "retried", "retried")
+        failed = {"type": "Failed", "status": "True", "reason": "BackoffLimitExceeded",
+                  "message": "Job has reached the specified backoff limit"}  # fmt: skip
+        finish_analysis(api, "retried", job_status={"failed": 1, "conditions": [failed]})
+        final = wait_for(api, "retried", ("Succeeded", "PartiallySucceeded", "Failed"))
+    status = final["status"]
+    assert status["phase"] == "Succeeded", status  # the report is true: it was written and handed back
+    note = (
+        "analyzer Job retried-analyze failed (BackoffLimitExceeded: Job has reached the specified backoff limit) "
+        "after an earlier attempt of it wrote this report"
+    )
+    complete = _conditions(final)["Complete"]
+    assert complete["reason"] == "AnalyzerJobFailed" and complete["message"].startswith(note), complete
+    assert status["message"] == f"{note}; No slow rank: balanced.", status
+    assert _conditions(final)["ReportReady"]["status"] == "True"

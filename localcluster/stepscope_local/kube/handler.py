@@ -48,6 +48,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         self.log_reader = log_reader
         self.audit: AuditLog | None = None  # who made which request (identity.py); set by EmulatorServer
         self._watch_queues: set[asyncio.Queue[tuple[str, Obj, int] | None]] = set()
+        self.unavailable = False  # an outage: every request answered 503 (EmulatorServer.set_unavailable)
 
     def close_watches(self) -> None:
         """End every open watch stream (called on the server's loop before it stops)."""
@@ -61,6 +62,8 @@ class FidelityEmulator(kmock.KubernetesEmulator):
         every request in memory, which a long-running demo cannot afford."""
         body = await raw.read()
         logger.debug("%s %s", raw.method, raw.path_qs)
+        if self.unavailable:
+            return _json(errors.ApiError(503, "ServiceUnavailable", "the API server is unavailable").status(), 503)
         data: Any = None
         content_type = raw.headers.get("Content-Type", "json")
         try:

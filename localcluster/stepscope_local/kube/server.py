@@ -118,6 +118,13 @@ class EmulatorServer:
             self._tmp.cleanup()
             self._tmp = None
 
+    def set_unavailable(self, unavailable: bool) -> None:
+        """An outage of the API server, or its end: while unavailable every request is answered 503
+        ServiceUnavailable and the open watches are ended; what is stored stays (the pod runner works on)."""
+        self._emulator.unavailable = unavailable
+        if unavailable and self._loop is not None:
+            self._loop.call_soon_threadsafe(self._emulator.close_watches)
+
     def __enter__(self) -> EmulatorServer:
         return self.start()
 
