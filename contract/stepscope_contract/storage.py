@@ -4,11 +4,12 @@ The single source of the layout; everything that writes or reads a session's fol
 
 Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
     traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
-    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json}
+    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json,
+                    python_stacks.folded}
                                                  the rank's other files, in a folder named after it beside its trace
                                                  (summary.json: the rank summarised by its sidecar)
     session.json                                 the session as the operator accepted it (analyzer Job input)
-    report/{report.html, report.json, outcome.json}
+    report/{report.html, report.json, outcome.json, merged.trace.json.gz, python_stacks.speedscope.json}
     summaries/rank-<R>.json                      (analyzer map step output)
 
 Why this shape: HTA 0.5's `TraceAnalysis(trace_dir=...)` takes every `*.json` and `*.gz` file directly inside the
@@ -41,13 +42,27 @@ STACKS_FILE: Final = "stacks.txt"
 # PyTorch's Flight Recorder dump of a rank (its recent collectives with their call stacks), written by the hook when
 # it declares a hang, when the training process exits during a capture, or on demand; JSON, gzip-compressed.
 FLIGHT_RECORDER_FILE: Final = "flight_recorder.json.gz"
+# the training thread's Python stacks sampled while the steps were recorded (python_stacks.py: format and caps)
+PYTHON_STACKS_FILE: Final = "python_stacks.folded"
 MANIFEST_FILE: Final = "manifest.json"
 RANK_SUMMARY_FILE: Final = "summary.json"  # the rank's summary, made beside its trace (analysis_documents.NodeSummary)
 SESSION_FILE: Final = "session.json"  # analysis_documents.SessionDocument, at the session folder's top
 OUTCOME_FILE: Final = "outcome.json"  # analysis_documents.AnalysisOutcome, beside the report
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
-RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE, RANK_SUMMARY_FILE)
+RANK_FILES: Final = (
+    TRACE_FILE,
+    GPU_METRICS_FILE,
+    STACKS_FILE,
+    FLIGHT_RECORDER_FILE,
+    MANIFEST_FILE,
+    RANK_SUMMARY_FILE,
+    PYTHON_STACKS_FILE,
+)
+# the analyzer's files beside the report: one Chrome/Perfetto trace of the named ranks and a few peers, clocks aligned
+# on collective ends (pid = rank), and the named rank's Python stacks in speedscope's file format
+MERGED_TRACE_FILE: Final = "merged.trace.json.gz"
+SPEEDSCOPE_FILE: Final = "python_stacks.speedscope.json"
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 

@@ -15,6 +15,7 @@ from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.storage import (
     FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,
+    PYTHON_STACKS_FILE,
     STACKS_FILE,
     TRACE_FILE,
     StorageLocation,
@@ -197,7 +198,7 @@ class CaptureRun:
             gpu_note = sampler.status
             if sampler.records:
                 write_records(sampler.records, rank_dir / GPU_METRICS_FILE, state.local_rank)
-        names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE)
+        names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, PYTHON_STACKS_FILE)
         files = [rank_dir / n for n in names if (rank_dir / n).is_file()]
         wrote_trace = ours and state.phase is HookPhase.WRITTEN
         if outcome is CaptureState.UPLOADED and wrote_trace and not (rank_dir / TRACE_FILE).is_file():
