@@ -15,7 +15,9 @@ The header is a comment line (it ends in "}", so folded readers skip it); `ticks
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Annotated, Final
+
+from pydantic import BaseModel, ConfigDict, Field
 
 HEADER_PREFIX: Final = "# stepscope-python-stacks "
 MAX_STACKS: Final = 400
@@ -28,3 +30,46 @@ MAX_FILE_BYTES: Final = MAX_STACKS * (MAX_FRAMES * (MAX_FRAME_CHARS + 1) + 24) +
 """what a reader reads at most (a file within the caps above always fits)"""
 MAX_HZ: Final = 1000
 ROOT_CUT: Final = "[deeper frames cut]"
+
+MAX_LINES: Final = 8
+"""Python lines a host finding lists"""
+MAX_FLAME_STACKS: Final = 200
+"""stacks of each flame graph report.json carries (the heaviest)"""
+MAX_PEERS: Final = 8
+"""peers whose stacks a named rank is compared with"""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class PythonLine(_Model):
+    """A Python frame that accounts for part of a rank's excess: what it runs there and its peers do not."""
+
+    function: Annotated[str, Field(max_length=MAX_FRAME_CHARS)]
+    file: Annotated[str, Field(max_length=MAX_FRAME_CHARS)]
+    line: int = Field(description="the line in `file` with the most of the excess")
+    ms_per_step: float = Field(description="this rank's samples in the frame (and below it), in ms per step")
+    peers_ms_per_step: float = Field(description="the median of its peers' samples there, in ms per step")
+    excess_ms_per_step: float = Field(description="what the rank spends there beyond its peers, ms per step")
+    callers: Annotated[list[Annotated[str, Field(max_length=MAX_FRAME_CHARS)]], Field(max_length=3)] = Field(
+        default_factory=list, description="the frames above it, the nearest first ('function (path:line)')"
+    )
+
+
+class FlameStack(_Model):
+    frames: Annotated[list[Annotated[str, Field(max_length=MAX_FRAME_CHARS + 20)]], Field(max_length=MAX_FRAMES + 1)]
+    ms_per_step: float
+
+
+class PythonProfile(_Model):
+    """The named rank's sampled Python stacks and the differential against its peers (flame graphs' data)."""
+
+    rank: Annotated[int, Field(ge=0)]
+    hz: int
+    samples: int
+    peers: str = Field(default="", description="the ranks compared with, as a rank set")
+    stacks: Annotated[list[FlameStack], Field(max_length=MAX_FLAME_STACKS)] = Field(default_factory=list)
+    differential: Annotated[list[FlameStack], Field(max_length=MAX_FLAME_STACKS)] = Field(
+        default_factory=list, description="per stack, what the rank spends beyond its peers' median (positive only)"
+    )

@@ -19,6 +19,7 @@ from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.pipeline import RankOutcome
+from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
@@ -64,6 +65,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         include_missing=layout.session,
         notes=layout.notes,
         flight_recorder=dumps,
+        python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
     )
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
