@@ -4,10 +4,14 @@ Each rank's folded stacks (analyses.folded_stacks) are ms per recorded step. The
 stack, what the named rank spends beyond the median of its peers (positive parts only: the time its peers spend
 waiting for it in collectives is theirs, not its). Those excesses are summed into a tree of functions (a frame's
 function and file; its lines are kept apart inside the node). A function is named when it holds a significant part
-of the excess (SHARE of it, and at least MIN_SAMPLES samples' worth), the rank spends at least PEER_RATIO times
+of the excess (SHARE of it, at least MIN_SAMPLES samples and one sample per recorded step on average), the rank spends at least PEER_RATIO times
 what its peers spend in it, and none of the functions it calls does both: the deepest functions that account for
 the excess, each with the line that holds most of it. Frames every rank runs alike (the training loop, forward,
-backward) hold no excess and are never named. Pure.
+backward) hold no excess and are never named.
+
+One sample per step: a sample is taken when the sampling thread gets the GIL, so a stretch of Python that holds it
+shifts the sample to the next point the thread lets it go (at most sys.getswitchinterval() later); such shifted
+samples make less than one sample per step at the rates the contract allows up to 1 / switch interval. Pure.
 """
 
 from __future__ import annotations
@@ -48,16 +52,28 @@ def differential(mine: dict[tuple[str, ...], float], peers: list[dict[tuple[str,
     return out
 
 
+def _places(stack: tuple[str, ...]) -> list[tuple[_Where, int, int]]:
+    """(function, line, depth) of each frame of `stack`, root first; a comprehension, generator expression or lambda
+    counts as the function it is written in (its line is that function's line)."""
+    out: list[tuple[_Where, int, int]] = []
+    for depth, text in enumerate(stack):
+        frame = parse_frame(text)
+        if out and frame.function.startswith("<") and frame.function != "<module>" and frame.file == out[-1][0][1]:
+            out[-1] = (out[-1][0], frame.line, depth)
+        else:
+            out.append((frame.where, frame.line, depth))
+    return out
+
+
 def _tree(diff: dict[tuple[str, ...], float]) -> _Node:
     root = _Node()
     for stack, extra in diff.items():
         node = root
         node.excess += extra
-        for depth, text in enumerate(stack):
-            frame = parse_frame(text)
-            node = node.children.setdefault(frame.where, _Node())
+        for where, line, depth in _places(stack):
+            node = node.children.setdefault(where, _Node())
             node.excess += extra
-            node.lines[frame.line] += extra  # type: ignore[assignment]
+            node.lines[line] += extra  # type: ignore[assignment]
             if extra > node.heaviest[0]:
                 node.heaviest = (extra, stack[: depth + 1])
     return root
@@ -68,8 +84,8 @@ def _inclusive(stacks: dict[tuple[str, ...], float]) -> dict[tuple[_Where, ...],
     out: dict[tuple[_Where, ...], float] = {}
     for stack, value in stacks.items():
         path: tuple[_Where, ...] = ()
-        for text in stack:
-            path = (*path, parse_frame(text).where)
+        for where, _, _ in _places(stack):
+            path = (*path, where)
             out[path] = out.get(path, 0.0) + value
     return out
 
@@ -104,7 +120,7 @@ def python_lines(mine: FoldedStacks, peers: list[FoldedStacks]) -> list[PythonLi
     own = mine.per_step()
     others = [p.per_step() for p in peers]
     root = _tree(differential(own, others))
-    floor = max(SHARE * root.excess, MIN_SAMPLES * mine.ms_per_sample_step)
+    floor = max(SHARE * root.excess, max(MIN_SAMPLES, mine.steps) * mine.ms_per_sample_step)
     if root.excess <= 0 or floor <= 0:
         return []
     search = _Search(floor, _inclusive(own), [_inclusive(o) for o in others])
@@ -112,7 +128,7 @@ def python_lines(mine: FoldedStacks, peers: list[FoldedStacks]) -> list[PythonLi
     out = []
     for path, node in sorted(search.found, key=lambda f: -f[1].excess)[:MAX_LINES]:
         function, file = path[-1]
-        stack = node.heaviest[1]
+        stack = node.heaviest[1][: len(node.heaviest[1]) - _anonymous_tail(node.heaviest[1])]
         out.append(
             PythonLine(
                 function=function,
@@ -125,6 +141,17 @@ def python_lines(mine: FoldedStacks, peers: list[FoldedStacks]) -> list[PythonLi
             )
         )
     return out
+
+
+def _anonymous_tail(stack: tuple[str, ...]) -> int:
+    """How many innermost frames of `stack` are comprehensions or lambdas (counted as their function)."""
+    n = 0
+    for text in reversed(stack):
+        name = parse_frame(text).function
+        if not name.startswith("<") or name == "<module>":
+            break
+        n += 1
+    return n
 
 
 def _heaviest(stacks: dict[tuple[str, ...], float]) -> list[FlameStack]:
