@@ -9,7 +9,8 @@ Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
                                                  the rank's other files, in a folder named after it beside its trace
                                                  (summary.json: the rank summarised by its sidecar)
     session.json                                 the session as the operator accepted it (analyzer Job input)
-    report/{report.html, report.json, outcome.json, merged.trace.json.gz, python_stacks.speedscope.json}
+    report/{report.html, report.json, outcome.json, python_stacks.speedscope.json}
+    report/merged/merged.pt.trace.json.gz        the merged trace of the named ranks and a few peers
     summaries/rank-<R>.json                      (analyzer map step output)
 
 Why this shape: HTA 0.5's `TraceAnalysis(trace_dir=...)` takes every `*.json` and `*.gz` file directly inside the
@@ -60,8 +61,10 @@ RANK_FILES: Final = (
     PYTHON_STACKS_FILE,
 )
 # the analyzer's files beside the report: one Chrome/Perfetto trace of the named ranks and a few peers, clocks aligned
-# on collective ends (pid = rank), and the named rank's Python stacks in speedscope's file format
-MERGED_TRACE_FILE: Final = "merged.trace.json.gz"
+# on collective ends (pid = rank; merged_trace.py), alone in report/merged/ so that HTA's TraceAnalysis(trace_dir=...)
+# and TensorBoard open that folder unchanged; and the named rank's Python stacks in speedscope's file format
+MERGED_TRACE_DIR: Final = "merged"
+MERGED_TRACE_FILE: Final = "merged" + TRACE_SUFFIX
 SPEEDSCOPE_FILE: Final = "python_stacks.speedscope.json"
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
@@ -225,6 +228,15 @@ def rank_location(session: StorageLocation, rank: int) -> StorageLocation:
 
 def report_location(session: StorageLocation) -> StorageLocation:
     return session.child("report")
+
+
+def merged_trace_location(session: StorageLocation) -> StorageLocation:
+    """`<session>/report/merged`: the folder holding the merged trace alone (HTA's trace_dir)."""
+    return report_location(session).child(MERGED_TRACE_DIR)
+
+
+def merged_trace_key(session: StorageLocation) -> str:
+    return merged_trace_location(session).key(MERGED_TRACE_FILE)
 
 
 def summary_key(session: StorageLocation, rank: int) -> str:

@@ -31,6 +31,9 @@ class Label:
     text: str
     anchor: str = "end"
     bold: bool = False
+    href: str = ""
+    """a relative link the label opens (the template escapes it)"""
+    title: str = ""
 
 
 @dataclass(frozen=True)
