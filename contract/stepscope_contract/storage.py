@@ -285,6 +285,7 @@ class FetchLayout(StrEnum):
     SESSION = "session"  # the session folder as stored (report links work; HTA: trace_dir=DIR/traces)
     HTA = "hta"  # only the traces, flat: TraceAnalysis(trace_dir=DIR)
     TENSORBOARD = "tensorboard"  # only the traces, in DIR/<session>/: tensorboard --logdir DIR shows one run
+    MERGED = "merged"  # only the merged trace of the ranks that matter, flat: Perfetto, TraceAnalysis(trace_dir=DIR)
 
 
 def fetch_path(session: StorageLocation, key: str, layout: FetchLayout) -> str | None:
@@ -293,6 +294,8 @@ def fetch_path(session: StorageLocation, key: str, layout: FetchLayout) -> str |
     if layout is FetchLayout.SESSION:
         rest = _below_session(session, key)
         return rest if rest and all(p not in ("", ".", "..") for p in rest.split("/")) else None
+    if layout is FetchLayout.MERGED:
+        return MERGED_TRACE_FILE if key == merged_trace_key(session) else None
     found = rank_artifact(session, key)
     if found is None or found[1] != TRACE_FILE:
         return None

@@ -93,3 +93,31 @@ def test_a_session_without_artifacts_or_absent_says_so(cluster: LocalCluster, tm
     assert early.returncode == 2 and "default/not-yet has no artifacts yet" in early.stderr, early.stderr
     absent = _run(cluster, "fetch", "no-such-session", cwd=tmp_path)
     assert absent.returncode == 2 and "no ProfileSession default/no-such-session" in absent.stderr, absent.stderr
+
+
+def test_fetch_merged_and_open_trace_bring_the_merged_trace_alone(cluster: LocalCluster, tmp_path: Path) -> None:
+    """`stepscope fetch NAME --merged` and `stepscope open NAME --trace --print`: only report/merged/'s trace comes
+    down (flat), and open prints its path."""
+    from stepscope_analyzer.evidence.files import evidence_files
+    from stepscope_analyzer.ranks.pipeline import discover
+    from stepscope_analyzer.ranks.storage_io import LocalStore
+    from stepscope_contract.storage import MERGED_TRACE_FILE, merged_trace_key, parse_storage_uri
+
+    folder = f"{STORAGE_BASE}/default/demo-merged-0001"
+    layout = discover(LocalStore(), location_of(str(SESSIONS / "host")))
+    files = evidence_files(LocalStore(), layout, analyse_folder(SESSIONS / "host")).files
+    assert cluster.s3 is not None
+    location = parse_storage_uri(folder)
+    cluster.s3.client().put_object(Bucket=location.bucket, Key=merged_trace_key(location),
+                                   Body=files[f"merged/{MERGED_TRACE_FILE}"])  # fmt: skip
+    cluster.s3.client().put_object(Bucket=location.bucket, Key=f"{location.prefix}/traces/rank0.pt.trace.json.gz",
+                                   Body=b"not fetched")  # fmt: skip
+    _session(cluster, "demo-merged", folder)
+    fetched = _run(cluster, "fetch", "demo-merged", "--merged", str(tmp_path / "m"), cwd=tmp_path)
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    assert [p.name for p in (tmp_path / "m").rglob("*")] == [MERGED_TRACE_FILE]
+    assert (tmp_path / "m" / MERGED_TRACE_FILE).read_bytes() == files[f"merged/{MERGED_TRACE_FILE}"]
+    opened = _run(cluster, "open", "demo-merged", "--trace", "--print", cwd=tmp_path)
+    assert opened.returncode == 0, opened.stdout + opened.stderr
+    shown = Path(opened.stdout.strip().splitlines()[-1])
+    assert shown == tmp_path / "stepscope-default-demo-merged" / MERGED_TRACE_FILE and shown.is_file()
