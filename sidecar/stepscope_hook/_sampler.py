@@ -30,6 +30,7 @@ MAX_PATH_CHARS = 64
 ROOT_CUT = "[deeper frames cut]"
 MAX_DISTINCT = 20000  # stacks counted in memory; a sample of one more distinct stack counts as dropped
 SAMPLER_THREAD = "stepscope-sampler"
+JOIN_S = 0.02
 
 _Code = Tuple[str, str, int]  # (function, file, line)
 _MARKERS = ("site-packages/", "dist-packages/")
@@ -64,14 +65,22 @@ def frame_text(code: _Code) -> str:
     return text
 
 
-def _stack_of(frame: Optional[FrameType]) -> Tuple[_Code, ...]:
-    """The innermost MAX_FRAMES + 1 frames, innermost first (one more than kept: says whether the root was cut)."""
-    out: List[_Code] = []
-    while frame is not None and len(out) <= MAX_FRAMES:
+def _stack_of(frame: Optional[FrameType]) -> Tuple[object, ...]:
+    """The innermost MAX_FRAMES + 1 frames, innermost first, flat: function, file, line of each (one frame more than
+    kept: says whether the root was cut). Flat and of strings, whose hashes Python caches: a cheap dictionary key."""
+    out: List[object] = []
+    n = 0
+    while frame is not None and n <= MAX_FRAMES:
         code = frame.f_code
-        out.append((code.co_name, code.co_filename, frame.f_lineno))
+        out += (code.co_name, code.co_filename, frame.f_lineno)
         frame = frame.f_back
+        n += 1
     return tuple(out)
+
+
+def _codes(stack: Tuple[object, ...]) -> List[_Code]:
+    """The (function, file, line) of each frame of a flat stack, innermost first."""
+    return [(str(stack[i]), str(stack[i + 1]), int(stack[i + 2])) for i in range(0, len(stack), 3)]  # type: ignore[call-overload]
 
 
 class StackSampler:
@@ -80,12 +89,13 @@ class StackSampler:
     def __init__(self, hz: int, thread_id: int) -> None:
         self.hz = max(1, min(int(hz), MAX_HZ))
         self.thread_id = thread_id
-        self.counts: Dict[Tuple[_Code, ...], int] = {}
+        self.counts: Dict[Tuple[object, ...], int] = {}
         self.ticks = 0
         self.dropped = 0
         self.started_at = 0.0
         self.stopped_at = 0.0
-        self._stop = threading.Event()
+        self.cpu_s = 0.0  # the sampling thread's own CPU time, once it has stopped (bench/hook_overhead.py)
+        self._stopping = False
         self._thread: Optional[threading.Thread] = None
 
     def start(self) -> None:
@@ -94,20 +104,25 @@ class StackSampler:
         self._thread.start()
 
     def stop(self) -> None:
-        """Stop sampling; waits at most one period for the sampling thread."""
-        self._stop.set()
+        """Stop sampling: the thread takes no sample after its current sleep; the training thread waits for it at
+        most JOIN_S (the counts are copied whole when folded, so a sample still being counted cannot disturb them)."""
+        self._stopping = True
         self.stopped_at = time.monotonic()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=2.0 / self.hz + 0.1)
+            thread.join(timeout=JOIN_S)
 
     def _run(self) -> None:
         period = 1.0 / self.hz
-        wait = self._stop.wait
+        sleep = time.sleep  # a plain sleep: an Event's timed wait costs several times the sample itself
         frames = sys._current_frames
         tid = self.thread_id
         counts = self.counts
-        while not wait(period):
+        began = time.thread_time()
+        while True:
+            sleep(period)
+            if self._stopping:
+                break
             frame = frames().get(tid)
             if frame is None:
                 continue
@@ -119,11 +134,13 @@ class StackSampler:
                 counts[stack] = 1
             else:
                 self.dropped += 1
+        self.cpu_s = time.thread_time() - began
 
     def folded(self, steps: int) -> str:
         """The header and the MAX_STACKS most sampled stacks, root first (samples beyond them: `dropped`)."""
         merged: Dict[str, int] = {}
-        for stack, n in self.counts.items():
+        for flat, n in list(self.counts.items()):
+            stack = _codes(flat)
             texts = [frame_text(c) for c in reversed(stack[:MAX_FRAMES])]
             if len(stack) > MAX_FRAMES:
                 texts.insert(0, ROOT_CUT)
