@@ -134,7 +134,8 @@ def _rank_events(t: RankTrace, shift: float, budget: int) -> tuple[list[dict[str
     kept.sort(key=lambda e: e["ts"])
     for e in kept[:budget]:
         if e["tid"] >= TID_GPU_BASE and e["tid"] not in names:
-            names[e["tid"]] = f"GPU stream {e['tid'] % 1000}"
+            device, stream = divmod(e["tid"] - TID_GPU_BASE, 1000)
+            names[e["tid"]] = f"GPU {device} stream {stream}"
     return kept[:budget], max(len(kept) - budget, 0), names
 
 
