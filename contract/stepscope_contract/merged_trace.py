@@ -33,6 +33,7 @@ class MergedTrace(BaseModel):
     )
     link: str | None = Field(default=None, description="the file, relative to the report")
     row_ts_us: dict[str, float] = Field(
-        default_factory=dict, description="per rank (as text), where the timeline's step starts in the merged trace, µs from its "
-        "first event (as Perfetto's time axis shows it)"
+        default_factory=dict,
+        description="per rank (as text), where the timeline's step starts in the merged trace, µs from its "
+        "first event (as Perfetto's time axis shows it)",
     )

@@ -132,7 +132,9 @@ def fetch_main(argv: list[str]) -> int:
     """`stepscope fetch NAME [DEST]`; a storage URI goes to stepscope_storage.fetch as it is."""
     if argv and "://" in argv[0]:
         return fetch_uri_main(argv)
-    args = fetch_parser().parse_intermixed_args(argv)  # `fetch NAME --merged DEST` as well as `fetch NAME DEST --merged`
+    args = fetch_parser().parse_intermixed_args(
+        argv
+    )  # `fetch NAME --merged DEST` as well as `fetch NAME DEST --merged`
     done = _download(args, args.dest, "stepscope fetch")
     if done is None:
         return 2

@@ -1,5 +1,5 @@
-"""`stepscope fetch SESSION_URI DIR [--layout session|hta|tensorboard|merged]`: a session's folder on local disk, laid out
-for the tool that opens it (stepscope_contract.storage.fetch_path):
+"""`stepscope fetch SESSION_URI DIR [--layout session|hta|tensorboard|merged]`: a session's folder on local disk,
+laid out for the tool that opens it (stepscope_contract.storage.fetch_path):
 
 - session (default): the folder as stored; report/report.html's trace links work, and
   `TraceAnalysis(trace_dir="DIR/traces")` / `tensorboard --logdir DIR` open it;

@@ -32,8 +32,8 @@ def install_hook(dest: Path) -> Path:
 
 def _request(hook_dir: Path, steps: int, skip: int, hz: int) -> None:
     hook_dir.mkdir(parents=True, exist_ok=True)
-    body = HookRequest.model_validate({"captureId": CAPTURE_ID, "steps": steps, "skipSteps": skip,
-                                       "activities": ["cpu"], "pythonSampling": hz, "requestedAt": time.time()})  # fmt: skip
+    fields = {"captureId": CAPTURE_ID, "steps": steps, "skipSteps": skip, "activities": ["cpu"], "pythonSampling": hz}
+    body = HookRequest.model_validate({**fields, "requestedAt": time.time()})
     (hook_dir / "request.json").write_text(body.model_dump_json(by_alias=True))
 
 

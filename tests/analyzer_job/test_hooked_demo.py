@@ -82,7 +82,7 @@ def test_plain_python_on_the_slow_rank_is_named_by_its_function(recorded: tuple[
 def test_the_page_shows_the_lines_and_both_flame_graphs_and_speedscope_opens_the_stacks(
     recorded: tuple[Path, Report],
 ) -> None:
-    out, report = recorded
+    out, _ = recorded
     page = (out / REPORT_HTML).read_text()
     assert 'id="python-2"' in page and "parse_records" in page and "demo/train_ddp.py:" in page
     flame = page[page.index('id="flame-graph"') :].split("</svg>")[0]
@@ -100,6 +100,7 @@ def test_the_page_shows_the_lines_and_both_flame_graphs_and_speedscope_opens_the
 
 # Perfetto's JSON trace format (the Trace Event Format as Perfetto's importer reads it): what a file must hold
 _NUMBER = {"type": "number"}
+METADATA_NAMES = ["process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"]
 PERFETTO_JSON = {
     "type": "object",
     "required": ["traceEvents"],
@@ -124,8 +125,7 @@ PERFETTO_JSON = {
                      "then": {"required": ["name", "ts", "dur"]}},
                     {"if": {"properties": {"ph": {"enum": ["i", "I", "C"]}}}, "then": {"required": ["name", "ts"]}},
                     {"if": {"properties": {"ph": {"const": "M"}}},
-                     "then": {"required": ["name", "args"], "properties": {"name": {"enum": [
-                         "process_name", "process_labels", "process_sort_index", "thread_name", "thread_sort_index"]}}}},
+                     "then": {"required": ["name", "args"], "properties": {"name": {"enum": METADATA_NAMES}}}},
                 ],
             },
         },
@@ -152,7 +152,10 @@ def test_the_merged_trace_follows_perfettos_json_rules_one_process_per_rank(reco
     assert any(e["pid"] == 2 and e["name"] == "load_batch" for e in events)
     info = report.merged_trace
     assert info is not None and info.ranks == [0, 1, 2] and info.events == len(events)
-    assert info.link == f"{MERGED_TRACE_DIR}/{MERGED_TRACE_FILE}" and f'href="{info.link}"' in (out / REPORT_HTML).read_text()
+    assert (
+        info.link == f"{MERGED_TRACE_DIR}/{MERGED_TRACE_FILE}"
+        and f'href="{info.link}"' in (out / REPORT_HTML).read_text()
+    )
 
 
 def test_every_ranks_collectives_end_together_within_the_reported_skew(recorded: tuple[Path, Report]) -> None:

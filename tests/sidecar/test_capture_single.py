@@ -107,7 +107,9 @@ def test_explicit_step_loop_captures_to_a_local_folder(solo: tuple[Sidecar, Path
     for f in manifest.files:
         assert hashlib.sha256(stored_path(session, 0, f.name).read_bytes()).hexdigest() == f.sha256
     stacks = stored_path(session, 0, PYTHON_STACKS_FILE)  # capture.pythonSampling on by default: uploaded beside it
-    assert stacks == session / "traces" / "rank0" / PYTHON_STACKS_FILE and PYTHON_STACKS_FILE in {f.name for f in manifest.files}
+    assert stacks == session / "traces" / "rank0" / PYTHON_STACKS_FILE and PYTHON_STACKS_FILE in {
+        f.name for f in manifest.files
+    }
     assert stacks.read_text().startswith(HEADER_PREFIX) and "train_explicit.py:" in stacks.read_text()
     assert manifest.gpu_metrics.startswith(("unavailable", "captured"))
     state = read_state(sc)  # the hook's JSON matches the contract model

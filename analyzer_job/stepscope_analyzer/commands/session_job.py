@@ -32,6 +32,7 @@ from stepscope_analyzer.commands.report_file import store_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
+from stepscope_analyzer.evidence.files import evidence_files
 from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.pipeline import (
     Layout,
@@ -43,10 +44,9 @@ from stepscope_analyzer.ranks.pipeline import (
     summarise,
     summarize_all,
 )
+from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.rank_reading import read_rank
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, open_store, read_bounded
-from stepscope_analyzer.evidence.files import evidence_files
-from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_contract.analysis_documents import (

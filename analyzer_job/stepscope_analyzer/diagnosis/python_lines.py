@@ -4,10 +4,10 @@ Each rank's folded stacks (analyses.folded_stacks) are ms per recorded step. The
 stack, what the named rank spends beyond the median of its peers (positive parts only: the time its peers spend
 waiting for it in collectives is theirs, not its). Those excesses are summed into a tree of functions (a frame's
 function and file; its lines are kept apart inside the node). A function is named when it holds a significant part
-of the excess (SHARE of it, at least MIN_SAMPLES samples and one sample per recorded step on average), the rank spends at least PEER_RATIO times
-what its peers spend in it, and none of the functions it calls does both: the deepest functions that account for
-the excess, each with the line that holds most of it. Frames every rank runs alike (the training loop, forward,
-backward) hold no excess and are never named.
+of the excess (SHARE of it, at least MIN_SAMPLES samples and one sample per recorded step on average), the rank
+spends at least PEER_RATIO times what its peers spend in it, and none of the functions it calls does both: the
+deepest functions that account for the excess, each with the line that holds most of it. Frames every rank runs
+alike (the training loop, forward, backward) hold no excess and are never named.
 
 One sample per step: a sample is taken when the sampling thread gets the GIL, so a stretch of Python that holds it
 shifts the sample to the next point the thread lets it go (at most sys.getswitchinterval() later); such shifted
@@ -40,9 +40,9 @@ class _Node:
     children: dict[_Where, _Node] = field(default_factory=dict)
 
 
-def differential(mine: dict[tuple[str, ...], float], peers: list[dict[tuple[str, ...], float]]) -> dict[
-    tuple[str, ...], float
-]:
+def differential(
+    mine: dict[tuple[str, ...], float], peers: list[dict[tuple[str, ...], float]]
+) -> dict[tuple[str, ...], float]:
     """Per stack, what `mine` spends beyond the median of `peers` (positive parts only)."""
     out = {}
     for stack, value in mine.items():

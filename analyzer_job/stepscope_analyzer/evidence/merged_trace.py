@@ -2,10 +2,10 @@
 aligned on collective ends (stepscope_contract.merged_trace). Pure: parsed Kineto documents in, a document out.
 
 Alignment, as the report's timeline aligns its rows: a collective ends on every rank when its last rank arrives, so
-in each recorded step the end of the rank's last collective is the
-same instant everywhere (gloo: regions and NCCL kernels: the collectives as they run, not their launches). A rank's offset is the median, over the steps both have, of (the first rank's anchor - its
-anchor); the skew is the largest spread of one step's anchors once shifted. A rank without collectives is aligned on
-its steps' ends. Events keep their names, categories, threads and arguments; GPU streams get thread ids of their own
+in each recorded step the end of the rank's last collective is the same instant everywhere (gloo: regions and NCCL
+kernels: the collectives as they run, not their launches). A rank's offset is the median, over the steps both
+have, of (the first rank's anchor - its anchor); the skew is the largest spread of one step's anchors once
+shifted. A rank without collectives is aligned on its steps' ends. Events keep their names, categories, threads and arguments; GPU streams get thread ids of their own
 (TID_GPU_BASE + device x 1000 + stream) so they cannot meet the host's threads inside the rank's process; flow
 events are left out (their ids are per rank). Each rank keeps at most MAX_EVENTS / ranks events, its first ones.
 """
@@ -88,8 +88,8 @@ def offsets(ranks: list[RankTrace]) -> tuple[dict[int, float], float]:
         return {t.rank: 0.0 for t in ranks}, 0.0
     ref = marks[usable[0]]
     shift = {}
-    for r in marks:
-        pairs = list(zip(ref, marks[r], strict=False))
+    for r, mine in marks.items():
+        pairs = list(zip(ref, mine, strict=False))
         shift[r] = median([a - b for a, b in pairs]) if pairs else 0.0
     steps = min(len(marks[r]) for r in usable)
     skew = max((max(marks[r][k] + shift[r] for r in usable) - min(marks[r][k] + shift[r] for r in usable)

@@ -11,7 +11,9 @@ from stepscope_contract.python_stacks import MAX_FILE_BYTES
 from stepscope_contract.report import RankError
 
 
-def load_python_stacks(store: Store, layout: Layout, ranks: list[int]) -> tuple[dict[int, FoldedStacks], list[RankError]]:
+def load_python_stacks(
+    store: Store, layout: Layout, ranks: list[int]
+) -> tuple[dict[int, FoldedStacks], list[RankError]]:
     """The stacks of those of `ranks` that have a file, and an error per file refused."""
     keys = {i.rank: i.python_stacks_key for i in layout.inputs if i.rank is not None and i.python_stacks_key}
     out: dict[int, FoldedStacks] = {}

@@ -15,8 +15,8 @@ import math
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.report.charts import PLOT_W, ROW_H, Chart, Label, Rect
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS
-from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.merged_trace import MergedTrace
+from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import PhaseSpan, RankReport, StepTimeline, TimelineRow
 
 MAX_ROWS = 24

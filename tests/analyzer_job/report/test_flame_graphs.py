@@ -14,8 +14,9 @@ pytestmark = pytest.mark.unit
 
 
 def test_widths_follow_the_time_and_the_root_is_on_top() -> None:
-    chart = flame_chart([FlameStack(frames=["main (t.py:1)", "load (t.py:5)"], ms_per_step=30.0),
-                         FlameStack(frames=["main (t.py:1)", "step (t.py:9)"], ms_per_step=10.0)], "rank 2")  # fmt: skip
+    stacks = [FlameStack(frames=["main (t.py:1)", "load (t.py:5)"], ms_per_step=30.0),
+              FlameStack(frames=["main (t.py:1)", "step (t.py:9)"], ms_per_step=10.0)]  # fmt: skip
+    chart = flame_chart(stacks, "rank 2")
     assert chart is not None
     by_name = {r.title.split(": ", 1)[1].split(",")[0]: r for r in chart.rects}
     assert by_name["main (t.py:1)"].y < by_name["load (t.py:5)"].y

@@ -103,5 +103,9 @@ def test_the_axis_has_round_ms_ticks_across_the_drawn_time_and_rows_link_to_the_
     across = next(label.text for label in chart.labels if label.text.endswith("ms across"))
     assert float(ticks[-1].text.split()[0].replace(",", "")) <= float(across.split()[0].replace(",", ""))
     rows = {label.text: label for label in chart.labels if label.text.startswith("rank ")}
-    assert rows["rank 2"].href == merged.link and "process 2" in rows["rank 2"].title and "12.345 ms" in rows["rank 2"].title
+    assert (
+        rows["rank 2"].href == merged.link
+        and "process 2" in rows["rank 2"].title
+        and "12.345 ms" in rows["rank 2"].title
+    )
     assert rows["rank 1"].href == ""  # not in the merged trace

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from stepscope_contract import python_stacks
-from stepscope_hook import _sampler
 from stepscope_contract.storage import PYTHON_STACKS_FILE as STORED_NAME
 from stepscope_contract.wire import HookRequest
+from stepscope_hook import _sampler
 from stepscope_hook._runtime import PYTHON_STACKS_FILE, Hook
 
 pytestmark = pytest.mark.unit
@@ -55,7 +55,10 @@ def test_stacks_are_folded_within_the_caps(tmp_path: Path) -> None:
         assert len(frames) <= _sampler.MAX_FRAMES + 1 and all(len(f) <= _sampler.MAX_FRAME_CHARS for f in frames)
     assert any(t.startswith(_sampler.ROOT_CUT + ";") and "deep (hook/test_sampler.py:" in t for t, _ in stacks)
     planted = [t for t, _ in stacks if "planted_work_of_a_very_long" in t]
-    line = planted_work_of_a_very_long_name_that_goes_on_and_on_and_on_for_quite_a_while_past_any_frame_cap_we_set.__code__.co_firstlineno + 1
+    line = (
+        planted_work_of_a_very_long_name_that_goes_on_and_on_and_on_for_quite_a_while_past_any_frame_cap_we_set.__code__.co_firstlineno
+        + 1
+    )
     assert planted and all("…" in t.split(";")[-1] and t.endswith(f"(hook/test_sampler.py:{line})") for t in planted)
     assert "stepscope-sampler" not in out.read_text() and "_run (" not in out.read_text()  # only the training thread
 
