@@ -5,9 +5,9 @@ Alignment, as the report's timeline aligns its rows: a collective ends on every 
 in each recorded step the end of the rank's last collective is the same instant everywhere (gloo: regions and NCCL
 kernels: the collectives as they run, not their launches). A rank's offset is the median, over the steps both
 have, of (the first rank's anchor - its anchor); the skew is the largest spread of one step's anchors once
-shifted. A rank without collectives is aligned on its steps' ends. Events keep their names, categories, threads and arguments; GPU streams get thread ids of their own
-(TID_GPU_BASE + device x 1000 + stream) so they cannot meet the host's threads inside the rank's process; flow
-events are left out (their ids are per rank). Each rank keeps at most MAX_EVENTS / ranks events, its first ones.
+shifted. A rank without collectives is aligned on its steps' ends. Events keep their names, categories, threads
+and arguments; GPU streams get thread ids of their own (TID_GPU_BASE + device x 1000 + stream) so they cannot meet
+the host's threads inside the rank's process; flow events are left out (their ids are per rank). Each rank keeps at most MAX_EVENTS / ranks events, its first ones.
 """
 
 from __future__ import annotations
