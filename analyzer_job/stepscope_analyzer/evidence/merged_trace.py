@@ -7,7 +7,8 @@ kernels: the collectives as they run, not their launches). A rank's offset is th
 have, of (the first rank's anchor - its anchor); the skew is the largest spread of one step's anchors once
 shifted. A rank without collectives is aligned on its steps' ends. Events keep their names, categories, threads
 and arguments; GPU streams get thread ids of their own (TID_GPU_BASE + device x 1000 + stream) so they cannot meet
-the host's threads inside the rank's process; flow events are left out (their ids are per rank). Each rank keeps at most MAX_EVENTS / ranks events, its first ones.
+the host's threads inside the rank's process; flow events are left out (their ids are per rank). Each rank keeps
+at most MAX_EVENTS / ranks events, its first ones.
 """
 
 from __future__ import annotations
