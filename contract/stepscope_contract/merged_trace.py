@@ -17,6 +17,8 @@ WHOLE_JOB_RANKS: Final = 8
 """a job of at most this many ranks is merged whole"""
 MAX_EVENTS: Final = 600_000
 """events in one merged trace, shared out between its ranks"""
+MAX_SOURCE_BYTES: Final = 48 * 1024 * 1024
+"""a rank's trace text (after gzip) that is read whole to merge it; a larger trace is left out, with a note"""
 
 
 class MergedTrace(BaseModel):

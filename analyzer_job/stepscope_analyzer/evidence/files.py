@@ -1,8 +1,9 @@
 """The evidence files beside a report, made after the diagnosis: the merged trace (report/merged/) of the ranks that
 matter, and the speedscope file of the named rank's Python stacks. Which ranks: every rank of a job of at most
 WHOLE_JOB_RANKS ranks; else the named ones (slow ranks, hung culprits) and their nearest healthy peers, MAX_RANKS in
-all. Each trace is read within the analyzer's trace limits (a whole-document read: max_whole_parse_bytes); a rank
-whose trace cannot be read is left out with a note. The returned paths are relative to the report's folder."""
+all. Each trace is read whole within the contract's MAX_SOURCE_BYTES (stored and inflated), one at a time; a rank
+whose trace is larger or cannot be read is left out with a note. The returned paths are relative to the report's
+folder."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from dataclasses import dataclass, field
 
 from stepscope_analyzer.evidence.merged_trace import RankTrace, merge
 from stepscope_analyzer.evidence.speedscope import speedscope_bytes
-from stepscope_analyzer.limits import LimitExceededError
 from stepscope_analyzer.parse.errors import TraceError
-from stepscope_analyzer.parse.source import whole_text
+from stepscope_analyzer.parse.stream import InflateError, inflate_bounded
 from stepscope_analyzer.ranks.discovery import Layout
-from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
-from stepscope_contract.merged_trace import MAX_RANKS, WHOLE_JOB_RANKS
+from stepscope_analyzer.ranks.storage_io import StorageError, Store
+from stepscope_contract.merged_trace import MAX_RANKS, MAX_SOURCE_BYTES, WHOLE_JOB_RANKS
 from stepscope_contract.report import RankStatus, Report
 from stepscope_contract.storage import MERGED_TRACE_DIR, MERGED_TRACE_FILE, SPEEDSCOPE_FILE
 
@@ -43,7 +43,10 @@ def merged_ranks(report: Report) -> list[int]:
 
 
 def _read(store: Store, key: str) -> list[dict[str, object]]:
-    document = json.loads(whole_text(read_bounded(store, key, "max_trace_file_bytes")))
+    text, whole = inflate_bounded(store.read(key, most=MAX_SOURCE_BYTES), MAX_SOURCE_BYTES)
+    if not whole:
+        raise TraceError("its gzip stream is cut short")
+    document = json.loads(text)
     events = document.get("traceEvents") if isinstance(document, dict) else None
     if not isinstance(events, list):
         raise TraceError("no traceEvents list")
@@ -66,7 +69,7 @@ def merged_trace(store: Store, layout: Layout, report: Report) -> tuple[bytes | 
             continue
         try:
             traces.append(RankTrace(rank, _label(report, rank), _read(store, key)))
-        except (StorageError, TraceError, LimitExceededError, ValueError) as exc:
+        except (StorageError, TraceError, InflateError, ValueError) as exc:
             notes.append(f"merged trace: rank {rank} left out ({str(exc)[:200]})")
     if not traces:
         return None, report
