@@ -33,7 +33,7 @@ ROOT_CUT: Final = "[deeper frames cut]"
 
 MAX_LINES: Final = 8
 """Python lines a host finding lists"""
-MAX_FLAME_STACKS: Final = 200
+MAX_FLAME_STACKS: Final = 100
 """stacks of each flame graph report.json carries (the heaviest)"""
 MAX_PEERS: Final = 8
 """peers whose stacks a named rank is compared with"""

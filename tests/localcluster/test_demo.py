@@ -77,6 +77,8 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
     _columns(out, "host", "load_batch")  # where rank 2 spends its excess, not where the others wait for it
+    (slow,) = [s for s in report["diagnosis"]["slow_ranks"] if s["rank"] == 2]  # the planted line, from sampled stacks
+    assert [(p["function"], p["file"]) for p in slow["python_lines"]][:1] == [("load_batch", "demo/train_ddp.py")]
     seen = _in_browser(tmp_path)
     assert "Rank 2 spends " in seen["text"] and "of load_batch per step" in seen["text"]
     assert seen["timelineRects"] >= 8 and "rank 2" in seen["timelineLabels"]
