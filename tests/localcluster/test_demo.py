@@ -79,7 +79,8 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     _columns(out, "host", "load_batch")  # where rank 2 spends its excess, not where the others wait for it
     (slow,) = [s for s in report["diagnosis"]["slow_ranks"] if s["rank"] == 2]  # the planted line, from sampled stacks
     (top, *_) = slow["python_lines"]  # the script as the pod runs it: <its folder>/train_ddp.py
-    assert top["function"] == "load_batch" and top["file"].endswith("/train_ddp.py") and top["peers_ms_per_step"] == 0
+    assert top["function"] == "load_batch" and top["file"].endswith("/train_ddp.py")
+    assert top["peers_ms_per_step"] * 2 <= top["ms_per_step"]
     seen = _in_browser(tmp_path)
     assert "Rank 2 spends " in seen["text"] and "of load_batch per step" in seen["text"]
     assert seen["timelineRects"] >= 8 and "rank 2" in seen["timelineLabels"]
