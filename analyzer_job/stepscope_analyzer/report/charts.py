@@ -34,6 +34,7 @@ class Label:
     href: str = ""
     """a relative link the label opens (the template escapes it)"""
     title: str = ""
+    """the link's tooltip (only with href)"""
 
 
 @dataclass(frozen=True)
