@@ -88,6 +88,8 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     traces = tmp_path / "session" / "traces"  # `make demo`: .demo/session/traces
     assert sorted(p.name for p in traces.iterdir() if p.is_file()) == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
     assert (tmp_path / "session" / "report" / "report.html").is_file()
+    merged = tmp_path / "session" / "report" / "merged"  # the analyzer Job's merged trace, alone in its folder
+    assert [p.name for p in merged.iterdir()] == ["merged.pt.trace.json.gz"]
     hta = pytest.importorskip("hta.trace_analysis", reason="HTA comes with the bench dependency group")
     analysis = hta.TraceAnalysis(trace_dir=str(traces))  # unchanged: no renaming, no copying
     assert sorted(analysis.t.traces) == [0, 1, 2, 3]
