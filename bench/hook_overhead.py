@@ -5,6 +5,12 @@ telemetry on (its boundary writing the step into the ring file, plus the timing 
 of the step or more; the end-to-end median ratio is printed beside them, but on a shared machine its noise is larger
 than the effect.
 
+Then the Python stack sampler (capture.pythonSampling) at 50, 100 and 200 Hz while torch.profiler records, against
+the same capture without it: its sampling thread's own CPU time over the wall time (the GIL serialises it with the
+training thread: the share of a step it can take), and the median step time with it over the median without it
+(interleaved blocks, ABBA). Off, it starts no thread: 0. Exit 1 if the direct cost at the default rate is 1% of a
+step or more.
+
 Then the cost of PyTorch's Flight Recorder, which injection turns on (TORCH_FR_BUFFER_SIZE, 2000 entries by
 default): the time of one collective with the recorder off and on (a one-rank gloo group, so that the network's
 noise does not hide the recording; the fastest of 40 blocks per child process; child processes in ABBA order,
@@ -12,7 +18,7 @@ since the buffer size is read once per process),
 called from a shallow and from a 40-frame-deep Python stack (each entry keeps the Python stack that issued it), and
 the memory one entry holds.
 
-    .venv/bin/python bench/hook_overhead.py [--blocks 10] [--steps-per-block 40] [--fr-rounds 6]
+    .venv/bin/python bench/hook_overhead.py [--blocks 10] [--steps-per-block 40] [--fr-rounds 6] [--sampler-blocks 12]
 """
 
 from __future__ import annotations
@@ -30,11 +36,15 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "sidecar"))
+from stepscope_contract.session import CaptureSpec
 from stepscope_hook._runtime import Hook
+from stepscope_hook._sampler import SAMPLER_THREAD, StackSampler
 from stepscope_hook._telemetry import ENV_SWITCH, _Timing
 
 IDLE_BAR = 0.005
 TELEMETRY_BAR = 0.001
+SAMPLER_BAR = 0.01
+SAMPLER_RATES = (50, 100, 200)
 
 
 def make_step(target_ms: float) -> tuple[torch.optim.Optimizer, object]:
@@ -73,6 +83,8 @@ def main() -> int:
     p.add_argument("--capture-steps", type=int, default=20)
     p.add_argument("--target-ms", type=float, default=10.0)
     p.add_argument("--fr-rounds", type=int, default=6, help="paired runs (off/on) of the Flight Recorder cost")
+    p.add_argument("--sampler-blocks", type=int, default=12, help="block pairs (on/off) per sampling rate")
+    p.add_argument("--only-sampler", action="store_true", help="measure the stack sampler alone")
     p.add_argument("--fr-child", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--fr-depth", type=int, default=1, help=argparse.SUPPRESS)
     args = p.parse_args()
@@ -80,6 +92,8 @@ def main() -> int:
         return fr_child(args.fr_depth)
     torch.set_num_threads(1)
     _opt, step = make_step(args.target_ms)
+    if args.only_sampler:
+        return 0 if sampler_cost(step, args.sampler_blocks, args.steps_per_block) else 1
     hook_dir = tempfile.mkdtemp(prefix="stepscope-bench-")
     hook = Hook(hook_dir, poll_seconds=0.2)
     import torch.optim.optimizer as optim_module
@@ -181,8 +195,56 @@ def main() -> int:
     print(f"ratio capturing/torch.profiler {m_cap / m_prof:.4f}")
     ok = direct < IDLE_BAR and with_telemetry < TELEMETRY_BAR
     print("idle overhead and telemetry overhead under their bars" if ok else "OVERHEAD OVER THE BAR")
+    ok = sampler_cost(step, args.sampler_blocks, args.steps_per_block) and ok
     flight_recorder_cost(args.fr_rounds, m_plain)
     return 0 if ok else 1
+
+
+def sampler_cost(step: object, blocks: int, steps_per_block: int) -> bool:
+    """The stack sampler while torch.profiler records: per rate, its thread's CPU time over the wall time (direct)
+    and the median step with it over the median step without it (ABBA blocks); whether the default rate's direct
+    cost is under SAMPLER_BAR."""
+    import threading
+
+    import torch.profiler as tp
+
+    default = CaptureSpec().python_sampling
+    print(f"\nPython stack sampler while torch.profiler records ({blocks} block pairs of {steps_per_block} steps per "
+          f"rate; default capture.pythonSampling = {default} Hz):")  # fmt: skip
+    before = {t.name for t in threading.enumerate()}
+    print(f"  off: no sampling thread ({SAMPLER_THREAD not in before}), cost 0")
+    tid = threading.get_ident()
+    direct: dict[int, float] = {}
+    with tp.profile(activities=[tp.ProfilerActivity.CPU]):
+        timed(step, 10)
+        for hz in SAMPLER_RATES:
+            on: list[float] = []
+            off: list[float] = []
+            pairs: list[float] = []
+            cpu = wall = 0.0
+            for block in range(blocks):
+                for sampling in (True, False) if block % 2 == 0 else (False, True):
+                    sampler = StackSampler(hz, tid) if sampling else None
+                    t0 = time.perf_counter()
+                    if sampler is not None:
+                        sampler.start()
+                    times = timed(step, steps_per_block)
+                    if sampler is not None:
+                        sampler.stop()
+                        cpu += sampler.cpu_s
+                        wall += time.perf_counter() - t0
+                    (on if sampling else off).extend(times)
+                pairs.append(statistics.median(on[-steps_per_block:]) / statistics.median(off[-steps_per_block:]))
+            direct[hz] = cpu / wall if wall else 0.0
+            ratio = statistics.median(on) / statistics.median(off)
+            print(f"  {hz:3d} Hz: direct {direct[hz] * 100:.3f} % of a step (sampling thread CPU / wall); "
+                  f"step with/without {ratio:.4f} (medians; {statistics.median(pairs):.4f} median of block pairs; "
+                  f"{statistics.median(off) * 1e3:.2f} ms step)")  # fmt: skip
+    at_default = direct.get(default, 0.0) if default else 0.0
+    ok = at_default < SAMPLER_BAR
+    print(f"  default {default} Hz: {at_default * 100:.3f} % of a step (bar < {SAMPLER_BAR * 100:.0f} %; ratio to the "
+          f"bar {at_default / SAMPLER_BAR:.3f})" if default else "  default: off")  # fmt: skip
+    return ok
 
 
 def direct_costs(calls: int, rounds: int = 6) -> tuple[float, float, float]:

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stepscope_contract.merged_trace import MergedTrace
+from stepscope_contract.python_stacks import MAX_LINES, PythonLine, PythonProfile
+
 if TYPE_CHECKING:  # only a method's parameter: the analyzer's workers build reports without the session models
     from stepscope_contract.session import CaptureSpec
 
@@ -98,6 +101,10 @@ class SlowRank(ReportModel):
     waiters: list[Waiter] = Field(
         default_factory=list,
         description="the ranks that wait for it directly, from matched calls (diagnosis.waits), most first (<= 8)",
+    )
+    python_lines: Annotated[list[PythonLine], Field(max_length=MAX_LINES)] = Field(
+        default_factory=list,
+        description="host causes: the Python frames behind the excess, from the sampled stacks against its peers",
     )
 
 
@@ -854,4 +861,10 @@ class Report(ReportModel):
     )
     vs_baseline: VsBaseline | None = Field(
         default=None, description="against spec.baseline, when the session names one"
+    )
+    python_profile: PythonProfile | None = Field(
+        default=None, description="the first host-named rank's sampled Python stacks and its differential"
+    )
+    merged_trace: MergedTrace | None = Field(
+        default=None, description="the merged Chrome/Perfetto trace of the named ranks and a few peers"
     )

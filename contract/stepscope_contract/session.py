@@ -151,6 +151,11 @@ class CaptureSpec(CamelModel):
     record_shapes: bool = Field(default=False, description="record operator input shapes (larger traces)")
     with_stack: bool = Field(default=False, description="record Python stacks of operators (much larger traces)")
     profile_memory: bool = Field(default=False, description="record tensor allocations and frees")
+    python_sampling: Annotated[int, Field(ge=0, le=1000)] = Field(
+        default=100,
+        description="samples per second of the training thread's Python stack while the steps are recorded "
+        "(folded stacks beside the trace; the host finding names the lines behind it); 0: off",
+    )
     gpu_metrics: GpuMetricsSpec = Field(default_factory=GpuMetricsSpec, description="NVML sampling on GPU pods")
     timeout_seconds: Annotated[int, Field(ge=10, le=86_400)] = Field(
         default=600, description="deadline for the whole capture, from the start request to the last upload"

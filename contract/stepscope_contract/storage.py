@@ -4,11 +4,13 @@ The single source of the layout; everything that writes or reads a session's fol
 
 Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
     traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
-    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json}
+    traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json,
+                    python_stacks.folded}
                                                  the rank's other files, in a folder named after it beside its trace
                                                  (summary.json: the rank summarised by its sidecar)
     session.json                                 the session as the operator accepted it (analyzer Job input)
-    report/{report.html, report.json, outcome.json}
+    report/{report.html, report.json, outcome.json, python_stacks.speedscope.json}
+    report/merged/merged.pt.trace.json.gz        the merged trace of the named ranks and a few peers
     summaries/rank-<R>.json                      (analyzer map step output)
 
 Why this shape: HTA 0.5's `TraceAnalysis(trace_dir=...)` takes every `*.json` and `*.gz` file directly inside the
@@ -41,13 +43,29 @@ STACKS_FILE: Final = "stacks.txt"
 # PyTorch's Flight Recorder dump of a rank (its recent collectives with their call stacks), written by the hook when
 # it declares a hang, when the training process exits during a capture, or on demand; JSON, gzip-compressed.
 FLIGHT_RECORDER_FILE: Final = "flight_recorder.json.gz"
+# the training thread's Python stacks sampled while the steps were recorded (python_stacks.py: format and caps)
+PYTHON_STACKS_FILE: Final = "python_stacks.folded"
 MANIFEST_FILE: Final = "manifest.json"
 RANK_SUMMARY_FILE: Final = "summary.json"  # the rank's summary, made beside its trace (analysis_documents.NodeSummary)
 SESSION_FILE: Final = "session.json"  # analysis_documents.SessionDocument, at the session folder's top
 OUTCOME_FILE: Final = "outcome.json"  # analysis_documents.AnalysisOutcome, beside the report
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
-RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE, RANK_SUMMARY_FILE)
+RANK_FILES: Final = (
+    TRACE_FILE,
+    GPU_METRICS_FILE,
+    STACKS_FILE,
+    FLIGHT_RECORDER_FILE,
+    MANIFEST_FILE,
+    RANK_SUMMARY_FILE,
+    PYTHON_STACKS_FILE,
+)
+# the analyzer's files beside the report: one Chrome/Perfetto trace of the named ranks and a few peers, clocks aligned
+# on collective ends (pid = rank; merged_trace.py), alone in report/merged/ so that HTA's TraceAnalysis(trace_dir=...)
+# and TensorBoard open that folder unchanged; and the named rank's Python stacks in speedscope's file format
+MERGED_TRACE_DIR: Final = "merged"
+MERGED_TRACE_FILE: Final = "merged" + TRACE_SUFFIX
+SPEEDSCOPE_FILE: Final = "python_stacks.speedscope.json"
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 
@@ -212,6 +230,15 @@ def report_location(session: StorageLocation) -> StorageLocation:
     return session.child("report")
 
 
+def merged_trace_location(session: StorageLocation) -> StorageLocation:
+    """`<session>/report/merged`: the folder holding the merged trace alone (HTA's trace_dir)."""
+    return report_location(session).child(MERGED_TRACE_DIR)
+
+
+def merged_trace_key(session: StorageLocation) -> str:
+    return merged_trace_location(session).key(MERGED_TRACE_FILE)
+
+
 def summary_key(session: StorageLocation, rank: int) -> str:
     return session.child("summaries").key(f"rank-{rank}.json")
 
@@ -258,6 +285,7 @@ class FetchLayout(StrEnum):
     SESSION = "session"  # the session folder as stored (report links work; HTA: trace_dir=DIR/traces)
     HTA = "hta"  # only the traces, flat: TraceAnalysis(trace_dir=DIR)
     TENSORBOARD = "tensorboard"  # only the traces, in DIR/<session>/: tensorboard --logdir DIR shows one run
+    MERGED = "merged"  # only the merged trace of the ranks that matter, flat: Perfetto, TraceAnalysis(trace_dir=DIR)
 
 
 def fetch_path(session: StorageLocation, key: str, layout: FetchLayout) -> str | None:
@@ -266,6 +294,8 @@ def fetch_path(session: StorageLocation, key: str, layout: FetchLayout) -> str |
     if layout is FetchLayout.SESSION:
         rest = _below_session(session, key)
         return rest if rest and all(p not in ("", ".", "..") for p in rest.split("/")) else None
+    if layout is FetchLayout.MERGED:
+        return MERGED_TRACE_FILE if key == merged_trace_key(session) else None
     found = rank_artifact(session, key)
     if found is None or found[1] != TRACE_FILE:
         return None

@@ -2,7 +2,8 @@
 arrives through the environment only (PYTHONPATH + STEPSCOPE_HOOK_DIR set by the pod spec).
 
 Rank: JOB_COMPLETION_INDEX (Indexed Job) or RANK. World size: WORLD_SIZE (default 4).
-Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data) or compute (extra matmuls), SLOW_MS;
+Slow rank: SLOW_RANK=<rank>, SLOW_MODE=host (sleeps while loading data), python (plain Python work before loading
+data, outside any record_function), host+python (both) or compute (extra matmuls), SLOW_MS;
 SLOW_AFTER_STEPS=<n>: balanced for n steps first, then that rank slows down (the trigger demo); SLOW_FOR_STEPS=<m>:
 slow for m steps, balanced for m steps, and so on (separate slowdowns).
 SLOW_MODE=hang: that rank stops for good in its data loading after HANG_AFTER_STEPS steps (default 100); the
@@ -52,9 +53,18 @@ def load_batch(rank: int, slow: bool, mode: str, slow_ms: float) -> tuple[torch.
         y = torch.randint(0, 10, (64,))
         if INPUT_MS:
             time.sleep(INPUT_MS / 1000.0)
-        if slow and mode == "host":
+        if slow and "host" in mode.split("+"):
             time.sleep(slow_ms / 1000.0)  # a slow input pipeline on this rank's host
         return x, y
+
+
+def parse_records(slow_ms: float) -> int:
+    """Plain Python work (no torch, no record_function): a slow rank's record parsing."""
+    end = time.perf_counter() + slow_ms / 1000.0
+    total = 0
+    while time.perf_counter() < end:
+        total += sum(len(str(i)) for i in range(200))
+    return total
 
 
 def sync_metrics(loss: torch.Tensor, desync: bool) -> None:
@@ -121,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
         desync = slow and mode == "desync" and step >= hang_after
         if desync:
             print(f"rank {rank} desyncs at step {step}: broadcast where the others all_reduce", flush=True)
+        if slow and "python" in mode.split("+"):
+            parse_records(slow_ms)
         x, y = load_batch(rank, slow, mode, slow_ms)
         with torch.profiler.record_function("forward_backward"):
             loss = loss_fn(model(x), y)

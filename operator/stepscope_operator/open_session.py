@@ -8,8 +8,11 @@ command line (`stepscope fetch file:///... DEST`). The folder is read with the i
 settings ConfigMap: endpoint, region, addressing style) and the credentials Secret they name in the session's
 namespace, as the operator and the analyzer reach it, and downloaded as stored (stepscope_storage.fetch, layout
 `session`), so that report/report.html's links to each rank's trace, stacks and Flight Recorder dump work. `open`
-then shows the local copy of the report in the browser (or prints its path with --print). `fetch` with a storage
-URI instead of a name downloads that folder, as before, without a cluster.
+then shows the local copy of the report in the browser (or prints its path with --print). `fetch --merged` and
+`open --trace` download only the merged trace of the ranks that matter (report/merged/, layout `merged`, into
+DEST/merged.pt.trace.json.gz); `open --trace` prints its path and opens Perfetto's UI to drop it on. `fetch` with a
+storage URI instead of a name downloads that folder without a cluster (its --layout merged does the same as
+--merged).
 """
 
 from __future__ import annotations
@@ -26,7 +29,14 @@ from stepscope_contract.session import DNS_SUBDOMAIN
 from stepscope_contract.session_folder import accepted_spec
 from stepscope_contract.session_folder import session_folder as computed_folder
 from stepscope_contract.status_wire import read_status
-from stepscope_contract.storage import AddressingStyle, FetchLayout, Scheme, StorageLocation, StorageUriError
+from stepscope_contract.storage import (
+    MERGED_TRACE_FILE,
+    AddressingStyle,
+    FetchLayout,
+    Scheme,
+    StorageLocation,
+    StorageUriError,
+)
 from stepscope_operator.check import Cluster, Context, credentials_of, storage_settings
 from stepscope_storage import Connection, open_store
 from stepscope_storage.failure_fix import with_fix
@@ -114,13 +124,23 @@ def open_parser() -> argparse.ArgumentParser:
     p = _parser("stepscope open", "download a session's folder and show its report in the browser")
     p.add_argument("--dest", default=None, help="where to download it (unset: ./stepscope-<namespace>-<name>)")
     p.add_argument("--print", action="store_true", dest="print_only", help="print the report's path, open nothing")
+    p.add_argument("--trace", action="store_true", help=MERGED_HELP + "; print its path and open Perfetto's UI")
     return p
 
 
 def fetch_parser() -> argparse.ArgumentParser:
     p = _parser("stepscope fetch", "download a session's folder by its name (or a storage URI: as stored)")
     p.add_argument("dest", nargs="?", default=None, help="local folder (unset: ./stepscope-<namespace>-<name>)")
+    p.add_argument("--merged", action="store_true", help=MERGED_HELP)
     return p
+
+
+MERGED_HELP = "only the merged trace of the ranks that matter (one process per rank, clocks aligned)"
+PERFETTO_UI = "https://ui.perfetto.dev"
+
+
+def _layout(merged: bool) -> FetchLayout:
+    return FetchLayout.MERGED if merged else FetchLayout.SESSION
 
 
 def _download(args: argparse.Namespace, dest: str | None, prog: str) -> tuple[Path, Fetched] | None:
@@ -132,7 +152,7 @@ def _download(args: argparse.Namespace, dest: str | None, prog: str) -> tuple[Pa
     try:
         folder = session_folder(cluster, namespace, args.session, args.install_namespace)
         target = Path(dest or f"stepscope-{namespace}-{args.session}")
-        fetched = fetch_session(folder.store, folder.location, target, FetchLayout.SESSION)
+        fetched = fetch_session(folder.store, folder.location, target, _layout(getattr(args, "merged", False)))
     except (SessionError, StorageError, ValueError) as exc:
         print(f"{prog}: {with_fix(exc)}", file=sys.stderr)
         return None
@@ -145,7 +165,9 @@ def fetch_main(argv: list[str]) -> int:
     """`stepscope fetch NAME [DEST]`; a storage URI goes to stepscope_storage.fetch as it is."""
     if argv and "://" in argv[0]:
         return fetch_uri_main(argv)
-    args = fetch_parser().parse_args(argv)
+    args = fetch_parser().parse_intermixed_args(
+        argv
+    )  # `fetch NAME --merged DEST` as well as `fetch NAME DEST --merged`
     done = _download(args, args.dest, "stepscope fetch")
     if done is None:
         return 2
@@ -156,10 +178,13 @@ def fetch_main(argv: list[str]) -> int:
 
 def open_main(argv: list[str]) -> int:
     args = open_parser().parse_args(argv)
+    args.merged = args.trace
     done = _download(args, args.dest, "stepscope open")
     if done is None:
         return 2
     target, _ = done
+    if args.trace:
+        return _open_trace(target / MERGED_TRACE_FILE, args.print_only)
     page = target / "report" / "report.html"
     if not page.is_file():
         print(f"stepscope open: the session has no report yet ({target} holds what it has)", file=sys.stderr)
@@ -167,4 +192,16 @@ def open_main(argv: list[str]) -> int:
     print(page)
     if not args.print_only and not webbrowser.open(page.as_uri()):
         print("stepscope open: no browser to open it in; open the path above", file=sys.stderr)
+    return 0
+
+
+def _open_trace(trace: Path, print_only: bool) -> int:
+    """`open --trace`: the merged trace's path, and Perfetto's UI to drop it on (the file stays on this machine)."""
+    if not trace.is_file():
+        print(f"stepscope open: the session has no merged trace yet ({trace.parent} holds what it has)",
+              file=sys.stderr)  # fmt: skip
+        return 1
+    print(trace)
+    if not print_only and not webbrowser.open(PERFETTO_UI):
+        print(f"stepscope open: no browser; open {PERFETTO_UI} and drop the file above on it", file=sys.stderr)
     return 0

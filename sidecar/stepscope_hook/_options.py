@@ -17,6 +17,7 @@ CAPTURE_OPTIONS: Dict[str, Tuple[Any, Optional[int], Optional[int]]] = {
     "recordShapes": (False, None, None),
     "withStack": (False, None, None),
     "profileMemory": (False, None, None),
+    "pythonSampling": (100, 0, 1000),
     "stepTimeoutSeconds": (120, 1, 3600),
     "dumpOnly": (False, None, None),
 }

@@ -26,6 +26,7 @@ from ._capture import CaptureError, ProfilerRun
 from ._files import read_json, write_json_atomic, write_text_atomic
 from ._flight_recorder import write_flight_recorder
 from ._options import dump_only, read_options, step_timeout
+from ._sampler import StackSampler
 from ._stacks import WATCHDOG_THREAD, format_all_stacks, format_exit_stacks
 from ._telemetry import StepRecorder, open_recorder
 
@@ -34,6 +35,7 @@ STATE_DIR = "state"
 CAPTURES_DIR = "captures"
 TRACE_FILE = "trace.pt.trace.json.gz"
 STACKS_FILE = "stacks.txt"
+PYTHON_STACKS_FILE = "python_stacks.folded"
 META_FILE = "meta.json"
 
 IDLE = "idle"
@@ -63,10 +65,20 @@ class _Active:
         self.step_timeout = float(self.options["stepTimeoutSeconds"])
         self.phase = ARMED
         self.run: Optional[ProfilerRun] = None
+        self.sampler: Optional[StackSampler] = None
         self.captured = 0
         self.durations_ms: List[float] = []
         self.step_started = now
         self.armed_at = now
+
+
+def _stop_sampler(active: _Active) -> Optional[StackSampler]:
+    """Stop the capture's stack sampler, if it has one; returns it (its counts stay). Never raises."""
+    sampler, active.sampler = active.sampler, None
+    if sampler is not None:
+        with contextlib.suppress(Exception):
+            sampler.stop()
+    return sampler
 
 
 class Hook:
@@ -217,6 +229,7 @@ class Hook:
         assert active is not None
         if active.phase == HUNG:  # the watchdog gave up on it; training resumed: drop the recording
             self.active = None
+            _stop_sampler(active)
             if active.run is not None:
                 active.run.discard()
             return
@@ -249,27 +262,37 @@ class Hook:
             return
         active.phase = CAPTURING
         active.step_started = now
+        hz = int(active.options["pythonSampling"])
+        if hz > 0:  # the training thread is the one at this step boundary
+            active.sampler = StackSampler(hz, threading.get_ident())
+            active.sampler.start()
         self.write_state(CAPTURING, capture_id=active.capture_id)
 
     def _finish_written(self, active: _Active, run: ProfilerRun) -> None:
         out = self.output_dir(active.capture_id)
+        sampler = _stop_sampler(active)
         try:
             run.finish(os.path.join(out, TRACE_FILE))
         except Exception as exc:
             self._fail(active, "trace export failed: %r" % (exc,), disable=True)
             return
+        if sampler is not None:
+            with contextlib.suppress(Exception):  # the stacks are an aid: the trace is written without them
+                sampler.write(os.path.join(out, PYTHON_STACKS_FILE), active.captured)
         self.active = None
         self._write_meta(active, device=run.device)
         self.write_state(WRITTEN, capture_id=active.capture_id, steps_captured=active.captured)
 
     def _finish_abort(self, active: _Active) -> None:
         self.active = None
+        _stop_sampler(active)
         if active.run is not None and active.phase != HUNG:
             active.run.discard()
         self.write_state(ABORTED, capture_id=active.capture_id, message="aborted", steps_captured=active.captured)
 
     def _fail(self, active: _Active, reason: str, disable: bool) -> None:
         self.active = None
+        _stop_sampler(active)
         if active.run is not None:
             active.run.discard()
         self._write_meta(active, error=reason)
@@ -339,6 +362,7 @@ class Hook:
         out = self.output_dir(capture_id)
         write_text_atomic(os.path.join(out, STACKS_FILE), format_all_stacks(since, header))
         active.phase = HUNG
+        _stop_sampler(active)
         recorder = write_flight_recorder(out, self.rank, self.world_size, "hang")
         # one text for state and meta, the same on every rank: the seconds are in meta.secondsSinceLastStep
         reason = "no step boundary within stepTimeoutSeconds (%g s)" % active.step_timeout
@@ -384,6 +408,7 @@ class Hook:
         elif active.phase not in (ARMED, CAPTURING):
             return
         self.active = None
+        _stop_sampler(active)
         if active.run is not None:
             active.run.discard()
         exc = getattr(sys, "last_value", None)
@@ -475,6 +500,7 @@ class Hook:
             active, self.active = self.active, None
             if active is not None:
                 capture_id = capture_id or active.capture_id
+                _stop_sampler(active)
                 if active.run is not None:
                     active.run.discard()
             if self._handle is not None:

@@ -16,6 +16,7 @@ from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.storage import (
     FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,
+    PYTHON_STACKS_FILE,
     STACKS_FILE,
     TRACE_FILE,
     StorageLocation,
@@ -236,7 +237,7 @@ class CaptureRun:
             gpu_note = sampler.status
             if sampler.records:
                 write_records(sampler.records, rank_dir / GPU_METRICS_FILE, state.local_rank)
-        names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE)
+        names = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, PYTHON_STACKS_FILE)
         # Opened without following links, regular files only, read through the open descriptors (rank_files.py).
         with open_rank_files(self.hooks.root, self.hooks.rank_parts(self.capture_id, rank), names) as held:
             for why in held.refused:

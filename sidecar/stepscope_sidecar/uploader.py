@@ -32,6 +32,7 @@ CONTENT_TYPES = {
     ".gz": "application/gzip",
     ".json": "application/json",
     ".txt": "text/plain; charset=utf-8",
+    ".folded": "text/plain; charset=utf-8",
 }
 
 

@@ -1,11 +1,13 @@
-"""`stepscope fetch SESSION_URI DIR [--layout session|hta|tensorboard]`: a session's folder on local disk, laid out
-for the tool that opens it (stepscope_contract.storage.fetch_path):
+"""`stepscope fetch SESSION_URI DIR [--layout session|hta|tensorboard|merged]`: a session's folder on local disk,
+laid out for the tool that opens it (stepscope_contract.storage.fetch_path):
 
 - session (default): the folder as stored; report/report.html's trace links work, and
   `TraceAnalysis(trace_dir="DIR/traces")` / `tensorboard --logdir DIR` open it;
 - hta: only the traces, flat in DIR (`rank<R>.pt.trace.json.gz`): `TraceAnalysis(trace_dir="DIR")`;
 - tensorboard: only the traces in DIR/<session>/: `tensorboard --logdir DIR` shows the session as one run (fetch
-  several sessions into one DIR to compare them).
+  several sessions into one DIR to compare them);
+- merged: only the analyzer's merged trace of the ranks that matter, flat in DIR (`merged.pt.trace.json.gz`):
+  Perfetto opens it, and `TraceAnalysis(trace_dir="DIR")`.
 
 Sessions in the first layout (ranks/<R>/trace.pt.trace.json.gz) come out the same for hta and tensorboard.
 Credentials: AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY from the environment, else the provider chain.

@@ -15,6 +15,7 @@ def test_options_from_spec_and_hook_request_carry_every_field() -> None:
         record_shapes=True,
         with_stack=True,
         profile_memory=True,
+        python_sampling=50,
         step_timeout_seconds=9,
         timeout_seconds=99,
     )
@@ -29,6 +30,7 @@ def test_options_from_spec_and_hook_request_carry_every_field() -> None:
         "recordShapes": True,
         "withStack": True,
         "profileMemory": True,
+        "pythonSampling": 50,
         "gpuMetrics": {"enabled": True, "intervalMs": 100},
         "timeoutSeconds": 99,
         "stepTimeoutSeconds": 9,

@@ -78,6 +78,10 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
     _columns(out, "host", "load_batch")  # where rank 2 spends its excess, not where the others wait for it
+    (slow,) = [s for s in report["diagnosis"]["slow_ranks"] if s["rank"] == 2]  # the planted line, from sampled stacks
+    (top, *_) = slow["python_lines"]  # the script as the pod runs it: <its folder>/train_ddp.py
+    assert top["function"] == "load_batch" and top["file"].endswith("/train_ddp.py")
+    assert top["peers_ms_per_step"] * 2 <= top["ms_per_step"]
     seen = _in_browser(tmp_path)
     assert "Rank 2 spends " in seen["text"] and "of load_batch per step" in seen["text"]
     assert seen["timelineRects"] >= 8 and "rank 2" in seen["timelineLabels"]
@@ -85,6 +89,8 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     traces = tmp_path / "session" / "traces"  # `make demo`: .demo/session/traces
     assert sorted(p.name for p in traces.iterdir() if p.is_file()) == [f"rank{r}.pt.trace.json.gz" for r in range(4)]
     assert (tmp_path / "session" / "report" / "report.html").is_file()
+    merged = tmp_path / "session" / "report" / "merged"  # the analyzer Job's merged trace, alone in its folder
+    assert [p.name for p in merged.iterdir()] == ["merged.pt.trace.json.gz"]
     hta = pytest.importorskip("hta.trace_analysis", reason="HTA comes with the bench dependency group")
     analysis = hta.TraceAnalysis(trace_dir=str(traces))  # unchanged: no renaming, no copying
     assert sorted(analysis.t.traces) == [0, 1, 2, 3]

@@ -130,3 +130,30 @@ def test_a_forged_status_reads_nothing_but_the_sessions_own_folder(cluster: Loca
     refused = _run(cluster, "fetch", "local-folder", str(tmp_path / "local"), cwd=tmp_path)
     assert refused.returncode == 2 and f"stepscope fetch file://{tmp_path}/store/default/" in refused.stderr
     assert not (tmp_path / "local").exists()
+
+
+def test_fetch_merged_and_open_trace_bring_the_merged_trace_alone(cluster: LocalCluster, tmp_path: Path) -> None:
+    """`stepscope fetch NAME --merged` and `stepscope open NAME --trace --print`: only report/merged/'s trace comes
+    down (flat), and open prints its path."""
+    from stepscope_analyzer.evidence.files import evidence_files
+    from stepscope_analyzer.ranks.pipeline import discover
+    from stepscope_analyzer.ranks.storage_io import LocalStore
+    from stepscope_contract.storage import MERGED_TRACE_FILE, merged_trace_key, parse_storage_uri
+
+    folder = _session(cluster, "demo-merged", "own")
+    layout = discover(LocalStore(), location_of(str(SESSIONS / "host")))
+    files = evidence_files(LocalStore(), layout, analyse_folder(SESSIONS / "host")).files
+    assert cluster.s3 is not None
+    location = parse_storage_uri(folder)
+    cluster.s3.client().put_object(Bucket=location.bucket, Key=merged_trace_key(location),
+                                   Body=files[f"merged/{MERGED_TRACE_FILE}"])  # fmt: skip
+    cluster.s3.client().put_object(Bucket=location.bucket, Key=f"{location.prefix}/traces/rank0.pt.trace.json.gz",
+                                   Body=b"not fetched")  # fmt: skip
+    fetched = _run(cluster, "fetch", "demo-merged", "--merged", str(tmp_path / "m"), cwd=tmp_path)
+    assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+    assert [p.name for p in (tmp_path / "m").rglob("*")] == [MERGED_TRACE_FILE]
+    assert (tmp_path / "m" / MERGED_TRACE_FILE).read_bytes() == files[f"merged/{MERGED_TRACE_FILE}"]
+    opened = _run(cluster, "open", "demo-merged", "--trace", "--print", cwd=tmp_path)
+    assert opened.returncode == 0, opened.stdout + opened.stderr
+    shown = Path(opened.stdout.strip().splitlines()[-1])
+    assert shown == tmp_path / "stepscope-default-demo-merged" / MERGED_TRACE_FILE and shown.is_file()

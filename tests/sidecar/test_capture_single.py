@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from stepscope_contract.python_stacks import HEADER_PREFIX
+from stepscope_contract.storage import PYTHON_STACKS_FILE
+
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sidecar_harness import (
     BUCKET,
@@ -103,6 +106,11 @@ def test_explicit_step_loop_captures_to_a_local_folder(solo: tuple[Sidecar, Path
     assert RankMeta.model_validate(manifest.meta.model_dump()).device == "cpu"
     for f in manifest.files:
         assert hashlib.sha256(stored_path(session, 0, f.name).read_bytes()).hexdigest() == f.sha256
+    stacks = stored_path(session, 0, PYTHON_STACKS_FILE)  # capture.pythonSampling on by default: uploaded beside it
+    assert stacks == session / "traces" / "rank0" / PYTHON_STACKS_FILE and PYTHON_STACKS_FILE in {
+        f.name for f in manifest.files
+    }
+    assert stacks.read_text().startswith(HEADER_PREFIX) and "train_explicit.py:" in stacks.read_text()
     assert manifest.gpu_metrics.startswith(("unavailable", "captured"))
     state = read_state(sc)  # the hook's JSON matches the contract model
     assert state.phase == "written" and state.capture_id == "explicit-1" and state.steps_captured == 3

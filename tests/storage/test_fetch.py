@@ -11,8 +11,10 @@ import pytest
 
 from stepscope_contract.storage import (
     MANIFEST_FILE,
+    MERGED_TRACE_FILE,
     TRACE_FILE,
     FetchLayout,
+    merged_trace_key,
     parse_storage_uri,
     rank_artifact_key,
     rank_location,
@@ -78,3 +80,16 @@ def test_the_console_script_has_the_subcommand(tmp_path: Path) -> None:
     )
     assert out.returncode == 0, out.stderr
     assert (tmp_path / "cli" / "run-1234abcd" / "rank1.pt.trace.json.gz").read_bytes() == b"trace1"
+
+
+def test_the_merged_layout_brings_only_the_merged_trace_flat(tmp_path: Path) -> None:
+    """`stepscope fetch NAME --merged` (layout merged): report/merged/merged.pt.trace.json.gz alone, as DEST's only
+    file, so that Perfetto and TraceAnalysis(trace_dir=DEST) open it."""
+    uri = _session(tmp_path / "store")
+    session = parse_storage_uri(uri)
+    key = merged_trace_key(session)
+    Path(key).parent.mkdir(parents=True, exist_ok=True)
+    Path(key).write_bytes(b"merged")
+    fetched = fetch_session(LocalStore(), session, tmp_path / "out", FetchLayout.MERGED)
+    assert _tree(tmp_path / "out") == {MERGED_TRACE_FILE: b"merged"} and fetched.bytes == 6
+    assert key.endswith("/report/merged/merged.pt.trace.json.gz")

@@ -17,8 +17,10 @@ from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTI
 from stepscope_analyzer.commands.output_files import write_files
 from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
+from stepscope_analyzer.evidence.files import evidence_files
 from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.pipeline import RankOutcome
+from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
@@ -64,15 +66,18 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         include_missing=layout.session,
         notes=layout.notes,
         flight_recorder=dumps,
+        python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
     )
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
     if document is not None:
         report = report.model_copy(update={"capture": CaptureInfo.from_spec(document.spec.capture)})
+    evidence = evidence_files(store, layout, report)
+    report = evidence.report
     try:
         out.mkdir(parents=True, exist_ok=True)
         save_report_json(report, out / REPORT_JSON)
-        write_files(out, {REPORT_HTML: html_bytes(report)})
+        write_files(out, {**evidence.files, REPORT_HTML: html_bytes(report)})
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE

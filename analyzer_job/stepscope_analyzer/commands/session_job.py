@@ -32,6 +32,7 @@ from stepscope_analyzer.commands.report_file import store_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
+from stepscope_analyzer.evidence.files import evidence_files
 from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.pipeline import (
     Layout,
@@ -43,6 +44,7 @@ from stepscope_analyzer.ranks.pipeline import (
     summarise,
     summarize_all,
 )
+from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.rank_reading import read_rank
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
@@ -214,6 +216,7 @@ def analyze_session(
     report = reduce_outcomes(
         outcomes, config=DiagnosisConfig.from_spec(spec.analysis), session=info, started=started,
         include_missing=True, flight_recorder=dumps,
+        python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
     )  # fmt: skip
     _log(f"{len(outcomes)} rank(s) reduced in {time.perf_counter() - reducing:.2f} s")
     where = report_location(location)
@@ -222,6 +225,12 @@ def analyze_session(
     if gate is not None:
         report = gate.into_report(report)
     writing = time.perf_counter()
+    evidence = evidence_files(store, layout, report)
+    report = evidence.report
+    for name, data in evidence.files.items():  # beside the report (the merged trace in a folder of its own)
+        *folders, file = name.split("/")
+        kind = "application/gzip" if file.endswith(".gz") else "application/json"
+        store.write(where.child(*folders).key(file), data, kind)
     json_url = store_report_json(report, store, where.key(REPORT_JSON))
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
     _log(f"report.json and report.html stored in {time.perf_counter() - writing:.2f} s")

@@ -2,7 +2,7 @@
 
 Two layouts are understood:
 - a session folder (stepscope_contract.storage): traces/rank<R>.pt.trace.json.gz with traces/rank<R>/{manifest.json,
-  stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json}, or the first layout's
+  stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json, python_stacks.folded}, or the first layout's
   ranks/<rank>/{trace.pt.trace.json.gz, ...};
 - a plain folder of Kineto traces (files directly inside it) or one trace file. Only trace files are read:
   `*.pt.trace.json[.gz]`, and other `*.json[.gz]` files whose content is a Kineto document (checked on its first
@@ -23,6 +23,7 @@ from stepscope_contract.storage import (
     FLIGHT_RECORDER_FILE,
     GPU_METRICS_FILE,
     MANIFEST_FILE,
+    PYTHON_STACKS_FILE,
     RANK_SUMMARY_FILE,
     STACKS_FILE,
     TRACE_FILE,
@@ -49,6 +50,8 @@ class RankInput:
     flight_recorder_key: str | None = None
     node_summary_key: str | None = None
     """the rank's summary made where its trace was recorded (node_summaries)"""
+    python_stacks_key: str | None = None
+    """the Python stacks its hook sampled while the steps were recorded (read only for named ranks and peers)"""
     must_be_kineto: bool = False
     """a plain-folder file whose name alone does not say it is a trace: read it only if it is a Kineto document"""
 
@@ -67,6 +70,7 @@ _KEY_FIELDS = {
     GPU_METRICS_FILE: "gpu_metrics_key",
     FLIGHT_RECORDER_FILE: "flight_recorder_key",
     RANK_SUMMARY_FILE: "node_summary_key",
+    PYTHON_STACKS_FILE: "python_stacks_key",
 }
 
 

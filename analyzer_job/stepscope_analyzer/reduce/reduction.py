@@ -4,9 +4,12 @@ collective waits, the diagnosis (with the Flight Recorder dumps) and the report 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from stepscope_analyzer import limits
+from stepscope_analyzer.analyses.folded_stacks import FoldedStacks
 from stepscope_analyzer.diagnosis import DiagnosisConfig, diagnose, with_collective_waits
+from stepscope_analyzer.diagnosis.python_lines import host_named, peers_of, with_python_lines
 from stepscope_analyzer.error_text import MAX_ERROR_CHARS
 from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.ranks.discovery import Layout
@@ -15,7 +18,11 @@ from stepscope_analyzer.ranks.storage_io import Store
 from stepscope_analyzer.reduce import missing
 from stepscope_analyzer.reduce.job_groups import split_jobs
 from stepscope_analyzer.report import build_report
+from stepscope_contract.python_stacks import MAX_PEERS, PythonProfile
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
+
+StacksLoader = Callable[[list[int]], tuple[dict[int, FoldedStacks], list[RankError]]]
+"""reads the sampled Python stacks of the ranks asked for (ranks.python_stacks_io.load_python_stacks)"""
 
 __all__ = ["flight_recorder_dumps", "missing_rank_ranges", "missing_ranks", "reduce_outcomes"]
 
@@ -60,6 +67,21 @@ def _exclude_foreign(summaries: list[RankReport], errors: list[RankError]) -> tu
     return out, groups.note
 
 
+def python_evidence(
+    diagnosis: Diagnosis, summaries: list[RankReport], load: StacksLoader
+) -> tuple[Diagnosis, PythonProfile | None, list[RankError]]:
+    """The host-named slow ranks' Python lines against their peers (only those ranks' stacks are read)."""
+    named = [s.rank for s in diagnosis.slow_ranks if host_named(s)]
+    if not named:
+        return diagnosis, None, []
+    ok = [s.rank for s in summaries if s.status is RankStatus.OK]
+    slow = {s.rank for s in diagnosis.slow_ranks}
+    peers = {r: peers_of(r, ok, slow, MAX_PEERS) for r in named}
+    stacks, errors = load(sorted(set(named).union(*peers.values())))
+    diagnosis, profile = with_python_lines(diagnosis, stacks, peers)
+    return diagnosis, profile, errors
+
+
 def reduce_outcomes(
     outcomes: list[RankOutcome],
     *,
@@ -69,6 +91,7 @@ def reduce_outcomes(
     include_missing: bool = False,
     notes: list[str] | None = None,
     flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
+    python_stacks: StacksLoader | None = None,
 ) -> Report:
     kept = [o for o in outcomes if o.skipped is None]
     all_notes = list(notes or []) + [o.skipped for o in outcomes if o.skipped is not None]
@@ -109,9 +132,14 @@ def reduce_outcomes(
         other_jobs=other_jobs,
         flight_recorder=dumps,
     )
+    profile = None
+    if python_stacks is not None:
+        diagnosis, profile, stack_errors = python_evidence(diagnosis, summaries, python_stacks)
+        errors += stack_errors
     elapsed = time.perf_counter() - started if started is not None else 0.0
     report = build_report(
         summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes
     )
     report.missing_ranks = missing.rank_set_text(gaps)
+    report.python_profile = profile
     return report

@@ -31,6 +31,10 @@ class Label:
     text: str
     anchor: str = "end"
     bold: bool = False
+    href: str = ""
+    """a relative link the label opens (the template escapes it)"""
+    title: str = ""
+    """the link's tooltip (only with href)"""
 
 
 @dataclass(frozen=True)

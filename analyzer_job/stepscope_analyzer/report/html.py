@@ -12,6 +12,7 @@ from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.report.bytecode_cache import bytecode_cache
 from stepscope_analyzer.report.charts import bottleneck_chart, breakdown_chart
 from stepscope_analyzer.report.environment import environment_rows, environment_table, gpu_metrics_note
+from stepscope_analyzer.report.flame_charts import flame_chart
 from stepscope_analyzer.report.gain import gain_sentence
 from stepscope_analyzer.report.gpu_charts import gpu_charts
 from stepscope_analyzer.report.hang_view import hang_view
@@ -21,6 +22,7 @@ from stepscope_analyzer.report.phase_charts import PHASE_COLORS, phase_chart, st
 from stepscope_analyzer.report.timeline import timeline_chart
 from stepscope_analyzer.report.trace_access import trace_access
 from stepscope_contract.report import RankReport, RankStatus, Report
+from stepscope_contract.storage import SPEEDSCOPE_FILE
 
 MAX_TABLE_NAME = 160
 MAX_TABLE_RANKS = 1024
@@ -83,7 +85,7 @@ def render_html(report: Report) -> str:
             ranks=report.ranks[:MAX_TABLE_RANKS],
             ranks_cut=max(0, len(report.ranks) - MAX_TABLE_RANKS),
             breakdown=breakdown_chart(ok, highlight),
-            timeline=timeline_chart(report.timeline, highlight) if report.timeline else None,
+            timeline=timeline_chart(report.timeline, highlight, report.merged_trace) if report.timeline else None,
             bottlenecks=bottleneck_chart(d.bottlenecks),
             hang=hang_view(d, report.ranks),
             standstill={c.value for c in STANDSTILL},
@@ -128,6 +130,19 @@ def _explanations(report: Report, ok: list[RankReport], highlight: set[int]) -> 
         "env_rows": environment_rows(report),
         "env_table": environment_table(report.ranks[:MAX_TABLE_RANKS], report.diagnosis.hangs),
         "access": trace_access(report),
+        **_python_views(report),
+    }
+
+
+def _python_views(report: Report) -> dict[str, Any]:
+    """The named rank's flame graphs and the speedscope file beside the page."""
+    profile = report.python_profile
+    if profile is None:
+        return {"flame": None, "flame_diff": None, "speedscope": None}
+    return {
+        "flame": flame_chart(profile.stacks, f"rank {profile.rank}"),
+        "flame_diff": flame_chart(profile.differential, f"rank {profile.rank} beyond ranks {profile.peers}"),
+        "speedscope": SPEEDSCOPE_FILE,
     }
 
 

@@ -10,9 +10,12 @@ every step's spans; the report keeps the timeline's step only.
 
 from __future__ import annotations
 
+import math
+
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.report.charts import PLOT_W, ROW_H, Chart, Label, Rect
 from stepscope_analyzer.report.phase_charts import PHASE_COLORS
+from stepscope_contract.merged_trace import MergedTrace
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import PhaseSpan, RankReport, StepTimeline, TimelineRow
 
@@ -20,6 +23,10 @@ MAX_ROWS = 24
 ROW_LABEL_W = 150
 MIN_TEXT_W = 56
 """px a span needs to carry its name"""
+AXIS_H = 18
+"""px below the rows: the time axis"""
+TICKS = 6
+"""about this many ticks on the axis"""
 
 
 def _with_spans(ranks: list[RankReport]) -> list[RankReport]:
@@ -79,18 +86,53 @@ def _name(span: PhaseSpan) -> str:
     return span.label or span.phase.replace("_", " ")
 
 
-def timeline_chart(tl: StepTimeline, highlight: set[int]) -> Chart:
-    """Rows aligned on their last collective's end; each span in its phase's colour, named where it fits."""
+def tick_step_ms(total_ms: float) -> float:
+    """A round tick interval (1, 2 or 5 x 10^k ms) giving about TICKS ticks over `total_ms`."""
+    raw = max(total_ms, 1e-6) / TICKS
+    power = 10.0 ** math.floor(math.log10(raw))
+    return next(m * power for m in (1, 2, 5, 10) if m * power >= raw)
+
+
+def _axis(chart: Chart, x0: float, total_us: float, scale: float, top: float) -> None:
+    """Ticks in ms from the step's left edge, below the rows."""
+    step = tick_step_ms(total_us / 1000)
+    count = int(total_us / 1000 / step + 1e-9)
+    chart.rects.append(Rect(x0, top, PLOT_W, 0.8, "#888", ""))
+    for i in range(count + 1):
+        at = x0 + i * step * 1000 * scale
+        chart.rects.append(Rect(at - 0.4, top, 0.8, 4, "#888", ""))
+        text = f"{i * step:,.{_decimals(step)}f}" + (" ms" if i == count else "")
+        chart.labels.append(Label(at, top + 14, text, anchor="middle" if i < count else "end"))
+
+
+def _decimals(step: float) -> int:
+    return 0 if step >= 1 else min(int(-math.floor(math.log10(step))), 6)
+
+
+def _row_link(row: TimelineRow, merged: MergedTrace | None) -> tuple[str, str]:
+    """(href, tooltip) of a row's label: its rank's place in the merged trace, when the trace holds it."""
+    if merged is None or not merged.link or row.rank not in merged.ranks:
+        return "", ""
+    at = merged.row_ts_us.get(str(row.rank))
+    where = f", this step from {at / 1000:,.3f} ms" if at is not None else ""
+    return merged.link, f"rank {row.rank} is process {row.rank} of the merged trace{where} (open it in Perfetto)"
+
+
+def timeline_chart(tl: StepTimeline, highlight: set[int], merged: MergedTrace | None = None) -> Chart:
+    """Rows aligned on their last collective's end; each span in its phase's colour, named where it fits; a time
+    axis in ms; each row's label links to its rank's process in the merged trace (when `merged` holds it)."""
     left = max(_anchor(r) for r in tl.rows)
     right = max(r.step_us - _anchor(r) for r in tl.rows)
     total = max(left + right, 1e-9)
     scale = PLOT_W / total
     x0 = float(ROW_LABEL_W)
-    chart = Chart(width=ROW_LABEL_W + PLOT_W + 10, height=ROW_H * len(tl.rows) + 30)
+    chart = Chart(width=ROW_LABEL_W + PLOT_W + 10, height=ROW_H * len(tl.rows) + 30 + AXIS_H)
     for i, row in enumerate(tl.rows):
         y = 4 + i * ROW_H
         who = f"ranks {row.ranks} (as {row.rank})" if row.ranks else f"rank {row.rank}"
-        chart.labels.append(Label(ROW_LABEL_W - 6, y + ROW_H - 5, who, bold=row.rank in highlight))
+        href, hint = _row_link(row, merged)
+        chart.labels.append(Label(ROW_LABEL_W - 6, y + ROW_H - 5, who, bold=row.rank in highlight, href=href,
+                                  title=hint))  # fmt: skip
         shift = left - _anchor(row)
         for span in row.spans:
             x = x0 + (shift + span.start_us) * scale
@@ -106,6 +148,7 @@ def timeline_chart(tl: StepTimeline, highlight: set[int]) -> Chart:
                 )
     at = x0 + left * scale
     bottom = ROW_H * len(tl.rows) + 6
+    _axis(chart, x0, total, scale, bottom + 1)
     chart.rects.append(Rect(at - 0.5, 0, 1.0, bottom, "#333", "the collective ends on every rank"))
     near_end = at > x0 + PLOT_W - 60
     chart.labels.append(Label(at, chart.height - 4, "collectives end", anchor="end" if near_end else "middle"))

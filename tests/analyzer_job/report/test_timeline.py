@@ -86,3 +86,26 @@ def test_a_gpu_rank_s_steps_follow_its_gpu() -> None:
         assert all(a.end_us == b.start_us for a, b in itertools.pairwise(spans))
         backward = sum(s.end_us - s.start_us for s in spans if s.phase == "backward")
         assert backward == pytest.approx(phases.backward, abs=0.05 * step)  # the same phase sets, coarsened
+
+
+def test_the_axis_has_round_ms_ticks_across_the_drawn_time_and_rows_link_to_the_merged_trace() -> None:
+    from stepscope_analyzer.report.timeline import tick_step_ms
+    from stepscope_contract.merged_trace import MergedTrace
+
+    assert [tick_step_ms(t) for t in (0.9, 7.0, 130.0, 4_000.0)] == [0.2, 2.0, 50.0, 1000.0]
+    tl = analyse("compute").timeline
+    assert tl is not None
+    merged = MergedTrace(ranks=[0, 2], events=10, skew_us=3.0, link="merged/merged.pt.trace.json.gz",
+                         row_ts_us={"2": 12_345.0})  # fmt: skip
+    chart = timeline_chart(tl, {2}, merged)
+    ticks = [label for label in chart.labels if label.anchor in ("middle", "end") and label.text[:1].isdigit()]
+    assert ticks[0].text == "0" and ticks[-1].text.endswith(" ms") and len(ticks) >= 4
+    across = next(label.text for label in chart.labels if label.text.endswith("ms across"))
+    assert float(ticks[-1].text.split()[0].replace(",", "")) <= float(across.split()[0].replace(",", ""))
+    rows = {label.text: label for label in chart.labels if label.text.startswith("rank ")}
+    assert (
+        rows["rank 2"].href == merged.link
+        and "process 2" in rows["rank 2"].title
+        and "12.345 ms" in rows["rank 2"].title
+    )
+    assert rows["rank 1"].href == ""  # not in the merged trace

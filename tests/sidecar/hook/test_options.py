@@ -37,7 +37,7 @@ def test_the_hooks_copy_matches_the_contract(name: str) -> None:
 
 def test_every_option_the_hook_acts_on_is_in_its_copy() -> None:
     acted_on = {"steps", "skipSteps", "activities", "recordShapes", "withStack", "profileMemory", "stepTimeoutSeconds",
-                "dumpOnly"}  # fmt: skip
+                "dumpOnly", "pythonSampling"}  # fmt: skip
     assert set(CAPTURE_OPTIONS) == acted_on
 
 
