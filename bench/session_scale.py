@@ -532,7 +532,7 @@ def large_trace_check(store: Store, workdir: Path) -> LargeTrace:
                 stats=UploadStats())  # fmt: skip
     upload_s = time.perf_counter() - started
     started = time.perf_counter()
-    running = RankSummary.start(local, 1, SummarySettings())
+    running = RankSummary.start(local, 1, SummarySettings(), "c-bench")
     if running is None:
         raise RuntimeError("the node summary command did not start (is the analyzer installed?)")
     _, err = running.popen.communicate(timeout=300)

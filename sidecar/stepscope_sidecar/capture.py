@@ -227,7 +227,7 @@ class CaptureRun:
         )
         summary = None
         if outcome is CaptureState.UPLOADED and wrote_trace:  # summarised here while the trace uploads
-            summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary)
+            summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary, self.capture_id)
         return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors, summary=summary)
 
     def _upload(

@@ -8,6 +8,7 @@ result or error. The command the sidecar runs writes the document."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -24,9 +25,10 @@ from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.analysis_documents import NodeSummary
-from stepscope_contract.manifest import RankManifest
+from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.report import RankStatus
 from stepscope_contract.storage import MANIFEST_FILE, RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
+from stepscope_contract.wire import CaptureState
 
 pytestmark = pytest.mark.integration
 
@@ -36,24 +38,36 @@ SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in FIXTURES.glob("*
 
 def _as_session_folder(source: Path, folder: Path) -> Path:
     """The scenario as a session folder: copied as it is, or (a plain folder of traces) each trace moved to
-    traces/rank<R>.pt.trace.json.gz after the rank it says, where a sidecar would have put it."""
+    traces/rank<R>.pt.trace.json.gz after the rank it says, where a sidecar would have put it, with the manifest a
+    sidecar writes (recording the trace's size and SHA-256)."""
     if (source / "ranks").is_dir():
         shutil.copytree(source, folder)
         return folder
     for trace in sorted(source.glob("*.pt.trace.json.gz")):
         rank = summarise_trace(trace.read_bytes(), None, 1).rank
         assert rank is not None, trace
-        (folder / "traces").mkdir(parents=True, exist_ok=True)
+        (folder / "traces" / f"rank{rank}").mkdir(parents=True, exist_ok=True)
         shutil.copy(trace, folder / "traces" / trace_name(rank))
+        manifest = manifest_of(trace.read_bytes(), rank, "cap-test")
+        (folder / "traces" / f"rank{rank}" / MANIFEST_FILE).write_text(manifest.model_dump_json(by_alias=True))
     return folder
 
 
+def manifest_of(trace: bytes, rank: int, capture_id: str) -> RankManifest:
+    """A rank's manifest as its sidecar writes it: the trace's size and SHA-256 recorded."""
+    recorded = ArtifactFile(name=TRACE_FILE, size=len(trace), sha256=hashlib.sha256(trace).hexdigest())
+    return RankManifest(capture_id=capture_id, namespace="default", session="job", rank=rank,
+                        state=CaptureState.UPLOADED, files=[recorded])  # fmt: skip
+
+
 def _node_summary(trace: Path, rank: int, top_n: int, rank_dir: Path, carry_manifest: bool) -> NodeSummary:
-    """The rank's summary as its sidecar uploads it: carrying the manifest that goes up after it."""
-    node = summarise_trace(trace.read_bytes(), rank, top_n)
-    manifest = rank_dir / MANIFEST_FILE
-    if carry_manifest and manifest.is_file():
-        node.manifest = RankManifest.model_validate_json(manifest.read_text())
+    """The rank's summary as its sidecar uploads it: bound to its trace and capture, carrying the manifest that goes
+    up after it."""
+    path = rank_dir / MANIFEST_FILE
+    manifest = RankManifest.model_validate_json(path.read_text()) if path.is_file() else None
+    node = summarise_trace(trace.read_bytes(), rank, top_n, manifest.capture_id if manifest else "cap-test")
+    if carry_manifest and manifest is not None:
+        node.manifest = manifest
     return node
 
 
