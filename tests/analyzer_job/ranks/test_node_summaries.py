@@ -132,6 +132,15 @@ def test_node_summaries_give_the_central_report(scenario: str, tmp_path: Path, m
     assert from_nodes == central
 
 
+def refusals(report: dict[str, object]) -> list[str]:
+    """The node summaries' refusals `report` lists as its ranks' errors, taken out of it (the rest of the report is
+    then the central one)."""
+    errors: list[dict[str, object]] = report["errors"]  # type: ignore[assignment]
+    refused = [e for e in errors if str(e["message"]).startswith("node summary refused")]
+    report["errors"] = [e for e in errors if e not in refused]
+    return [f"rank {e['rank']}: {e['message']}" for e in refused]
+
+
 def _two_ranks(tmp_path: Path) -> Path:
     folder = tmp_path / "job"
     shutil.copytree(FIXTURES / "cpu_jobs" / "cpu-compute-4r-hook-2x", folder)
@@ -152,15 +161,18 @@ def test_summaries_that_do_not_stand_for_this_analysis_are_not_used(tmp_path: Pa
     rank0 = wrong.model_copy(update={"rank": 0, "summary": wrong.summary.model_copy(update={"rank": 0})})
     path1.write_text(rank0.model_dump_json(by_alias=True))  # rank 0's summary in rank 1's folder
     progress: list[str] = []
-    assert _report_json(folder, workers=1, progress=progress) == central
+    report = _report_json(folder, workers=1, progress=progress)
+    assert refusals(report) == ["rank 1: node summary refused: it is rank 0's"]  # the stale one is only not used
+    assert report == central
     assert any(f"made by analyzer 0.0.0-old, this is {tool_version()}" in line for line in progress), progress
     assert any("it is rank 0's" in line for line in progress), progress
     path0.write_text("{not json")
     path1.write_text(NodeSummary(analyzer_version=tool_version(), top_n=10, rank=1, summary=wrong.summary)
                      .model_dump_json(by_alias=True))  # fmt: skip
     progress.clear()
-    assert _report_json(folder, workers=1, progress=progress) == central
-    assert any("node summary unreadable" in line for line in progress), progress
+    report = _report_json(folder, workers=1, progress=progress)
+    assert [r[:30] for r in refusals(report)] == ["rank 0: node summary refused: "] and report == central
+    assert any("node summary refused: Expecting property name" in line for line in progress), progress
     assert any("made with top-n 10, this analysis keeps 50" in line for line in progress), progress
 
 
@@ -177,8 +189,9 @@ def test_a_summary_whose_calls_do_not_line_up_is_refused_and_the_trace_parsed(tm
     calls["peer"] = calls["peer"][:-1]
     path.write_text(json.dumps(wire))
     progress: list[str] = []
-    assert _report_json(folder, workers=1, progress=progress) == central
-    assert any("node summary unreadable" in line and "one entry per call" in line for line in progress), progress
+    report = _report_json(folder, workers=1, progress=progress)
+    assert len(refusals(report)) == 1 and report == central
+    assert any("node summary refused" in line and "one entry per call" in line for line in progress), progress
 
 
 def test_a_trace_the_node_refused_gets_its_usual_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
