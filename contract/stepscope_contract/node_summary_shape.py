@@ -7,7 +7,8 @@ each bound what the next one may build:
 2. values: `value_bound(data)`, counted on the bytes before decoding, at most MAX_NODE_SUMMARY_VALUES (every JSON value
    but the first follows a ',', '[' or '{', so the count bounds what decoding can build whatever the document holds);
 3. shape: `shape_error(document)` on the decoded JSON: every list within its cap in CAPS (one entry per list field of
-   the models, per nesting level), every text within MAX_TEXT_CHARS, every number finite and within NUMBER_BOUND.
+   the models, per nesting level), the lists that hold one entry per step, call or point of equal length (PARALLEL),
+   every text within MAX_TEXT_CHARS, every number finite and within NUMBER_BOUND.
 
 The sidecar's writer (the analyzer's node_summaries command) checks its own summary against the same shape and writes
 a refusal instead of a summary that breaks it, so an honest node never sends one the analyzer would refuse. The caps
@@ -120,6 +121,20 @@ CAPS: dict[str, tuple[Cap, ...]] = {
 }
 """every list field of the NodeSummary models ('Model.field'), its cap at each nesting level"""
 
+PARALLEL: dict[str, tuple[tuple[str, ...], tuple[str, ...], tuple[str, ...]]] = {
+    "RankReport": (
+        ("steps", "durations_us"),
+        (),
+        ("step_phases", "step_spans", "step_dilation", "step_cpu_wait", "step_ops_outside_work"),
+    ),
+    "StepStats": (("durations_us",), (), ("numbers",)),
+    "CallFloors": (("calls",), ("floor_us", "even_us", "odd_us"), ()),
+    "MemoryUsage": (("t_ms",), ("allocated_bytes",), ("reserved_bytes",)),
+    "GpuSeries": (("t_s",), (), ("sm_clock_mhz", "power_w", "temperature_c")),
+}
+"""lists of a model that hold one entry per item of another (its path from the model): (that list, the lists of the
+same length, the lists of the same length or empty); CommCalls checks its own (report.CommCalls)"""
+
 _UNKNOWN_LIST = Cap("MAX_TOP_ITEMS", MAX_TOP_ITEMS)  # a list under a key the models do not know (refused later)
 
 
@@ -137,6 +152,7 @@ class _Shape:
     """What a JSON value must look like: a model (fields by JSON key), a list (its caps, its items) or a leaf."""
 
     fields: dict[str, tuple[str, _Shape]] | None = None  # JSON key -> (field name, shape)
+    model: str = ""
     caps: tuple[Cap, ...] = ()
     item: _Shape | None = None
 
@@ -169,7 +185,7 @@ def _shape_of(owner: str, name: str, annotation: Any, level: int = 0) -> _Shape:
 def model_shape(model: type[BaseModel]) -> _Shape:
     """The shape of `model`'s JSON (by alias and by name); KeyError names a list field with no entry in CAPS."""
     fields: dict[str, tuple[str, _Shape]] = {}
-    shape = _Shape(fields=fields)
+    shape = _Shape(fields=fields, model=model.__name__)
     for name, info in model.model_fields.items():
         inner = _shape_of(model.__name__, name, info.annotation)
         fields[name] = (name, inner)
@@ -226,6 +242,20 @@ def _list_error(values: list[Any], shape: _Shape, path: str) -> str | None:
     return None
 
 
+def _parallel_error(document: dict[str, Any], model: str, path: str) -> str | None:
+    anchor, same, same_or_empty = PARALLEL[model]
+    items: Any = document
+    for key in anchor:
+        items = items.get(key) if isinstance(items, dict) else None
+    count = len(items) if isinstance(items, list) else 0
+    for name in (*same, *same_or_empty):
+        value = document.get(name)
+        size = len(value) if isinstance(value, list) else 0
+        if size != count and not (size == 0 and name in same_or_empty):
+            return f"{path}/{name} holds {size:,} items, {path}/{'/'.join(anchor)} {count:,}: they go together"
+    return None
+
+
 def _object_error(document: dict[str, Any], shape: _Shape, path: str) -> str | None:
     fields = shape.fields or {}
     for key, value in document.items():
@@ -235,7 +265,7 @@ def _object_error(document: dict[str, Any], shape: _Shape, path: str) -> str | N
         error = _check(value, inner, f"{path}/{name}")
         if error is not None:
             return error
-    return None
+    return _parallel_error(document, shape.model, path) if shape.model in PARALLEL else None
 
 
 def _check(value: Any, shape: _Shape, path: str) -> str | None:

@@ -54,17 +54,29 @@ def _doc(summary: dict[str, object]) -> dict[str, object]:
 
 
 def test_lists_beyond_their_caps_are_refused_with_the_field_and_the_cap() -> None:
-    assert shape_error(_doc({"step_phases": [{}] * MAX_SUMMARY_STEPS}), NodeSummary) is None
-    why = shape_error(_doc({"step_phases": [{}] * (MAX_SUMMARY_STEPS + 1)}), NodeSummary)
+    steps = {"durations_us": [1.0] * MAX_SUMMARY_STEPS}
+    assert shape_error(_doc({"step_phases": [{}] * MAX_SUMMARY_STEPS, "steps": steps}), NodeSummary) is None
+    why = shape_error(_doc({"step_phases": [{}] * (MAX_SUMMARY_STEPS + 1), "steps": steps}), NodeSummary)
     assert why == f"/summary/step_phases holds {MAX_SUMMARY_STEPS + 1:,} items, more than 1,024 (MAX_SUMMARY_STEPS)"
     spans = [[{"phase": "other", "start_us": 0, "end_us": 1}] * (MAX_SPANS_PER_STEP + 1)]
     assert "(MAX_SPANS_PER_STEP)" in str(shape_error(_doc({"step_spans": spans}), NodeSummary))
-    memory = {"device": "cpu", "t_ms": [1.0] * (MAX_MEMORY_POINTS + 1)}
+    memory = {"device": "cpu", "t_ms": [1.0] * (MAX_MEMORY_POINTS + 1), "allocated_bytes": [1.0] * 241}
     assert "/summary/memory/t_ms holds 241 items" in str(shape_error(_doc({"memory": memory}), NodeSummary))
     calls = {"dur_us": [1.0] * 2000}
     assert "(MAX_COMM_CALLS)" in str(shape_error(_doc({"comm_calls": calls}), NodeSummary))
     unknown = shape_error(_doc({"not_a_field": [[0] * 5000]}), NodeSummary)  # the model refuses it afterwards
     assert "not_a_field/0 holds 5,000 items" in str(unknown)
+
+
+def test_lists_that_go_together_have_one_length() -> None:
+    floors = {"calls": ["a#0", "b#0"], "floor_us": [1.0, 2.0], "even_us": [1.0, 2.0], "odd_us": [1.0]}
+    why = shape_error(_doc({"call_floors": floors}), NodeSummary)
+    assert why == "/summary/call_floors/odd_us holds 1 items, /summary/call_floors/calls 2: they go together"
+    steps = {"durations_us": [1.0, 2.0], "numbers": []}
+    assert shape_error(_doc({"steps": steps, "step_phases": [{}, {}], "step_cpu_wait": []}), NodeSummary) is None
+    assert "step_phases holds 1 items" in str(shape_error(_doc({"steps": steps, "step_phases": [{}]}), NodeSummary))
+    memory = {"device": "cpu", "t_ms": [0.0, 1.0], "allocated_bytes": [1.0]}
+    assert "allocated_bytes holds 1 items" in str(shape_error(_doc({"memory": memory}), NodeSummary))
 
 
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf"), 1e300])
@@ -73,7 +85,7 @@ def test_numbers_must_be_finite_and_bounded_anywhere(bad: float) -> None:
         {"steps": {"durations_us": [1.0, bad, 2.0]}},
         {"steps": {"median_us": bad}},
         {"memory": {"device": "cuda", "t_ms": [0.0], "allocated_bytes": [bad]}},
-        {"gpu_metrics": {"series": {"power_w": [None, bad]}}},
+        {"gpu_metrics": {"series": {"t_s": [0.0, 1.0], "power_w": [None, bad]}}},
         {"unknown": {"deep": [[bad]]}},
     ):
         why = shape_error(_doc(where), NodeSummary)
