@@ -4,7 +4,9 @@ rank's trace is summarised as its sidecar does (node_summaries.summarise_trace, 
 then the folder is analysed centrally with those summaries and again parsing every trace; report.json is the same
 but for the analysis' own time. A summary that is stale (another analyzer version or top-N), unreadable, another
 rank's, or refused (the node could not parse the trace) is not used: the trace is parsed and the rank gets its usual
-result or error. The command the sidecar runs writes the document."""
+result or error (and, for a summary refused for what it holds, an error that says why). What the summaries hold
+beyond their free share draws on one budget per analysis. The command the sidecar runs writes the document, bound to
+its trace, or a refusal where it would be beyond its declared shape."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer import tool_version
+from stepscope_analyzer import limits, tool_version
 from stepscope_analyzer.ranks import node_summaries
 from stepscope_analyzer.ranks.node_summaries import summarise_trace
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
@@ -240,3 +242,32 @@ def test_one_read_per_rank_where_the_summary_carries_the_manifest(tmp_path: Path
     Path(manifests[1]).unlink()  # its upload never finished: the manifest it carries is not taken either
     without = _report_json(folder, workers=1)
     assert without["ranks"][1]["node"] is None and without["ranks"][0]["node"] == "node-0"  # type: ignore[index]
+
+
+def test_what_summaries_hold_beyond_their_free_share_draws_on_one_budget(tmp_path: Path) -> None:
+    """Each summary's bytes beyond max_node_summary_free_bytes draw on max_node_summary_total_bytes: a summary that
+    does not fit what is left is refused (its trace parsed), naming the limit."""
+    folder = _two_ranks(tmp_path)
+    central = _report_json(folder, workers=1)
+    _summarise_on_nodes(folder)
+    sizes = [(folder / "ranks" / r / RANK_SUMMARY_FILE).stat().st_size for r in ("0", "1")]
+    with limits.override(max_node_summary_free_bytes=1024, max_node_summary_total_bytes=max(sizes) - 1024):
+        report = _report_json(folder, workers=1)
+    refused = refusals(report)
+    assert len(refused) == 1 and "beyond the limit max_node_summary_total_bytes" in refused[0], refused
+    assert report == central
+
+
+def test_the_writer_refuses_a_summary_beyond_its_shape() -> None:
+    node = summarise_trace((FIXTURES / "gloo_2rank_rank1.pt.trace.json.gz").read_bytes(), 1, 50, "cap-1")
+    data, why = node_summaries.writable(node)
+    assert why is None and NodeSummary.model_validate_json(data) == node
+    assert node.summary is not None
+    steps = node.summary.steps.model_copy(update={"durations_us": [1.0] * 2000, "numbers": []})
+    data, why = node_summaries.writable(
+        node.model_copy(update={"summary": node.summary.model_copy(update={"steps": steps})})
+    )
+    written = NodeSummary.model_validate_json(data)
+    assert why is not None and "(MAX_SUMMARY_STEPS)" in why
+    assert written.summary is None and str(written.error).startswith("the summary is beyond its shape: /summary/steps")
+    assert (written.trace_sha256, written.capture_id) == (node.trace_sha256, "cap-1")  # still bound to its trace
