@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from node_summary_target import one_summary, seed
 
-pytestmark = [pytest.mark.fuzz]
+pytestmark = [pytest.mark.fuzz, pytest.mark.timeout(900)]  # `make fuzz` runs thousands of examples
 
 leaves = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20)
 json_values = st.recursive(
