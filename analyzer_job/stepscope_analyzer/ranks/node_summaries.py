@@ -30,6 +30,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import resource
 import sys
 import threading
@@ -39,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import from_json
 
 from stepscope_analyzer import limits, tool_version
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
@@ -122,23 +124,33 @@ class SummaryBudget:
         return str(limits.current().exceeded("max_node_summary_total_bytes", detail))
 
 
+_AT = re.compile(r"line (\d+) column (\d+)")
 _LARGE = 1 * 1024 * 1024
 _ONE_LARGE_AT_ONCE = threading.Lock()  # summaries over _LARGE bytes are decoded one at a time
 
 
-def _no_constant(name: str) -> Any:
-    raise ValueError(f"{name} in the document: numbers must be finite")
+def _decode_error(data: bytes, exc: ValueError) -> str:
+    """The decoder's reason, in words where it stopped at a NaN or an Infinity."""
+    found = _AT.search(str(exc))
+    if found is not None and found.group(1) == "1":
+        at = data[int(found.group(2)) - 1 :][:9].lstrip(b"-")
+        for name in (b"NaN", b"Infinity"):
+            if at.startswith(name):
+                return f"{name.decode()} in the document: numbers must be finite"
+    return f"not JSON: {str(exc)[:200]}"
 
 
 def _decoded(data: bytes) -> Any:
     """The JSON document, no NaN or Infinity; ValueError when it is not JSON (or nests beyond the decoder)."""
     try:
         if len(data) <= _LARGE:
-            return json.loads(data, parse_constant=_no_constant)
+            return from_json(data, allow_inf_nan=False, cache_strings="keys")
         with _ONE_LARGE_AT_ONCE:
-            return json.loads(data, parse_constant=_no_constant)
+            return from_json(data, allow_inf_nan=False, cache_strings="keys")
     except RecursionError as exc:
         raise ValueError("nested too deeply") from exc
+    except ValueError as exc:
+        raise ValueError(_decode_error(data, exc)) from exc
 
 
 def _checked(data: bytes, budget: SummaryBudget) -> NodeSummary:
