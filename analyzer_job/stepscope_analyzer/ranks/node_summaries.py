@@ -123,6 +123,11 @@ class SummaryBudget:
         detail = f"{size:,} bytes, {cost:,} beyond the free {self.free:,}, {max(left, 0):,} left of the analysis's"
         return str(limits.current().exceeded("max_node_summary_total_bytes", detail))
 
+    def refund(self, size: int) -> None:
+        """Give back what a summary of `size` bytes was charged (it is not used after all)."""
+        with self._lock:
+            self.left += max(0, size - self.free)
+
 
 _AT = re.compile(r"line (\d+) column (\d+)")
 _LARGE = 1 * 1024 * 1024
@@ -162,7 +167,14 @@ def _checked(data: bytes, budget: SummaryBudget) -> NodeSummary:
     over = budget.charge(len(data))
     if over is not None:
         raise ValueError(over)
-    document = _decoded(data)
+    try:
+        return _model(_decoded(data))
+    except ValueError:
+        budget.refund(len(data))
+        raise
+
+
+def _model(document: Any) -> NodeSummary:
     try:
         why = shape_error(document, NodeSummary)
     except RecursionError:
@@ -185,6 +197,8 @@ class NodeRead:
     node: NodeSummary | None = None
     why: str = ""
     refused: bool = False
+    size: int = 0
+    """the document's bytes, charged to the analysis's budget while it is used"""
 
 
 def read_node_summary(store: Store, key: str, rank: int, top_n: int, budget: SummaryBudget | None = None) -> NodeRead:
@@ -192,16 +206,19 @@ def read_node_summary(store: Store, key: str, rank: int, top_n: int, budget: Sum
     carries; not usable (why) when the trace must be parsed here instead."""
     budget = budget or SummaryBudget(limits.current())
     try:
-        node = _checked(read_bounded(store, key, "max_node_summary_bytes"), budget)
+        data = read_bounded(store, key, "max_node_summary_bytes")
+        node = _checked(data, budget)
     except (StorageError, ValueError) as exc:
         return NodeRead(why=f"node summary refused: {str(exc)[:600]}", refused=True)
     why = node.usable_for(analyzer_version(), top_n)
     if why is None and (node.rank != rank or node.summary is None or node.summary.rank != rank):
+        budget.refund(len(data))
         return NodeRead(why=f"node summary refused: it is rank {node.rank}'s", refused=True)
     if why is not None:
+        budget.refund(len(data))
         return NodeRead(why=f"node summary not used: {why}")
     manifest = node.manifest if node.manifest is not None and node.manifest.rank == rank else None
-    return NodeRead(Computed(node.summary, None, rank), manifest, node)
+    return NodeRead(Computed(node.summary, None, rank), manifest, node, size=len(data))
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -170,9 +170,11 @@ def _from_node(
         return None, node.why, node.refused
     read = read_rank(store, inp, with_trace=False, manifest=node.manifest)
     if _hang_of(read) is not None:
+        budget.refund(node.size)
         return None, "", False
     unbound = node.node.binding_error(read.manifest, TRACE_FILE, capture_id)
     if unbound is not None:
+        budget.refund(node.size)
         return None, f"node summary refused: {unbound}", True
     outcome = _finish(read, store, _base(read, store), node.computed)
     outcome.from_node = True
