@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import hashlib
 import json
 import re
 import resource
@@ -24,8 +25,8 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from stepscope_contract.manifest import RankManifest
-from stepscope_contract.storage import MANIFEST_FILE, RANK_SUMMARY_FILE, trace_name
+from stepscope_contract.manifest import ArtifactFile, RankManifest
+from stepscope_contract.storage import MANIFEST_FILE, RANK_SUMMARY_FILE, TRACE_FILE, trace_name
 from stepscope_contract.wire import CaptureState, RankMeta
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,7 +45,7 @@ def _trace(source: Path, rank: int, world: int) -> bytes:
 def _summary(trace: bytes, rank: int) -> dict[str, object]:
     from stepscope_analyzer.ranks.node_summaries import summarise_trace
 
-    node = summarise_trace(trace, rank, 50)
+    node = summarise_trace(trace, rank, 50, "c-bench")
     return json.loads(node.model_dump_json(by_alias=True, exclude_none=True))  # type: ignore[no-any-return]
 
 
@@ -57,10 +58,12 @@ def build_folder(folder: Path, ranks: int) -> None:
     for rank in range(ranks):
         rank_dir = traces / f"rank{rank}"
         rank_dir.mkdir(parents=True, exist_ok=True)
-        (traces / trace_name(rank)).write_bytes(sources[rank % len(sources)])
+        (traces / trace_name(rank)).write_bytes(sources[rank % len(sources)])  # what its summary is bound to
+        trace = sources[rank % len(sources)]
+        recorded = ArtifactFile(name=TRACE_FILE, size=len(trace), sha256=hashlib.sha256(trace).hexdigest())
         manifest = RankManifest(
             capture_id="c-bench", namespace="default", session="bench", pod=f"train-{rank}", node=f"node-{rank // 8}",
-            rank=rank, state=CaptureState.UPLOADED, capture_started_at=now, capture_finished_at=now,
+            rank=rank, state=CaptureState.UPLOADED, capture_started_at=now, capture_finished_at=now, files=[recorded],
             meta=RankMeta(capture_id="c-bench", rank=rank, world_size=ranks, pid=1, steps_requested=3,
                           steps_captured=3),
         )  # fmt: skip

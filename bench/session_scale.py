@@ -122,11 +122,11 @@ _STORES: dict[str, Store] = {}  # per uploader process: one client per session f
 _SUMMARIES = ThreadPoolExecutor(1)  # per uploader process: the summary beside the upload, as the sidecar's command
 
 
-def _summarise(data: bytes, rank: int, rank_dir: Path) -> tuple[Path, float]:
+def _summarise(data: bytes, rank: int, rank_dir: Path, capture_id: str) -> tuple[Path, float]:
     """The rank's node summary of its own trace (the analyzer's code the sidecar runs), written into `rank_dir`."""
     from stepscope_analyzer.ranks.node_summaries import summarise_trace
 
-    node = summarise_trace(data, rank, 50)
+    node = summarise_trace(data, rank, 50, capture_id)
     rank_dir.mkdir(parents=True, exist_ok=True)
     path = rank_dir / RANK_SUMMARY_FILE
     path.write_text(node.model_dump_json(by_alias=True, exclude_none=True))
@@ -173,7 +173,7 @@ def upload_one(
         capture_finished_at=now,
     )
     rank_dir = Path(manifests) / request.capture_id / f"rank{rank}"
-    summary = _SUMMARIES.submit(_summarise, data, rank, rank_dir) if summarise else None
+    summary = _SUMMARIES.submit(_summarise, data, rank, rank_dir, request.capture_id) if summarise else None
     uploaded = upload_rank(_STORES[uri], parse_storage_uri(uri), manifest, [path], rank_dir,
                            deadline=time.monotonic() + 600, stats=UploadStats(),
                            then=(lambda: summary.result()[0]) if summary is not None else None)  # fmt: skip
@@ -532,7 +532,7 @@ def large_trace_check(store: Store, workdir: Path) -> LargeTrace:
                 stats=UploadStats())  # fmt: skip
     upload_s = time.perf_counter() - started
     started = time.perf_counter()
-    running = RankSummary.start(local, 1, SummarySettings())
+    running = RankSummary.start(local, 1, SummarySettings(), "c-bench")
     if running is None:
         raise RuntimeError("the node summary command did not start (is the analyzer installed?)")
     _, err = running.popen.communicate(timeout=300)

@@ -7,7 +7,9 @@ message names the limit (and the variable that raises it); the other ranks are s
 with its limit (`most=`), so an oversized one is refused from its size before it is downloaded. Inputs kept for the
 whole analysis (the Flight Recorder dumps, the hung ranks' stacks) also have one budget per analysis across all
 ranks: dumps are decoded one rank at a time, and a rank that does not fit what is left is an error naming the total
-limit. The defaults keep the
+limit; the node summaries draw on theirs only for what each holds beyond a free share (an honest summary holds far
+less), and their declared shape is checked field by field (stepscope_contract.node_summary_shape). The defaults keep
+the
 analysis well inside the analyzer Job's default 2Gi memory (under 1 GiB with eight hostile dumps). Each limit can be
 changed with its environment variable (`STEPSCOPE_LIMIT_<NAME>`, docs/interfaces.md).
 """
@@ -21,6 +23,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any
 
 from stepscope_analyzer.trace_error import TraceError
+from stepscope_contract.node_summary_shape import MAX_NODE_SUMMARY_BYTES, MAX_NODE_SUMMARY_VALUES
 
 KiB, MiB, GiB = 1 << 10, 1 << 20, 1 << 30
 
@@ -48,6 +51,10 @@ class Limits:
     max_stacks_bytes: int = 256 * KiB  # a rank's stacks.txt (longer stacks are cut)
     max_stacks_total_bytes: int = 64 * MiB  # every rank's stacks kept for the hang diagnosis, together
     max_summary_bytes: int = 64 * MiB  # a rank's summary written by the map step
+    max_node_summary_bytes: int = MAX_NODE_SUMMARY_BYTES  # a rank's node summary as stored (made by its sidecar)
+    max_node_summary_values: int = MAX_NODE_SUMMARY_VALUES  # JSON values in it, counted before decoding
+    max_node_summary_free_bytes: int = 256 * KiB  # of each node summary, not charged to the analysis's budget
+    max_node_summary_total_bytes: int = 256 * MiB  # what every node summary holds beyond the free bytes, together
     max_listed_missing_ranks: int = 256  # missing ranks listed one by one in report.json (the rest as ranges)
     max_flight_recorder_file_bytes: int = 32 * MiB  # a rank's Flight Recorder dump as stored
     max_flight_recorder_json_bytes: int = 64 * MiB  # its JSON after gzip

@@ -7,7 +7,10 @@ the operator stays the only writer of a session's status. Pure.
 - `NodeSummary`: one rank's summary, made where its trace was recorded (the sidecar runs the analyzer's own rank
   summary on it) and stored beside the trace (`traces/rank<R>/summary.json`), carrying the rank's manifest; the
   analysis uses it instead of parsing the trace (and reading the manifest) when it was made by the same analyzer
-  version with the same settings.
+  version with the same settings, and only when it is bound to what it summarises: it names the sha256 and size of
+  the trace it was made from and the capture's id, which must be what the rank's manifest records of its trace and
+  the session's capture id (`binding_error`), so a summary moved to another rank or replayed from another capture
+  is not used. Its shape (every list, text and number) is declared and checked in node_summary_shape.
 - `AnalysisOutcome`: what the analysis concluded (the status summary, the report's URLs, whether a report was
   written and why not, the Regressed condition of a gated session). The Job writes it beside the report
   (`report/outcome.json`) and as its container's termination message, which is how the operator, which holds no
@@ -22,6 +25,7 @@ from typing import Annotated
 from pydantic import Field, ValidationError
 
 from stepscope_contract.manifest import RankManifest
+from stepscope_contract.node_summary_shape import MAX_SUMMARY_TOP_N
 from stepscope_contract.report import RankReport
 from stepscope_contract.session import CamelModel, ConditionStatus, ProfileSessionSpec, ReportSummary
 
@@ -60,7 +64,14 @@ class NodeSummary(CamelModel):
     what makes it comparable to a central analysis (the analyzer's version and the kept top-N)."""
 
     analyzer_version: Annotated[str, Field(min_length=1, max_length=64)]
-    top_n: Annotated[int, Field(ge=1)]
+    top_n: Annotated[int, Field(ge=1, le=MAX_SUMMARY_TOP_N)]
+    trace_sha256: Annotated[str, Field(pattern=r"^[0-9a-f]{64}$")] | None = Field(
+        default=None, description="SHA-256 of the trace object the summary was made from (as stored)"
+    )
+    trace_size: Annotated[int, Field(ge=0)] | None = Field(default=None, description="its size in bytes")
+    capture_id: Annotated[str, Field(max_length=63)] | None = Field(
+        default=None, description="the capture the trace was recorded in (the session's capture id)"
+    )
     rank: int | None = Field(default=None, description="the rank the trace said (None: it said none)")
     summary: RankReport | None = None
     error: Annotated[str, Field(max_length=4000)] | None = None
@@ -79,6 +90,27 @@ class NodeSummary(CamelModel):
             return f"made with top-n {self.top_n}, this analysis keeps {top_n}"
         if self.summary is None:
             return f"the node could not summarise the trace ({self.error or 'no reason given'})"
+        return None
+
+    def binding_error(self, manifest: RankManifest | None, trace_file: str, capture_id: str | None) -> str | None:
+        """None when this summary was made from the trace that `manifest` records as `trace_file` (same SHA-256 and
+        size) in the capture `capture_id` (the session's; None: unknown, the manifest's is compared); else why not."""
+        if self.trace_sha256 is None or self.trace_size is None or not self.capture_id:
+            return "it names no trace SHA-256, size or capture id to bind it to"
+        if capture_id is not None and self.capture_id != capture_id:
+            return f"it was made in capture {self.capture_id}, this session's is {capture_id}"
+        if manifest is None:
+            return "no manifest records the rank's trace"
+        if manifest.capture_id != self.capture_id:
+            return f"it was made in capture {self.capture_id}, the rank's manifest says {manifest.capture_id}"
+        recorded = next((f for f in manifest.files if f.name == trace_file), None)
+        if recorded is None:
+            return f"the rank's manifest records no {trace_file}"
+        if (recorded.sha256, recorded.size) != (self.trace_sha256, self.trace_size):
+            return (
+                f"it was made from a trace of {self.trace_size} bytes, SHA-256 {self.trace_sha256[:12]}..., the "
+                f"rank's manifest records {recorded.size} bytes, SHA-256 {recorded.sha256[:12]}..."
+            )
         return None
 
 

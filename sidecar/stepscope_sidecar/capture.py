@@ -250,7 +250,7 @@ class CaptureRun:
             manifest = self._manifest(rank, outcome, held=held, meta=meta, gpu_note=gpu_note, errors=errors)
             summary = None
             if outcome is CaptureState.UPLOADED and wrote_trace:  # summarised here while the trace uploads
-                summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary)
+                summary = RankSummary.start(rank_dir / TRACE_FILE, rank, self.config.summary, self.capture_id)
             session = parse_storage_uri(self.request.destination.session_uri)
             files = [rank_dir / f.name for f in held.files]
             return self._upload(session, manifest, files, rank_dir, outcome=outcome, errors=errors, summary=summary,

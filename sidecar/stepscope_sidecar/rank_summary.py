@@ -1,9 +1,9 @@
 """The rank's summary made here, right after its capture, while its trace uploads: the analyzer's own rank summary,
 run as a command (`python -m stepscope_analyzer.ranks.node_summaries`, from the analyzer package the sidecar image
 carries) so the sidecar imports nothing of the analyzer. It runs at a lower priority than the training (nice), on one
-CPU, within an address-space limit and a deadline; its NodeSummary goes beside the trace
-(`traces/rank<R>/summary.json`). Whatever goes wrong here only costs the central analysis a parse: it reads the
-trace where the summary is missing.
+CPU, within an address-space limit and a deadline; its NodeSummary, bound to the trace (its SHA-256 and size) and to
+the capture id, goes beside the trace (`traces/rank<R>/summary.json`). Whatever goes wrong here only costs the
+central analysis a parse: it reads the trace where the summary is missing.
 
 Settings (environment): STEPSCOPE_RANK_SUMMARY `auto` (default: when the analyzer is installed) or `off`;
 STEPSCOPE_RANK_SUMMARY_NICE (10); STEPSCOPE_RANK_SUMMARY_MEMORY_MIB (address-space limit, 1024; 0: none);
@@ -74,12 +74,14 @@ class RankSummary:
         self.timeout_s = timeout_s
 
     @classmethod
-    def start(cls, trace: Path, rank: int, settings: SummarySettings) -> RankSummary | None:
-        """Start summarising `trace` (None: summaries are off, or the command cannot start)."""
+    def start(cls, trace: Path, rank: int, settings: SummarySettings, capture_id: str) -> RankSummary | None:
+        """Start summarising `trace`, recorded in capture `capture_id` (None: summaries are off, or the command cannot
+        start)."""
         if not settings.enabled or not trace.is_file():
             return None
         output = trace.parent / RANK_SUMMARY_FILE
-        argv = [*settings.command, "--rank", str(rank), "--top-n", str(settings.top_n), str(trace), str(output)]
+        argv = [*settings.command, "--rank", str(rank), "--top-n", str(settings.top_n), "--capture-id", capture_id,
+                str(trace), str(output)]  # fmt: skip
         env = {**os.environ, "OMP_NUM_THREADS": "1", "STEPSCOPE_ANALYZER_WORKERS": "1"}
         try:
             popen = subprocess.Popen(

@@ -9,6 +9,7 @@ import pytest
 
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.manifest import RankManifest
+from stepscope_contract.storage import TRACE_FILE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 BUCKET = "stepscope-demo"  # the e2e cluster's bucket (conftest.BUCKET)
@@ -56,6 +57,9 @@ def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
             s3.get_object(Bucket=BUCKET, Key=f"{folder}/traces/rank{r}/manifest.json")["Body"].read()
         )
         assert node.manifest == manifest.model_copy(update={"upload_attempts": 0, "upload_finished_at": None})
+        trace = next(f for f in manifest.files if f.name == TRACE_FILE)  # bound to the trace and the capture
+        assert (node.trace_sha256, node.trace_size, node.capture_id) == (trace.sha256, trace.size, manifest.capture_id)
+    assert not [e for e in report["errors"] if "node summary" in e["message"]], report["errors"]
     table = e2e.cluster.kubectl("get", "profilesessions", "-o", "wide")
     header = table.stdout.splitlines()[0].split()
     columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK"]

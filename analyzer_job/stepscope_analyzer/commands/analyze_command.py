@@ -13,6 +13,7 @@ import sys
 
 from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.session_file import session_document
 from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
@@ -46,7 +47,11 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
     for note in layout.notes:
         progress(note)
-    outcomes = summarize_all(store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish)
+    document = session_document(store, args.source) if layout.session else None
+    capture_id = document.capture_id if document is not None else None  # node summaries must be of this capture
+    outcomes = summarize_all(
+        store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish, capture_id=capture_id
+    )
     if not any(o.skipped is None for o in outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES

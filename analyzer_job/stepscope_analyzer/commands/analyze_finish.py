@@ -21,22 +21,14 @@ from stepscope_analyzer.evidence.files import evidence_files
 from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
+from stepscope_analyzer.ranks.session_file import session_document
 from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
-from stepscope_contract.analysis_documents import MAX_SESSION_DOCUMENT_BYTES, SessionDocument
+from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, SESSION_FILE
-
-
-def session_document(store: Store, source: str) -> SessionDocument | None:
-    """The session.json of a session folder (None: not one the analyzer Job wrote, or unreadable)."""
-    try:
-        data = store.read(location_of(source).key(SESSION_FILE), most=MAX_SESSION_DOCUMENT_BYTES)
-        return SessionDocument.from_json(data)
-    except (StorageError, StorageUriError, ValueError):
-        return None
+from stepscope_contract.storage import REPORT_HTML, REPORT_JSON
 
 
 def diagnosis_config(args: argparse.Namespace, document: SessionDocument | None) -> DiagnosisConfig:

@@ -146,13 +146,22 @@ def shard(layout: Layout, index: int, shards: int) -> list[RankInput]:
     return layout.inputs[index::shards]
 
 
-def run_map(store: Store, location: StorageLocation, layout: Layout, *, index: int, shards: int, top_n: int) -> int:
+def run_map(
+    store: Store,
+    location: StorageLocation,
+    layout: Layout,
+    *,
+    index: int,
+    shards: int,
+    top_n: int,
+    capture_id: str | None = None,
+) -> int:
     """Summarise this shard's ranks into summaries/rank-<r>.json, each written (and let go) as soon as it is done;
-    how many were written."""
+    how many were written. `capture_id`: the session's (node summaries of another capture are refused)."""
     part = Layout(session=layout.session, inputs=shard(layout, index, shards))
     _log(f"map shard {index}/{shards}: {len(part.inputs)} of {len(layout.inputs)} rank(s)")
     written = 0
-    for o in each_outcome(store, part, top_n=top_n, progress=_log):
+    for o in each_outcome(store, part, top_n=top_n, progress=_log, capture_id=capture_id):
         _write_summary(store, location, o)
         written += 1
     return written
@@ -202,7 +211,7 @@ def analyze_session(
     if not layout.session or not layout.inputs:
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if mode == "all":
-        outcomes = summarize_all(store, layout, top_n=top_n, progress=_log)
+        outcomes = summarize_all(store, layout, top_n=top_n, progress=_log, capture_id=document.capture_id)
         parsed = [o for o in outcomes if not o.from_node]  # the others' summaries are beside their traces already
         with ThreadPoolExecutor(READ_WORKERS) as pool:  # as the map step leaves them: a later reduce (or a person)
             list(pool.map(lambda o: _write_summary(store, location, o), parsed))
@@ -279,7 +288,8 @@ def _run(args: argparse.Namespace, document: SessionDocument) -> AnalysisOutcome
     if not layout.session or not layout.inputs:
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     index = args.index if args.index is not None else int(os.environ.get("JOB_COMPLETION_INDEX", "0"))
-    run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n)
+    run_map(store, location, layout, index=index, shards=args.shards, top_n=args.top_n,
+            capture_id=document.capture_id)  # fmt: skip
     return None
 
 

@@ -27,7 +27,7 @@ from stepscope_analyzer import limits
 from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.discovery import Layout, RankInput, discover
 from stepscope_analyzer.ranks.hang_evidence import HangEvidence
-from stepscope_analyzer.ranks.node_summaries import node_summaries_enabled, read_node_summary
+from stepscope_analyzer.ranks.node_summaries import SummaryBudget, node_summaries_enabled, read_node_summary
 from stepscope_analyzer.ranks.rank_artifacts import manifest_environment, rank_extras
 from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
@@ -35,6 +35,7 @@ from stepscope_analyzer.ranks.storage_io import Store
 from stepscope_analyzer.workers.cpu_quota import worker_count
 from stepscope_analyzer.workers.rank_pool import Computed, Task, compute, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
+from stepscope_contract.storage import TRACE_FILE
 from stepscope_contract.wire import CaptureState
 
 __all__ = [
@@ -161,21 +162,29 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
     return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
 
 
-def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
+def _from_node(
+    store: Store, inp: RankInput, top_n: int, capture_id: str | None, budget: SummaryBudget
+) -> tuple[RankOutcome | None, str, bool]:
     """The rank's outcome from the summary its node made, its trace not read, nor its manifest where the summary
-    carries it (None, why: parse the trace instead; '' when it has no summary). A hung rank is left to the usual
-    path: its stacks tell."""
+    carries it (None, why, refused: parse the trace instead; '' when it has no summary). A hung rank is left to the
+    usual path: its stacks tell. The summary must be bound to the trace the manifest records and to the session's
+    capture (`capture_id`; None: unknown)."""
     if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None:
-        return None, ""
-    computed, manifest, why = read_node_summary(store, inp.node_summary_key, inp.rank, top_n)
-    if computed is None:
-        return None, why
-    read = read_rank(store, inp, with_trace=False, manifest=manifest)
+        return None, "", False
+    node = read_node_summary(store, inp.node_summary_key, inp.rank, top_n, budget)
+    if node.computed is None or node.node is None:
+        return None, node.why, node.refused
+    read = read_rank(store, inp, with_trace=False, manifest=node.manifest)
     if _hang_of(read) is not None:
-        return None, ""
-    outcome = _finish(read, store, _base(read, store), computed)
+        budget.refund(node.size)
+        return None, "", False
+    unbound = node.node.binding_error(read.manifest, TRACE_FILE, capture_id)
+    if unbound is not None:
+        budget.refund(node.size)
+        return None, f"node summary refused: {unbound}", True
+    outcome = _finish(read, store, _base(read, store), node.computed)
     outcome.from_node = True
-    return outcome, ""
+    return outcome, "", False
 
 
 def read_ahead(pool: ThreadPoolExecutor, work: Callable[[T], R], items: list[T], ahead: int) -> Iterator[R]:
@@ -191,20 +200,22 @@ def read_ahead(pool: ThreadPoolExecutor, work: Callable[[T], R], items: list[T],
 
 
 def _node_outcomes(
-    store: Store, chosen: list[RankInput], top_n: int, progress: Progress
-) -> Iterator[tuple[int, RankOutcome | None]]:
-    """(index, outcome) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads at once
-    (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be parsed."""
+    store: Store, chosen: list[RankInput], top_n: int, capture_id: str | None, progress: Progress
+) -> Iterator[tuple[int, RankOutcome | None, str]]:
+    """(index, outcome, refusal) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads
+    at once (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be
+    parsed (with why, where its summary was refused)."""
     started = time.perf_counter()
     used = 0
+    budget = SummaryBudget(limits.current())
     with ThreadPoolExecutor(NODE_READERS) as pool:
-        read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n), chosen, READ_AHEAD)
-        for index, (outcome, why) in enumerate(read):
+        read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n, capture_id, budget), chosen, READ_AHEAD)
+        for index, (outcome, why, refused) in enumerate(read):
             if why:
                 progress(f"{chosen[index].name}: {why}")
             if outcome is not None:
                 used += 1
-            yield index, outcome
+            yield index, outcome, why if refused else ""
     if used:
         elapsed = time.perf_counter() - started
         progress(f"{used} of {len(chosen)} rank(s) summarised on their nodes, read in {elapsed:.2f} s")
@@ -275,13 +286,17 @@ def summarize_all(
     ranks: set[int] | None = None,
     workers: int | None = None,
     while_waiting: Callable[[], object] | None = None,
+    capture_id: str | None = None,
 ) -> list[RankOutcome]:
     """Every chosen rank's outcome, in the layout's order. With more than one worker (default: the CPUs the
     process may use, cpu_quota), traces are parsed and summarised in worker processes (rank_pool) while this
     process reads the next ones; `while_waiting` is then called once the workers have their first traces (as
-    rank_pool.compute_all). Each outcome's summary is compacted as it arrives (compact: they are all held at once)."""
+    rank_pool.compute_all). Each outcome's summary is compacted as it arrives (compact: they are all held at once).
+    `capture_id`: the session's (node summaries of another capture are refused)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
+    found = _outcomes(
+        store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting, capture_id=capture_id
+    )
     compactor = Compactor()
     results = {i: replace(o, summary=compactor.compact(o.summary)) for i, o in within_stacks_budget(found)}
     outcomes = [results[i] for i in range(len(chosen))]
@@ -311,12 +326,20 @@ def within_stacks_budget(outcomes: Iterable[tuple[int, RankOutcome]]) -> Iterato
 
 
 def each_outcome(
-    store: Store, layout: Layout, *, top_n: int = 50, progress: Progress = _quiet, workers: int | None = None
+    store: Store,
+    layout: Layout,
+    *,
+    top_n: int = 50,
+    progress: Progress = _quiet,
+    workers: int | None = None,
+    capture_id: str | None = None,
 ) -> Iterator[RankOutcome]:
     """Every rank's outcome as soon as it is done (in no set order), none kept here: the map step writes each
     summary and lets it go, so its memory does not grow with the ranks of its shard. Needs a session layout (ranks
     known from the file names)."""
-    for _, outcome in _outcomes(store, list(layout.inputs), top_n=top_n, progress=progress, workers=workers, wait=None):
+    chosen = list(layout.inputs)
+    found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=None, capture_id=capture_id)
+    for _, outcome in found:
         yield outcome
 
 
@@ -328,14 +351,19 @@ def _outcomes(
     progress: Progress,
     workers: int | None,
     wait: Callable[[], object] | None,
+    capture_id: str | None = None,
 ) -> Iterator[tuple[int, RankOutcome]]:
-    """Ranks summarised on their nodes first (node_summaries), then the others' traces parsed here."""
+    """Ranks summarised on their nodes first (node_summaries), then the others' traces parsed here (a rank whose
+    summary was refused gets an error that says why)."""
     rest = list(range(len(chosen)))
+    refused: dict[int, str] = {}
     if node_summaries_enabled() and any(inp.node_summary_key for inp in chosen):
         rest = []
-        for index, outcome in _node_outcomes(store, chosen, top_n, progress):
+        for index, outcome, why in _node_outcomes(store, chosen, top_n, capture_id, progress):
             if outcome is None:
                 rest.append(index)
+                if why:
+                    refused[index] = why
             else:
                 yield index, outcome
     parsed = [chosen[i] for i in rest]
@@ -347,7 +375,17 @@ def _outcomes(
     else:
         here = _serial(store, parsed, top_n, progress)
     for index, outcome in here:
-        yield rest[index], outcome
+        at = rest[index]
+        yield at, _with_refusal(outcome, chosen[at], refused.get(at))
+
+
+def _with_refusal(outcome: RankOutcome, inp: RankInput, why: str | None) -> RankOutcome:
+    """`outcome` with an error that says why the rank's node summary was refused (`why` None: unchanged)."""
+    if why is None:
+        return outcome
+    rank = inp.rank if inp.rank is not None else outcome.summary.rank
+    error = RankError(rank=rank, source=inp.node_summary_key or "", message=why)
+    return replace(outcome, errors=[*outcome.errors, error])
 
 
 def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> Iterator[tuple[int, RankOutcome]]:

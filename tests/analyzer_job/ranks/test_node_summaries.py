@@ -4,10 +4,13 @@ rank's trace is summarised as its sidecar does (node_summaries.summarise_trace, 
 then the folder is analysed centrally with those summaries and again parsing every trace; report.json is the same
 but for the analysis' own time. A summary that is stale (another analyzer version or top-N), unreadable, another
 rank's, or refused (the node could not parse the trace) is not used: the trace is parsed and the rank gets its usual
-result or error. The command the sidecar runs writes the document."""
+result or error (and, for a summary refused for what it holds, an error that says why). What the summaries hold
+beyond their free share draws on one budget per analysis. The command the sidecar runs writes the document, bound to
+its trace, or a refusal where it would be beyond its declared shape."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -16,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope_analyzer import tool_version
+from stepscope_analyzer import limits, tool_version
 from stepscope_analyzer.ranks import node_summaries
 from stepscope_analyzer.ranks.node_summaries import summarise_trace
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
@@ -24,9 +27,10 @@ from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.analysis_documents import NodeSummary
-from stepscope_contract.manifest import RankManifest
+from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.report import RankStatus
 from stepscope_contract.storage import MANIFEST_FILE, RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
+from stepscope_contract.wire import CaptureState
 
 pytestmark = pytest.mark.integration
 
@@ -36,24 +40,36 @@ SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in FIXTURES.glob("*
 
 def _as_session_folder(source: Path, folder: Path) -> Path:
     """The scenario as a session folder: copied as it is, or (a plain folder of traces) each trace moved to
-    traces/rank<R>.pt.trace.json.gz after the rank it says, where a sidecar would have put it."""
+    traces/rank<R>.pt.trace.json.gz after the rank it says, where a sidecar would have put it, with the manifest a
+    sidecar writes (recording the trace's size and SHA-256)."""
     if (source / "ranks").is_dir():
         shutil.copytree(source, folder)
         return folder
     for trace in sorted(source.glob("*.pt.trace.json.gz")):
         rank = summarise_trace(trace.read_bytes(), None, 1).rank
         assert rank is not None, trace
-        (folder / "traces").mkdir(parents=True, exist_ok=True)
+        (folder / "traces" / f"rank{rank}").mkdir(parents=True, exist_ok=True)
         shutil.copy(trace, folder / "traces" / trace_name(rank))
+        manifest = manifest_of(trace.read_bytes(), rank, "cap-test")
+        (folder / "traces" / f"rank{rank}" / MANIFEST_FILE).write_text(manifest.model_dump_json(by_alias=True))
     return folder
 
 
+def manifest_of(trace: bytes, rank: int, capture_id: str) -> RankManifest:
+    """A rank's manifest as its sidecar writes it: the trace's size and SHA-256 recorded."""
+    recorded = ArtifactFile(name=TRACE_FILE, size=len(trace), sha256=hashlib.sha256(trace).hexdigest())
+    return RankManifest(capture_id=capture_id, namespace="default", session="job", rank=rank,
+                        state=CaptureState.UPLOADED, files=[recorded])  # fmt: skip
+
+
 def _node_summary(trace: Path, rank: int, top_n: int, rank_dir: Path, carry_manifest: bool) -> NodeSummary:
-    """The rank's summary as its sidecar uploads it: carrying the manifest that goes up after it."""
-    node = summarise_trace(trace.read_bytes(), rank, top_n)
-    manifest = rank_dir / MANIFEST_FILE
-    if carry_manifest and manifest.is_file():
-        node.manifest = RankManifest.model_validate_json(manifest.read_text())
+    """The rank's summary as its sidecar uploads it: bound to its trace and capture, carrying the manifest that goes
+    up after it."""
+    path = rank_dir / MANIFEST_FILE
+    manifest = RankManifest.model_validate_json(path.read_text()) if path.is_file() else None
+    node = summarise_trace(trace.read_bytes(), rank, top_n, manifest.capture_id if manifest else "cap-test")
+    if carry_manifest and manifest is not None:
+        node.manifest = manifest
     return node
 
 
@@ -118,6 +134,15 @@ def test_node_summaries_give_the_central_report(scenario: str, tmp_path: Path, m
     assert from_nodes == central
 
 
+def refusals(report: dict[str, object]) -> list[str]:
+    """The node summaries' refusals `report` lists as its ranks' errors, taken out of it (the rest of the report is
+    then the central one)."""
+    errors: list[dict[str, object]] = report["errors"]  # type: ignore[assignment]
+    refused = [e for e in errors if str(e["message"]).startswith("node summary refused")]
+    report["errors"] = [e for e in errors if e not in refused]
+    return [f"rank {e['rank']}: {e['message']}" for e in refused]
+
+
 def _two_ranks(tmp_path: Path) -> Path:
     folder = tmp_path / "job"
     shutil.copytree(FIXTURES / "cpu_jobs" / "cpu-compute-4r-hook-2x", folder)
@@ -138,15 +163,18 @@ def test_summaries_that_do_not_stand_for_this_analysis_are_not_used(tmp_path: Pa
     rank0 = wrong.model_copy(update={"rank": 0, "summary": wrong.summary.model_copy(update={"rank": 0})})
     path1.write_text(rank0.model_dump_json(by_alias=True))  # rank 0's summary in rank 1's folder
     progress: list[str] = []
-    assert _report_json(folder, workers=1, progress=progress) == central
+    report = _report_json(folder, workers=1, progress=progress)
+    assert refusals(report) == ["rank 1: node summary refused: it is rank 0's"]  # the stale one is only not used
+    assert report == central
     assert any(f"made by analyzer 0.0.0-old, this is {tool_version()}" in line for line in progress), progress
     assert any("it is rank 0's" in line for line in progress), progress
     path0.write_text("{not json")
     path1.write_text(NodeSummary(analyzer_version=tool_version(), top_n=10, rank=1, summary=wrong.summary)
                      .model_dump_json(by_alias=True))  # fmt: skip
     progress.clear()
-    assert _report_json(folder, workers=1, progress=progress) == central
-    assert any("node summary unreadable" in line for line in progress), progress
+    report = _report_json(folder, workers=1, progress=progress)
+    assert [r[:30] for r in refusals(report)] == ["rank 0: node summary refused: "] and report == central
+    assert any("node summary refused: not JSON" in line for line in progress), progress
     assert any("made with top-n 10, this analysis keeps 50" in line for line in progress), progress
 
 
@@ -163,8 +191,9 @@ def test_a_summary_whose_calls_do_not_line_up_is_refused_and_the_trace_parsed(tm
     calls["peer"] = calls["peer"][:-1]
     path.write_text(json.dumps(wire))
     progress: list[str] = []
-    assert _report_json(folder, workers=1, progress=progress) == central
-    assert any("node summary unreadable" in line and "one entry per call" in line for line in progress), progress
+    report = _report_json(folder, workers=1, progress=progress)
+    assert len(refusals(report)) == 1 and report == central
+    assert any("node summary refused" in line and "one entry per call" in line for line in progress), progress
 
 
 def test_a_trace_the_node_refused_gets_its_usual_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -213,3 +242,32 @@ def test_one_read_per_rank_where_the_summary_carries_the_manifest(tmp_path: Path
     Path(manifests[1]).unlink()  # its upload never finished: the manifest it carries is not taken either
     without = _report_json(folder, workers=1)
     assert without["ranks"][1]["node"] is None and without["ranks"][0]["node"] == "node-0"  # type: ignore[index]
+
+
+def test_what_summaries_hold_beyond_their_free_share_draws_on_one_budget(tmp_path: Path) -> None:
+    """Each summary's bytes beyond max_node_summary_free_bytes draw on max_node_summary_total_bytes: a summary that
+    does not fit what is left is refused (its trace parsed), naming the limit."""
+    folder = _two_ranks(tmp_path)
+    central = _report_json(folder, workers=1)
+    _summarise_on_nodes(folder)
+    sizes = [(folder / "ranks" / r / RANK_SUMMARY_FILE).stat().st_size for r in ("0", "1")]
+    with limits.override(max_node_summary_free_bytes=1024, max_node_summary_total_bytes=max(sizes) - 1024):
+        report = _report_json(folder, workers=1)
+    refused = refusals(report)
+    assert len(refused) == 1 and "beyond the limit max_node_summary_total_bytes" in refused[0], refused
+    assert report == central
+
+
+def test_the_writer_refuses_a_summary_beyond_its_shape() -> None:
+    node = summarise_trace((FIXTURES / "gloo_2rank_rank1.pt.trace.json.gz").read_bytes(), 1, 50, "cap-1")
+    data, why = node_summaries.writable(node)
+    assert why is None and NodeSummary.model_validate_json(data) == node
+    assert node.summary is not None
+    steps = node.summary.steps.model_copy(update={"durations_us": [1.0] * 2000, "numbers": []})
+    data, why = node_summaries.writable(
+        node.model_copy(update={"summary": node.summary.model_copy(update={"steps": steps})})
+    )
+    written = NodeSummary.model_validate_json(data)
+    assert why is not None and "(MAX_SUMMARY_STEPS)" in why
+    assert written.summary is None and str(written.error).startswith("the summary is beyond its shape: /summary/steps")
+    assert (written.trace_sha256, written.capture_id) == (node.trace_sha256, "cap-1")  # still bound to its trace

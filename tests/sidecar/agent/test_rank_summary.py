@@ -6,6 +6,7 @@ the summary is not the rank's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -46,14 +47,20 @@ def _fake(tmp_path: Path, body: str) -> tuple[str, ...]:
 
 def test_the_analyzers_summary_at_a_lower_priority(tmp_path: Path) -> None:
     rank_dir = _rank_dir(tmp_path)
-    running = RankSummary.start(rank_dir / TRACE_FILE, 1, SummarySettings(nice=7))
+    running = RankSummary.start(rank_dir / TRACE_FILE, 1, SummarySettings(nice=7), "cap-1")
     assert running is not None
     out = running.finish()
     assert out == rank_dir / RANK_SUMMARY_FILE
     node = NodeSummary.model_validate_json(out.read_text())
     assert node.rank == 1 and node.summary is not None and node.summary.steps.count > 0
+    trace = (rank_dir / TRACE_FILE).read_bytes()  # bound to the trace it was made from, and to the capture
+    assert (node.trace_sha256, node.trace_size, node.capture_id) == (
+        hashlib.sha256(trace).hexdigest(),
+        len(trace),
+        "cap-1",
+    )
     probe = _fake(tmp_path, "import os, sys, pathlib; pathlib.Path(sys.argv[-1]).write_text(str(os.nice(0)))")
-    niced = RankSummary.start(rank_dir / TRACE_FILE, 1, SummarySettings(nice=7, command=probe))
+    niced = RankSummary.start(rank_dir / TRACE_FILE, 1, SummarySettings(nice=7, command=probe), "cap-1")
     assert niced is not None and niced.finish() is not None
     assert int((rank_dir / RANK_SUMMARY_FILE).read_text()) >= 7  # below the training's priority
 
@@ -62,15 +69,15 @@ def test_what_goes_wrong_leaves_no_summary(tmp_path: Path, caplog: pytest.LogCap
     rank_dir = _rank_dir(tmp_path)
     trace = rank_dir / TRACE_FILE
     hog = _fake(tmp_path, "b = bytearray(512 * 1024 * 1024)")
-    over = RankSummary.start(trace, 1, SummarySettings(memory_mib=64, command=hog))
+    over = RankSummary.start(trace, 1, SummarySettings(memory_mib=64, command=hog), "cap-1")
     assert over is not None and over.finish() is None  # refused memory beyond its limit
     slow = RankSummary.start(
-        trace, 1, SummarySettings(timeout_s=0.5, command=_fake(tmp_path, "import time; time.sleep(30)"))
+        trace, 1, SummarySettings(timeout_s=0.5, command=_fake(tmp_path, "import time; time.sleep(30)")), "cap-1"
     )
     assert slow is not None and slow.finish() is None
     assert "ran past" in caplog.text and "failed (exit 1)" in caplog.text
-    assert RankSummary.start(trace, 1, SummarySettings(enabled=False)) is None
-    assert RankSummary.start(trace, 1, SummarySettings(command=("/nonexistent/python",))) is None
+    assert RankSummary.start(trace, 1, SummarySettings(enabled=False), "cap-1") is None
+    assert RankSummary.start(trace, 1, SummarySettings(command=("/nonexistent/python",)), "cap-1") is None
     assert not SummarySettings.from_env({"STEPSCOPE_RANK_SUMMARY": "off"}).enabled
     assert SummarySettings.from_env({}).enabled  # the analyzer is installed here
 
