@@ -22,7 +22,7 @@ from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.session_file import session_document
-from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
+from stepscope_analyzer.ranks.storage_io import Store, location_of
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_contract.analysis_documents import SessionDocument
