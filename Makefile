@@ -76,6 +76,9 @@ fuzz: venv ## the atheris targets (parser; dumps, metrics, telemetry, reviews, r
 		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/parser
 	$(BIN)/python tests/fuzz/fuzz_inputs.py -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/inputs
+	@mkdir -p .fuzz/gate
+	$(BIN)/python tests/fuzz/fuzz_gate_outputs.py -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/gate
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -m fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: venv ## ruff

@@ -560,9 +560,10 @@ def _complete(t: Tick, handed: AnalysisOutcome) -> None:
         t.status.progress = st.progress(t.status.counts, culprit, role)
     t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
     t.cond(ConditionType.FAILED, False, phase.value, "")
+    message = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
     if handed.regressed is not None:
-        verdict += f"; gate: {handed.regressed.reason}"
-    t.finished(phase, verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else ""))
+        message = st.with_gate(message, summary, handed.regressed.reason)
+    t.finished(phase, message)
 
 
 def _changed_fields(t: Tick) -> list[str]:

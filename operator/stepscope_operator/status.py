@@ -10,6 +10,7 @@ from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
     MAX_PROGRESS,
     MAX_TARGET_STATUSES,
+    ReportSummary,
     Phase,
     TargetCounts,
     TargetState,
@@ -135,3 +136,12 @@ def _standstill_role(t: TargetStatus, culprit: int | None) -> tuple[str, str] | 
     if t.rank == culprit:
         return "Hung", f"holds the job up (the report's culprit): {t.message or 'no step boundary'}"
     return "Waiting", f"waits for rank {culprit} in a collective (no fault of its own)"
+
+
+def with_gate(verdict: str, summary: ReportSummary | None, reason: str) -> str:
+    """The status message of a gated session as one sentence: the analysis' verdict, then the gate's result and the
+    figure that decided it ("...; gate: Regressed, +21.6% added work."), or the reason there was no decision."""
+    result = summary.gate_result if summary is not None and summary.gate_result else reason
+    figure = summary.gate_figure if summary is not None and summary.gate_figure else None
+    told = f"{result}, {figure}" if figure else (result if result == reason else f"{result} ({reason})")
+    return f"{verdict.rstrip(' .;')}; gate: {told}."

@@ -198,8 +198,10 @@ def _same_calls(side: _Side) -> bool:
     return side.b.calls > 0 and abs(side.c.calls - side.b.calls) <= SAME_CALLS * side.b.calls
 
 
-def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales) -> _Side:
-    """Job-wide figures, or one rank's where the change sits on some ranks only."""
+def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales, told: int | None = None) -> _Side:
+    """Job-wide figures, or one rank's where the change sits on some ranks only: the rank where it is largest, or
+    `told`, the rank the same fact is already told on (the added work's rank for the names it counts), so one
+    change is never placed on two ranks."""
     job = _Side(b.job_fig(key), c.job_fig(key), None)
     both = sorted(b.ranks.keys() & c.ranks.keys())
     if len(both) < 2:
@@ -219,19 +221,28 @@ def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales) ->
     ]
     top = max(sides, key=lambda s: abs(delta(s)))
     if abs(delta(top)) >= ONE_RANK * abs(delta(job)) and abs(delta(top)) >= MIN_DELTA_US:
-        return top
+        return next((s for s in sides if s.rank == told), top)
     return job
 
 
-def name_changes(b: NameTimes, c: NameTimes, scales: Scales | None = None, *, faster: bool = False) -> list[TopChange]:
+def name_changes(
+    b: NameTimes,
+    c: NameTimes,
+    scales: Scales | None = None,
+    *,
+    faster: bool = False,
+    told: dict[str, int] | None = None,
+) -> list[TopChange]:
     """Every name whose time or calls per step differ (baseline `b`, candidate `c`), ranked at the baseline's op
     speed (candidate times over `scales`, the rank's where a change sits on one rank): the largest increase first,
-    or with `faster` (the candidate's steps are faster) the largest decrease first."""
+    or with `faster` (the candidate's steps are faster) the largest decrease first. `told`: name key -> the rank a
+    change of that name sits on when it sits on one rank (the added work's)."""
     scales = scales or Scales()
+    told = told or {}
     changes = []
     for key in b.job.keys() | c.job.keys():
         added, removed = key not in b.job, key not in c.job
-        at = _where(key, b, c, added, scales)
+        at = _where(key, b, c, added, scales, told.get(key[1]))
         scale = scales.of(at.rank, _same_calls(at))
         b_us, c_us = _figure(at.b, key[0], added), _figure(at.c, key[0], added)
         delta = c_us - b_us
