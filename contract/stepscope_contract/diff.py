@@ -71,7 +71,8 @@ class TopChange(DiffModel):
     basis: str = Field(
         default="self",
         description="self: the figures are self (exclusive) time, what the name itself ran; inclusive: a new "
-        "Python frame or annotated region, whose whole time is the change (a new call site); communication: the "
+        "Python frame or annotated region, or a removed one, whose whole time is the change (a call site that came or "
+        "went); communication: the "
         "transfer time (total less waiting for the last rank)",
     )
     rank: int | None = Field(

@@ -10,8 +10,8 @@ from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
     MAX_PROGRESS,
     MAX_TARGET_STATUSES,
-    ReportSummary,
     Phase,
+    ReportSummary,
     TargetCounts,
     TargetState,
     TargetStatus,

@@ -49,20 +49,30 @@ def _numbers(status: ProfileSessionStatus, level: float = DEFAULT_LEVEL) -> list
         lines.append(f"step: median {s.median_step_ms:.1f} ms{p90}")
     if s.regression_percent is not None:
         low, high = s.regression_low_percent, s.regression_high_percent
-        interval = f" ({level:.0%} interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        interval = (
+            f" ({level:.0%} interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        )
         step = s.step_regression_percent
         measured = f", measured steps {step:+.1f}%" if step is not None and step != s.regression_percent else ""
         lines.append(f"vs baseline {s.baseline}: {s.regression_percent:+.1f}%{interval}{measured}")
     if s.added_work_percent is not None:
         low, high = s.added_work_low_percent, s.added_work_high_percent
-        interval = f" ({level:.0%} interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        interval = (
+            f" ({level:.0%} interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        )
         lines.append(f"added work: {s.added_work_percent:+.1f}% of the rest of the step{interval}")
     if s.gate_decided_by:
         lines.append(f"decided by: {s.gate_decided_by}")
     if s.top_changes:
-        lines.append("changes, largest first (Δ self time per step, the machine's speed taken out where the gate does):")
+        lines.append(
+            "changes, largest first (Δ self time per step, the machine's speed taken out where the gate does):"
+        )
     for c in s.top_changes or []:
-        shown = c.delta_us_per_step if c.at_equal_op_speed_delta_us_per_step is None else c.at_equal_op_speed_delta_us_per_step
+        shown = (
+            c.delta_us_per_step
+            if c.at_equal_op_speed_delta_us_per_step is None
+            else c.at_equal_op_speed_delta_us_per_step
+        )
         where = f"rank {c.rank}" if c.rank is not None else "all ranks"
         lines.append(f"  {shown / 1000:+9.2f} ms/step  {c.change:<7} {c.kind:<15} {where:<9} {one_line(c.name, 100)}")
     return lines

@@ -1,9 +1,9 @@
 """Issue 13's in-cluster regression gate end to end: the real operator, sidecars, hook and analyzer Job on the local
 cluster, 2-rank gloo trainings. A baseline session (deleted once analysed: the sessions index keeps it nameable), a
-second session of the same training passes the gate (the pipeline script says the first is the baseline run), a session of a training with added work on every rank fails
-it (Regressed=True, the added region among the top changes, the Gate column of `kubectl get` Regressed beside the
-passed run's Passed) and the docs' pipeline script exits non-zero; a failed
-session is Finished at once; `stepscope wait` exits 0, 1 and 2 for the three."""
+second session of the same training passes the gate (the pipeline script says the first is the baseline run), a
+session of a training with added work on every rank fails it (Regressed=True, the added region among the top
+changes, the Gate column of `kubectl get` Regressed beside the passed run's Passed) and the docs' pipeline script
+exits non-zero; a failed session is Finished at once; `stepscope wait` exits 0, 1 and 2 for the three."""
 
 from __future__ import annotations
 

@@ -40,14 +40,17 @@ def _report(names: list[str], step_us: float, op_us: float) -> Report:
         RankReport(
             rank=r,
             steps=StepStats(
-                count=STEPS, median_us=step_us, mean_us=step_us, min_us=step_us, max_us=durations[-1],
+                count=STEPS,
+                median_us=step_us,
+                mean_us=step_us,
+                min_us=step_us,
+                max_us=durations[-1],
                 durations_us=durations,
             ),
             top_functions=[
-                Bottleneck(name=n, category="cpu_op", count=STEPS, total_us=op_us * STEPS, mean_us=op_us)
-                for n in names
+                Bottleneck(name=n, category="cpu_op", count=STEPS, total_us=op_us * STEPS, mean_us=op_us) for n in names
             ],
-        )  # fmt: skip
+        )
         for r in range(2)
     ]
     return Report(generated_at=datetime(2026, 1, 1, tzinfo=UTC), world_size=2, ranks=ranks, diagnosis=Diagnosis())

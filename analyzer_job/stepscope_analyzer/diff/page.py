@@ -86,9 +86,7 @@ def changes_chart(changes: list[TopChange]) -> Chart:
         title = f"{_cut(c.name, 400)} ({c.kind}, {c.change.value}): {signed_us(shown_us)} per step"
         chart.rects.append(Rect(left, y, max(w, 0.5), ROW_H - 3, SLOWER if slower else FASTER, title))
         end = center + w + 4 if slower else center - w - 4
-        chart.labels.append(
-            Label(end, y + ROW_H - 5, signed_us(shown_us), anchor="start" if slower else "end")
-        )
+        chart.labels.append(Label(end, y + ROW_H - 5, signed_us(shown_us), anchor="start" if slower else "end"))
     return chart
 
 

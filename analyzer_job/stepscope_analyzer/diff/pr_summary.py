@@ -84,7 +84,11 @@ def _changes(diff: DiffResult) -> list[str]:
         return []
     adjusted = diff.at_equal_op_speed
     order = "largest decrease first" if diff.verdict is DiffVerdict.IMPROVED else "largest increase first"
-    head = f"| name | kind | change | {change_label(diff)} |" + (" Δ measured |" if adjusted else "") + " Δ calls | where |"
+    head = (
+        f"| name | kind | change | {change_label(diff)} |"
+        + (" Δ measured |" if adjusted else "")
+        + " Δ calls | where |"
+    )
     return [
         "",
         f"First {min(CHANGES, len(diff.top_changes))} of {diff.changes_total} changes, by {change_label(diff)} "

@@ -188,7 +188,7 @@ def test_links_open_over_https_when_a_url_base_is_set(tmp_path: Path) -> None:
     assert section is not None and section.diff_url == f"{folder}/diff.html"
     assert f'<a href="{folder}/diff.html">' in render_html(gate.into_report(_job(1.0, 9)))
     # without a base the storage URIs are what there is
-    plain, store2, where2 = _regressed(tmp_path / "plain")
+    _, store2, where2 = _regressed(tmp_path / "plain")
     assert re.findall(r"\]\((file://[^)]*)\)", store2.read(where2.key(DIFF_MD)).decode())
 
 
