@@ -12,8 +12,8 @@ from the ranks' collective tables: their transfer time (total less the wait for 
 waiting is carried beside it and never ranked, since it is the consequence of another rank or op. A change that sits
 on some ranks only is kept on the rank where it is largest (a +60 ms change on one rank of four is +60 ms there, not
 +15 ms on average), or for a name of the added work on the added work's rank (one rank per fact). `scales` (the
-machine's speed between the recordings, op_speed.py, job-wide and per rank) divides the candidate's times in the ranking figure, so an unchanged op that only ran at the machine's speed does not outrank
-the change: an op with the same calls by the slowest end of the speed's interval (only what the machine's speed
+machine's speed between the recordings, op_speed.py, job-wide and per rank) divides the candidate's times in the
+ranking figure, so an unchanged op that only ran at the machine's speed does not outrank the change: an op with the same calls by the slowest end of the speed's interval (only what the machine's speed
 cannot explain ranks it), one whose calls changed by the estimate.
 A report lists each rank's top names only (`--top-n`); when the diff analyses traces itself it keeps many more
 (DIFF_TOP_N).
