@@ -2,19 +2,19 @@
 removed / changed over every kernel, op, region and function the ranks' reports list. Pure.
 
 Names are compared by name_keys.name_key (memory addresses, process ids and temporary folders taken out). A name's
-figure on one side is its summed time (and calls) over the analysed ranks divided by their recorded steps ("µs per
-step, per rank"); on one rank, that rank's sums over its own steps.
+figure on one side is its summed time (and calls) over the analysed ranks divided by their recorded steps ("µs per step,
+per rank"); on one rank, that rank's sums over its own steps.
 
-Which time: the self (exclusive) time of leaf work (ops, kernels, regions, and the Python frames' own time), so an
-op added under `forward` is one change, not the op plus every frame above it; where a Python frame or annotated
-region is itself new (added) or gone (removed), its inclusive time: that call site is the change. Collectives come
-from the ranks' collective tables: their transfer time (total less the wait for the last rank) is the change, the
-waiting is carried beside it and never ranked, since it is the consequence of another rank or op. A change that sits
-on some ranks only is kept on the rank where it is largest (a +60 ms change on one rank of four is +60 ms there, not
-+15 ms on average), or for a name of the added work on the added work's rank (one rank per fact). `scales` (the
-machine's speed between the recordings, op_speed.py, job-wide and per rank) divides the candidate's times in the
-ranking figure, so an unchanged op that only ran at the machine's speed does not outrank the change: an op with the same calls by the slowest end of the speed's interval (only what the machine's speed
-cannot explain ranks it), one whose calls changed by the estimate.
+Which time: the self (exclusive) time of leaf work (ops, kernels, regions, and the Python frames' own time), so an op
+added under `forward` is one change, not the op plus every frame above it; where a Python frame or annotated region is
+itself new (added) or gone (removed), its inclusive time: that call site is the change. Collectives come from the ranks'
+collective tables: their transfer time (total less the wait for the last rank) is the change, the waiting is carried
+beside it and never ranked, since it is the consequence of another rank or op. A change that sits on some ranks only is
+kept on the rank where it is largest (a +60 ms change on one rank of four is +60 ms there, not +15 ms on average), or
+for a name of the added work on the added work's rank (one rank per fact). `scales` (the machine's speed between the
+recordings, op_speed.py, job-wide and per rank) divides the candidate's times in the ranking figure, so an unchanged op
+that only ran at the machine's speed does not outrank the change: an op with the same calls by the slowest end of the
+speed's interval (only what the machine's speed cannot explain ranks it), one whose calls changed by the estimate.
 A report lists each rank's top names only (`--top-n`); when the diff analyses traces itself it keeps many more
 (DIFF_TOP_N).
 """
