@@ -52,7 +52,7 @@ def test_passed_regressed_failed_undecided() -> None:
     code, lines = judge(regressed) or (None, [])
     assert code == FAILED_GATE
     text = "\n".join(lines)
-    assert "vs baseline main: +40.0% (interval +30.0% to +50.0%), measured steps +44.5%" in text
+    assert "vs baseline main: +40.0% (90% interval +30.0% to +50.0%), measured steps +44.5%" in text
     assert "added_work" in text
     assert "gate failed: steps are 40% slower" in text
     failed = judge(_session("Failed", _cond("Finished", "True", "NoTargets")))
