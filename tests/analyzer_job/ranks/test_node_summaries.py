@@ -213,3 +213,14 @@ def test_one_read_per_rank_where_the_summary_carries_the_manifest(tmp_path: Path
     Path(manifests[1]).unlink()  # its upload never finished: the manifest it carries is not taken either
     without = _report_json(folder, workers=1)
     assert without["ranks"][1]["node"] is None and without["ranks"][0]["node"] == "node-0"  # type: ignore[index]
+
+
+def test_one_reason_for_many_ranks_is_told_once(tmp_path: Path) -> None:
+    """Every rank's summary made with another top-n: the reason they are not used is printed once, with the ranks."""
+    folder = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cpu_jobs" / "cpu-compute-4r-hook-2x", folder)
+    _summarise_on_nodes(folder, top_n=10)
+    progress: list[str] = []
+    _report_json(folder, workers=1, progress=progress)
+    told = [line for line in progress if "made with top-n 10, this analysis keeps 50" in line]
+    assert len(told) == 1 and "and 1 more" in told[0], progress
