@@ -558,7 +558,7 @@ def _complete(t: Tick, handed: AnalysisOutcome) -> None:
     if summary is not None and culprit is not None:
         role = "desynced" if summary.cause == "desync" else "hung"
         t.status.progress = st.progress(t.status.counts, culprit, role)
-    t.cond(ConditionType.COMPLETE, True, phase.value, verdict)
+    t.cond(ConditionType.COMPLETE, True, phase.value, "")  # the verdict is the message's, told once
     t.cond(ConditionType.FAILED, False, phase.value, "")
     message = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
     if handed.regressed is not None:
