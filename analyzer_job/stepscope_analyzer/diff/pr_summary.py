@@ -1,6 +1,8 @@
-"""What a pull request shows of a diff: a Markdown summary (the verdict, the numbers the gate decided on, the first
-five changes, links to diff.html and report.html) and a JUnit XML file with the gate as one test case (a failure
-when it regressed, an error when it could not decide), which CI systems show as a test result. Pure.
+"""What a pull request shows of a diff: a Markdown summary (the verdict, the rule with the interval it reads, the
+numbers the gate decided on, the first five changes by the figure they are ordered by, links to diff.html and
+report.html) and a JUnit XML file with the gate as one test case (a failure when it regressed, an error when it
+could not decide; the same changes and links), which CI systems show as a test result. Every text from a trace goes
+through stepscope_contract.text_escaping (markdown_text, xml_text / xml_attr). Pure.
 """
 
 from __future__ import annotations
