@@ -168,7 +168,7 @@ def test_one_rank_per_fact(tmp_path: Path) -> None:
 def test_a_gated_report_opens_with_the_gate(tmp_path: Path) -> None:
     gate, _, _ = _regressed(tmp_path)
     page = render_html(gate.into_report(_job(1.35, 2)))
-    first = re.search(r'<section class="verdict (\w+)" id="(\w+)">\s*<div class="line">([^<]*)</div>', page)
+    first = re.search(r'<section class="verdict (\w+)" id="(\w+)"[^>]*>\s*<div class="line">([^<]*)</div>', page)
     assert first is not None and first.groups() == ("error", "gate", "Vs baseline: regressed"), page[:3000]
     assert page.index('id="gate"') < page.index('id="verdict"')
     plain = render_html(_job(1.0, 2))
