@@ -53,7 +53,9 @@ def _report(names: list[str], step_us: float, op_us: float) -> Report:
         )
         for r in range(2)
     ]
-    return Report(generated_at=datetime(2026, 1, 1, tzinfo=UTC), world_size=2, ranks=ranks, diagnosis=Diagnosis(verdict="v"))
+    return Report(
+        generated_at=datetime(2026, 1, 1, tzinfo=UTC), world_size=2, ranks=ranks, diagnosis=Diagnosis(verdict="v")
+    )
 
 
 class _Tags(HTMLParser):
