@@ -70,8 +70,8 @@ e2e: venv bench-deps tools ## only the end-to-end tests
 	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
 
 FUZZ_SECONDS ?= 300
-fuzz: venv ## the atheris targets (parser; dumps, metrics, telemetry, reviews, reports; fetch paths; node summaries) for FUZZ_SECONDS each, then the property tests at length
-	@mkdir -p .fuzz/parser .fuzz/inputs .fuzz/fetch .fuzz/node_summaries .fuzz/crashes
+fuzz: venv ## the atheris targets (parser; dumps, metrics, telemetry, reviews, reports; fetch paths; node summaries; gate outputs) for FUZZ_SECONDS each, then the property tests at length
+	@mkdir -p .fuzz/parser .fuzz/inputs .fuzz/fetch .fuzz/node_summaries .fuzz/gate .fuzz/crashes
 	$(BIN)/python tests/analyzer_job/parse/fuzz_parser.py -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
 		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/parser
 	$(BIN)/python tests/fuzz/fuzz_inputs.py -max_total_time=$(FUZZ_SECONDS) -max_len=65536 \
@@ -80,6 +80,8 @@ fuzz: venv ## the atheris targets (parser; dumps, metrics, telemetry, reviews, r
 		-rss_limit_mb=1024 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/fetch
 	$(BIN)/python tests/fuzz/fuzz_node_summaries.py -max_total_time=$(FUZZ_SECONDS) -max_len=262144 \
 		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/node_summaries
+	$(BIN)/python tests/fuzz/fuzz_gate_outputs.py -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/gate
 	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -m fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: venv ## ruff

@@ -22,7 +22,7 @@ from stepscope_contract.constants import (
     VERSION,
 )
 from stepscope_contract.crd_rules import RULES, CelRule
-from stepscope_contract.session import ProfileSessionSpec, ProfileSessionStatus
+from stepscope_contract.session import NO_BASELINE, ProfileSessionSpec, ProfileSessionStatus
 
 _DROP = {"title", "examples"}
 
@@ -113,6 +113,19 @@ def printer_columns() -> list[dict[str, Any]]:
             "jsonPath": ".status.summary.topBottleneck",
             "description": "what the slowest rank runs in its excess, or where a hung rank is stuck (no slow rank: the "
             "top function by bottleneck ratio)",
+        },
+        {
+            "name": "Gate",
+            "type": "string",
+            "jsonPath": ".status.summary.gateResult",
+            "description": f"against spec.baseline: Passed, Improved, Regressed or Undecided; {NO_BASELINE} without a "
+            "baseline",
+        },
+        {
+            "name": "Vs Baseline",
+            "type": "string",
+            "jsonPath": ".status.summary.gateFigure",
+            "description": "the figure that decided the gate (what cleared it, else the steps' change)",
         },
         {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
         {"name": "Report", "type": "string", "jsonPath": ".status.reportURL", "priority": 1},

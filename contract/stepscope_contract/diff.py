@@ -71,7 +71,8 @@ class TopChange(DiffModel):
     basis: str = Field(
         default="self",
         description="self: the figures are self (exclusive) time, what the name itself ran; inclusive: a new "
-        "Python frame or annotated region, whose whole time is the change (a new call site); communication: the "
+        "Python frame or annotated region, or a removed one, whose whole time is the change (a call site that came or "
+        "went); communication: the "
         "transfer time (total less waiting for the last rank)",
     )
     rank: int | None = Field(
@@ -176,10 +177,12 @@ class DiffResult(DiffModel):
     candidate: SideSummary
     top_changes: list[TopChange] = Field(
         default_factory=list,
-        description="ranked by at_equal_op_speed_delta_us_per_step: the largest increase first (the largest "
-        "decrease first when the verdict is improved)",
+        description="ranked by at_equal_op_speed_delta_us_per_step, the figure every output shows: the largest "
+        "increase first (the largest decrease first when the verdict is improved); a pass or an improvement leaves "
+        "out the names whose change is smaller than the steps' noise (half the width of their interval; a note "
+        "says how many)",
     )
-    changes_total: int = Field(default=0, description="names that differ, before top_changes was cut")
+    changes_total: int = Field(default=0, description="names listed (beyond the noise), before top_changes was cut")
     phases: list[PhaseDelta] = Field(default_factory=list, description="job-wide, when both reports carry phases")
     ranks: list[RankDelta] = Field(default_factory=list)
     unchanged_ops_speed_pct: float | None = Field(

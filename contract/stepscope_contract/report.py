@@ -809,7 +809,11 @@ class BaselineChange(ReportModel):
     baseline_us_per_step: float
     candidate_us_per_step: float
     delta_us_per_step: float
+    at_equal_op_speed_delta_us_per_step: float | None = Field(
+        default=None, description="with the machine's speed taken out: what the changes are ordered by"
+    )
     count_delta: float
+    rank: int | None = Field(default=None, description="the rank it sits on; null: job-wide, per rank")
 
 
 class VsBaseline(ReportModel):
@@ -820,6 +824,7 @@ class VsBaseline(ReportModel):
     verdict: str = Field(description="passed, regressed, improved or unusable (stepscope_contract.diff.DiffVerdict)")
     reason: str = ""
     max_regression_pct: float
+    confidence: float = Field(default=0.90, description="two-sided level of the intervals (diff.json's)")
     regression_pct: float | None = None
     regression_ci_low_pct: float | None = None
     regression_ci_high_pct: float | None = None
@@ -833,8 +838,14 @@ class VsBaseline(ReportModel):
     added_work_ci_low_pct: float | None = None
     added_work_ci_high_pct: float | None = None
     decided_by: list[str] = Field(default_factory=list, description="what cleared the gate: steps, added_work")
-    top_changes: list[BaselineChange] = Field(default_factory=list, description="largest |delta| first (at most 20)")
-    diff_url: str | None = Field(default=None, description="report/diff.html")
+    top_changes: list[BaselineChange] = Field(
+        default_factory=list,
+        description="diff.json's list, in its order (at_equal_op_speed_delta_us_per_step, largest increase first; "
+        "largest decrease first when improved), at most 20",
+    )
+    diff_url: str | None = Field(
+        default=None, description="report/diff.html: an https:// link under spec.storage.urlBase when set"
+    )
 
 
 class Report(ReportModel):

@@ -185,6 +185,9 @@ STORAGE_URI_PATTERN = (
 )
 
 
+URL_BASE_PATTERN = r"^https://[^\s?#]+$"
+
+
 class StorageSpec(CamelModel):
     """Where traces and the report go; what is left out comes from the operator's storage settings."""
 
@@ -204,6 +207,13 @@ class StorageSpec(CamelModel):
     credentials_secret: SecretRef | None = Field(
         default=None,
         description="Secret with the access keys; absent: the operator's storage settings, else the pod's identity",
+    )
+    url_base: Annotated[str, Field(max_length=1024, pattern=URL_BASE_PATTERN)] | None = Field(
+        default=None,
+        description="an https:// URL that serves the objects under storage.uri (a bucket website, a CDN, a proxy "
+        "that signs people in): the links of diff.md, diff-junit.xml and the report's comparison open under it "
+        "(<urlBase>/<namespace>/<session>-<uid8>/report/diff.html); absent: the operator's storage settings, else "
+        "the storage URIs themselves",
     )
     keep_raw_traces: bool = Field(default=True, description="keep rank traces after the report is written")
     delete_on_session_delete: bool = Field(
@@ -422,12 +432,21 @@ class GateChange(CamelModel):
     change: Annotated[str, Field(max_length=16)] = Field(description="added, removed or changed")
     baseline_us_per_step: float
     candidate_us_per_step: float
-    delta_us_per_step: float
+    delta_us_per_step: float = Field(description="candidate - baseline, measured")
+    at_equal_op_speed_delta_us_per_step: float | None = Field(
+        default=None,
+        description="the same with the machine's speed taken out (diff.json's figure of that name): what the "
+        "changes are ordered by, largest increase first",
+    )
     count_delta: float
     rank: int | None = Field(default=None, description="the rank it sits on; absent: job-wide, per rank")
 
 
 MAX_SUMMARY_CHANGES = 5
+NO_BASELINE = "—"
+"""status.summary.gateResult of a session that names no baseline"""
+GATE_RESULTS = {"passed": "Passed", "improved": "Improved", "regressed": "Regressed", "unusable": "Undecided"}
+"""status.summary.gate (diff.json's verdict) -> gateResult, the Gate printer column"""
 
 
 class ReportSummary(CamelModel):
@@ -476,6 +495,16 @@ class ReportSummary(CamelModel):
     added_work_high_percent: float | None = Field(default=None, description="upper end of its interval")
     gate_decided_by: Annotated[str, Field(max_length=32)] | None = Field(
         default=None, description="what cleared the gate: steps, added_work, or both (comma-separated)"
+    )
+    gate_result: Annotated[str, Field(max_length=16)] | None = Field(
+        default=None,
+        description="the Gate printer column: Passed, Improved, Regressed, Undecided (no comparison), or "
+        f"{NO_BASELINE} when the session names no baseline",
+    )
+    gate_figure: Annotated[str, Field(max_length=64)] | None = Field(
+        default=None,
+        description="the figure that decided the gate, for the printer column: what cleared it when Regressed "
+        "(added work or steps), else the steps' estimate (e.g. '+21.6% added work')",
     )
     baseline: Annotated[str, Field(max_length=2048)] | None = Field(default=None, description="the baseline used")
     top_changes: Annotated[list[GateChange], Field(max_length=MAX_SUMMARY_CHANGES)] | None = Field(

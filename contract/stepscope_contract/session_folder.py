@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import quote
 
 from pydantic import ValidationError
 
 from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
-from stepscope_contract.session import ProfileSessionSpec
+from stepscope_contract.session import ProfileSessionSpec, StorageSpec
 from stepscope_contract.storage import StorageLocation, parse_storage_uri, session_location
 
 MAX_ACCEPTED_SPEC_CHARS = 64 * 1024
@@ -34,3 +35,13 @@ def accepted_spec(metadata: Mapping[str, Any]) -> ProfileSessionSpec | None:
 def session_folder(spec: ProfileSessionSpec, namespace: str, name: str, uid: str) -> StorageLocation:
     """`<spec.storage.uri>/<namespace>/<name>-<uid8>` with every segment sanitised."""
     return session_location(parse_storage_uri(spec.storage.uri), namespace, name, uid)
+
+
+def link_url(uri: str, storage: StorageSpec) -> str:
+    """Where a person opens `uri` (an object under `storage.uri`): under `storage.urlBase` when it is set, each
+    path segment percent-encoded; otherwise `uri` itself."""
+    base = storage.uri.rstrip("/")
+    if not storage.url_base or not uri.startswith(base + "/"):
+        return uri
+    rest = uri[len(base) + 1 :]
+    return storage.url_base.rstrip("/") + "/" + "/".join(quote(part, safe="") for part in rest.split("/"))

@@ -92,8 +92,10 @@ def apply_outcome(
     """Set what an analysis concluded on `status`: ReportReady (ReportWritten or AnalysisFailed with the reason),
     the Regressed condition of a gated session, the summary and the report's URLs (only those it has)."""
     reason = "ReportWritten" if outcome.ok else "AnalysisFailed"
+    # written: where (the verdict is the session's message, told once); failed: why
+    message = (f"report.html: {outcome.report_url}" if outcome.report_url else "") if outcome.ok else outcome.message
     status.conditions = set_condition(
-        status.conditions, ConditionType.REPORT_READY, outcome.ok, reason=reason, message=outcome.message, now=now,
+        status.conditions, ConditionType.REPORT_READY, outcome.ok, reason=reason, message=message, now=now,
         generation=generation,
     )  # fmt: skip
     gate = outcome.regressed

@@ -296,11 +296,15 @@ def report_outcome(
     TensorBoard); explain a failure; return the phase and the report's path."""
     status = (obj or {}).get("status") or {}
     phase = status.get("phase")
-    message = status.get("message") or ""
-    say(f"session phase: {phase}" + (f" ({message})" if message else ""))
+    message = str(status.get("message") or "")
     summary = status.get("summary") or {}
-    if summary.get("verdict"):
-        say(f"verdict: {summary['verdict']}")
+    verdict = str(summary.get("verdict") or "")
+    head = verdict.rstrip(" .")
+    if head and message.startswith(head):  # the message opens with the verdict: told once, on its own line
+        message = message[len(head) :].lstrip(" .;")
+    say(f"session phase: {phase}" + (f" ({message})" if message else ""))
+    if verdict:
+        say(f"verdict: {verdict}")
     report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
     if report is not None:
         say(f"report: {report}")

@@ -640,14 +640,14 @@ def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
         role = "crashed" if crashed else "desynced" if summary.cause == "desync" else "hung"
         t.status.progress = st.progress(t.status.counts, culprit, role)
     failures = st.failure_summary(states)
-    # the Complete condition says so when the Job's own outcome differs from the report's (`note`)
-    reason = "AnalyzerJobFailed" if note else phase.value
-    t.cond(ConditionType.COMPLETE, True, reason, f"{note}; {verdict}" if note else verdict)
+    # the verdict is the status message's, told once; the Complete condition says only how the Job's own outcome
+    # differs from the report's (`note`)
+    t.cond(ConditionType.COMPLETE, True, "AnalyzerJobFailed" if note else phase.value, note)
     t.cond(ConditionType.FAILED, False, phase.value, "")
+    message = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
     if handed.regressed is not None:
-        verdict += f"; gate: {handed.regressed.reason}"
-    told = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
-    t.finished(phase, f"{note}; {told}" if note else told)
+        message = st.with_gate(message, summary, handed.regressed.reason)
+    t.finished(phase, f"{note}; {message}" if note else message)
 
 
 def _changed_fields(t: Tick) -> list[str]:

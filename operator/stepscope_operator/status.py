@@ -12,6 +12,7 @@ from stepscope_contract.session import (
     MAX_PROGRESS,
     MAX_TARGET_STATUSES,
     Phase,
+    ReportSummary,
     TargetCounts,
     TargetState,
     TargetStatus,
@@ -202,3 +203,12 @@ def failure_summary(targets: Sequence[TargetStatus], limit: int = 5) -> str:
     if len(groups) > limit:
         parts.append(f"and {len(groups) - limit} more reasons")
     return "; ".join(parts)
+
+
+def with_gate(verdict: str, summary: ReportSummary | None, reason: str) -> str:
+    """The status message of a gated session as one sentence: the analysis' verdict, then the gate's result and the
+    figure that decided it ("...; gate: Regressed, +21.6% added work."), or the reason there was no decision."""
+    result = summary.gate_result if summary is not None and summary.gate_result else reason
+    figure = summary.gate_figure if summary is not None and summary.gate_figure else None
+    told = f"{result}, {figure}" if figure else (result if result == reason else f"{result} ({reason})")
+    return f"{verdict.rstrip(' .;')}; gate: {told}."

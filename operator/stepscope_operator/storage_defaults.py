@@ -25,6 +25,7 @@ class StorageDefaults:
     region: str = ""
     addressing_style: str = ""
     credentials_secret: str = ""
+    url_base: str = ""  # where people open what storage.uri holds (https://), for the links of reports and diffs
     access_key_id_key: str = "AWS_ACCESS_KEY_ID"
     secret_access_key_key: str = "AWS_SECRET_ACCESS_KEY"  # noqa: S105 - a key name
 
@@ -42,6 +43,7 @@ class StorageDefaults:
             region=get("STEPSCOPE_STORAGE_REGION"),
             addressing_style="" if style == AddressingStyle.AUTO.value else style,
             credentials_secret=get("STEPSCOPE_STORAGE_CREDENTIALS_SECRET"),
+            url_base=get("STEPSCOPE_STORAGE_URL_BASE"),
             access_key_id_key=get("STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY", cls.access_key_id_key),
             secret_access_key_key=get("STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY", cls.secret_access_key_key),
         )
@@ -60,6 +62,8 @@ class StorageDefaults:
             update["region"] = self.region
         if storage.addressing_style is AddressingStyle.AUTO and self.addressing_style:
             update["addressing_style"] = AddressingStyle(self.addressing_style)
+        if storage.url_base is None and self.url_base:
+            update["url_base"] = self.url_base
         if storage.credentials_secret is None and self.credentials_secret:
             update["credentials_secret"] = SecretRef(
                 name=self.credentials_secret,

@@ -19,18 +19,27 @@ from collections.abc import Callable
 from typing import Any
 
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
-from stepscope_contract.session import DNS_SUBDOMAIN, ConditionStatus, ConditionType, Phase, ProfileSessionStatus
+from stepscope_contract.session import (
+    DNS_SUBDOMAIN,
+    ConditionStatus,
+    ConditionType,
+    GateSpec,
+    Phase,
+    ProfileSessionStatus,
+)
 from stepscope_contract.status_wire import condition, read_status
+from stepscope_contract.text_escaping import one_line
 
 PASSED, FAILED_GATE, UNUSABLE = 0, 1, 2
 POLL_SECONDS = 2.0
+DEFAULT_LEVEL = GateSpec().confidence
 
 
 def progress_line(status: ProfileSessionStatus) -> str:
     return f"{status.phase.value} {status.progress}: {status.message}".rstrip(": ")
 
 
-def _numbers(status: ProfileSessionStatus) -> list[str]:
+def _numbers(status: ProfileSessionStatus, level: float = DEFAULT_LEVEL) -> list[str]:
     s = status.summary
     if s is None:
         return []
@@ -40,29 +49,45 @@ def _numbers(status: ProfileSessionStatus) -> list[str]:
         lines.append(f"step: median {s.median_step_ms:.1f} ms{p90}")
     if s.regression_percent is not None:
         low, high = s.regression_low_percent, s.regression_high_percent
-        interval = f" (interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        interval = (
+            f" ({level:.0%} interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        )
         step = s.step_regression_percent
         measured = f", measured steps {step:+.1f}%" if step is not None and step != s.regression_percent else ""
         lines.append(f"vs baseline {s.baseline}: {s.regression_percent:+.1f}%{interval}{measured}")
     if s.added_work_percent is not None:
         low, high = s.added_work_low_percent, s.added_work_high_percent
-        interval = f" (interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        interval = (
+            f" ({level:.0%} interval {low:+.1f}% to {high:+.1f}%)" if low is not None and high is not None else ""
+        )
         lines.append(f"added work: {s.added_work_percent:+.1f}% of the rest of the step{interval}")
     if s.gate_decided_by:
         lines.append(f"decided by: {s.gate_decided_by}")
+    if s.top_changes:
+        lines.append(
+            "changes, largest first (Δ self time per step, the machine's speed taken out where the gate does):"
+        )
     for c in s.top_changes or []:
-        lines.append(f"  {c.delta_us_per_step / 1000:+9.2f} ms/step  {c.change:<7} {c.kind:<15} {c.name[:100]}")
+        shown = (
+            c.delta_us_per_step
+            if c.at_equal_op_speed_delta_us_per_step is None
+            else c.at_equal_op_speed_delta_us_per_step
+        )
+        where = f"rank {c.rank}" if c.rank is not None else "all ranks"
+        lines.append(f"  {shown / 1000:+9.2f} ms/step  {c.change:<7} {c.kind:<15} {where:<9} {one_line(c.name, 100)}")
     return lines
 
 
 def judge(obj: dict[str, Any], ignore_slow_ranks: bool = False) -> tuple[int, list[str]] | None:
-    """None while the session runs; then (exit code, lines to print)."""
+    """None while the session runs; then (exit code, lines to print after the progress line, which has told the
+    phase and the message already)."""
     status = read_status(obj.get("status"))
     finished = condition(status.conditions, ConditionType.FINISHED)
     if not status.phase.terminal and (finished is None or finished.status is not ConditionStatus.TRUE):
         return None
-    lines = [f"{status.phase.value}: {status.message}"]
-    lines += _numbers(status)
+    gate_spec = (obj.get("spec") or {}).get("gate") or {}
+    level = gate_spec.get("confidence", DEFAULT_LEVEL)
+    lines = _numbers(status, level if isinstance(level, (int, float)) else DEFAULT_LEVEL)
     if status.report_url:
         lines.append(f"report: {status.report_url}")
     if status.phase is Phase.FAILED:

@@ -46,9 +46,11 @@ def test_report_ready_is_added_and_the_other_conditions_kept() -> None:
 def test_transition_time_changes_only_with_the_status() -> None:
     old = {"type": "ReportReady", "status": "True", "reason": "ReportWritten", "lastTransitionTime": T0}
     same = _status([old])
-    apply_outcome(same, AnalysisOutcome(ok=True, message="again"), now=NOW)
+    apply_outcome(same, AnalysisOutcome(ok=True, message="again", report_url="s3://b/again.html"), now=NOW)
     assert len(same.conditions) == 1 and same.conditions[0].last_transition_time.year == 2026
-    assert same.conditions[0].last_transition_time.month == 1 and same.conditions[0].message == "again"
+    # the verdict is the session's message: ReportReady says where the report is
+    assert same.conditions[0].last_transition_time.month == 1
+    assert same.conditions[0].message == "report.html: s3://b/again.html"
     flipped = _status([old])
     apply_outcome(flipped, AnalysisOutcome(ok=False, message="boom"), now=NOW)
     c = flipped.conditions[0]

@@ -1,8 +1,9 @@
 """Issue 13's in-cluster regression gate end to end: the real operator, sidecars, hook and analyzer Job on the local
 cluster, 2-rank gloo trainings. A baseline session (deleted once analysed: the sessions index keeps it nameable), a
-second session of the same training passes the gate, a session of a training with added work on every rank fails
-it (Regressed=True, the added region among the top changes) and the docs' pipeline script exits non-zero; a failed
-session is Finished at once; `stepscope wait` exits 0, 1 and 2 for the three."""
+second session of the same training passes the gate (the pipeline script says the first is the baseline run), a
+session of a training with added work on every rank fails it (Regressed=True, the added region among the top
+changes, the Gate column of `kubectl get` Regressed beside the passed run's Passed) and the docs' pipeline script
+exits non-zero; a failed session is Finished at once; `stepscope wait` exits 0, 1 and 2 for the three."""
 
 from __future__ import annotations
 
@@ -91,7 +92,12 @@ def _wait_cmd(env: Any, name: str, timeout: float = 300) -> subprocess.Completed
 def test_the_gate_through_the_cluster(e2e: Any) -> None:
     gate = {"baseline": {"session": "gate-base"}, "gate": {"maxRegressionPercent": GATE_PCT}}
     _start(e2e, "gate-train")
-    _apply(e2e, _session(e2e, "gate-base", "gate-train"))
+    # the baseline run goes through the docs' pipeline script too: it names no baseline, so it is the baseline run
+    recorded = subprocess.run(
+        ["sh", str(GATE_SCRIPT), str(_session(e2e, "gate-base", "gate-train")), "gate-base"],
+        capture_output=True, text=True, timeout=600, check=False, env={**_kube_env(e2e), "GATE_TIMEOUT": "480s"},
+    )  # fmt: skip
+    assert recorded.returncode == 0 and "this is the baseline run" in recorded.stdout, recorded.stdout
     base = e2e.wait_phase("gate-base")
     assert base["status"]["phase"] == "Succeeded", base["status"]
     assert _conditions(base)["Finished"]["status"] == "True"
@@ -139,6 +145,12 @@ def test_the_gate_through_the_cluster(e2e: Any) -> None:
     top = {c["name"]: c for c in summary["topChanges"]}
     assert top["added_work"]["change"] == "added" and top["added_work"]["deltaUsPerStep"] > 0, summary["topChanges"]
     assert "added_work" in {c["name"] for c in e2e.report(slow)["vs_baseline"]["top_changes"][:5]}
+    # kubectl get tells the regressed run from the passed one: the Gate column and the figure that decided it
+    listed = e2e.cluster.kubectl("get", "profilesessions", "-n", "default")
+    rows = {line.split()[0]: line for line in listed.stdout.splitlines()[1:] if line.strip()}
+    assert " Regressed " in rows["gate-slow"] and summary["gateFigure"] in rows["gate-slow"], listed.stdout
+    assert " Passed " in rows["gate-same"], listed.stdout
+    assert slow["status"]["message"].endswith(f"; gate: Regressed, {summary['gateFigure']}."), slow["status"]
     e2e.stop_training("gate-train-slow")
 
     # a failed session (no target) is Finished at once: kubectl wait does not sit out its timeout

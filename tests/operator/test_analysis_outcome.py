@@ -35,7 +35,14 @@ def test_the_handed_back_outcome_becomes_the_status(api: EmulatorServer, operato
     with SidecarFleet(SIDECAR_TOKEN, 2, upload_after=0.2, base="127.0.21.") as fleet:
         _analyzing(api, fleet, "gated", "gated")
         gate = RegressedVerdict(status=ConditionStatus.TRUE, reason="Regressed", message="steps are 40% slower")
-        summary = ReportSummary(verdict="Rank 1 slows the job", slowest_rank=1, cause="host", gate="regressed")
+        summary = ReportSummary(
+            verdict="Rank 1 slows the job",
+            slowest_rank=1,
+            cause="host",
+            gate="regressed",
+            gate_result="Regressed",
+            gate_figure="+21.6% added work",
+        )
         outcome = AnalysisOutcome(ok=True, message="Rank 1 slows the job", summary=summary, regressed=gate)
         finish_analysis(api, "gated", outcome)  # no URLs in it: the operator recomputes them from the folder
         final = wait_for(api, "gated", ("Succeeded", "PartiallySucceeded", "Failed"))
@@ -49,7 +56,7 @@ def test_the_handed_back_outcome_becomes_the_status(api: EmulatorServer, operato
     uid8 = final["metadata"]["uid"].replace("-", "")[:8]
     assert status["reportURL"] == f"s3://bucket/prefix/default/gated-{uid8}/report/report.html"
     assert status["reportJSONURL"] == f"s3://bucket/prefix/default/gated-{uid8}/report/report.json"
-    assert status["message"] == "Rank 1 slows the job; gate: Regressed"
+    assert status["message"] == "Rank 1 slows the job; gate: Regressed, +21.6% added work."  # one sentence
 
 
 def test_a_job_that_fails_without_an_outcome_gives_its_reason(api: EmulatorServer, operator: OperatorProcess) -> None:

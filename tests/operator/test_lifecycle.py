@@ -80,8 +80,8 @@ def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: Ope
         assert final["status"]["phase"] == "Succeeded", final["status"]
         assert final["status"]["completionTime"]
         table = _kubectl(api, tmp_path, "get", "profilesessions")
-        columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK", "AGE"]
-        assert table.stdout.split()[:7] == columns, table.stdout
+        columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK", "GATE", "VS", "BASELINE", "AGE"]
+        assert table.stdout.split()[:10] == columns, table.stdout
         assert "Succeeded" in table.stdout and "3/3" in table.stdout
         events = api.list("v1", "events", "default")
         reasons = {e.get("reason") for e in events}

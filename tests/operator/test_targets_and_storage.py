@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from stepscope_contract.session import StorageSpec, TargetSpec
+from stepscope_contract.session_folder import link_url
 from stepscope_contract.storage import AddressingStyle
 from stepscope_operator.storage_defaults import StorageDefaults
 from stepscope_operator.targets import candidate_selectors, jobset_layout, pod_rank, resolve_targets
@@ -76,10 +77,17 @@ def test_storage_defaults_fill_only_what_is_missing() -> None:
             "STEPSCOPE_STORAGE_REGION": "eu-1",
             "STEPSCOPE_STORAGE_ADDRESSING_STYLE": "path",
             "STEPSCOPE_STORAGE_CREDENTIALS_SECRET": "install-keys",
+            "STEPSCOPE_STORAGE_URL_BASE": "https://reports.example.com/p",
         }
     )
     bare = defaults.apply(StorageSpec(uri="s3://bucket/p"))
     assert (bare.endpoint, bare.region, bare.addressing_style) == ("http://s3.local:9000", "eu-1", AddressingStyle.PATH)
+    assert bare.url_base == "https://reports.example.com/p"
+    assert (
+        link_url("s3://bucket/p/ns/s-1/report/diff.html", bare)
+        == "https://reports.example.com/p/ns/s-1/report/diff.html"
+    )
+    assert link_url("s3://other/x/report.html", bare) == "s3://other/x/report.html"  # not under storage.uri: as it is
     assert bare.credentials_secret is not None and bare.credentials_secret.name == "install-keys"
     own = StorageSpec.model_validate(
         {
@@ -87,9 +95,11 @@ def test_storage_defaults_fill_only_what_is_missing() -> None:
             "endpoint": "https://mine",
             "addressingStyle": "virtual",
             "credentialsSecret": {"name": "m"},
+            "urlBase": "https://mine.example.com",
         }
     )
     kept = defaults.apply(own)
+    assert kept.url_base == "https://mine.example.com"
     assert (kept.endpoint, kept.addressing_style, kept.region) == ("https://mine", AddressingStyle.VIRTUAL, "eu-1")
     assert kept.credentials_secret is not None and kept.credentials_secret.name == "m"
     local = StorageSpec(uri="file:///data")

@@ -52,7 +52,7 @@ def test_passed_regressed_failed_undecided() -> None:
     code, lines = judge(regressed) or (None, [])
     assert code == FAILED_GATE
     text = "\n".join(lines)
-    assert "vs baseline main: +40.0% (interval +30.0% to +50.0%), measured steps +44.5%" in text
+    assert "vs baseline main: +40.0% (90% interval +30.0% to +50.0%), measured steps +44.5%" in text
     assert "added_work" in text
     assert "gate failed: steps are 40% slower" in text
     failed = judge(_session("Failed", _cond("Finished", "True", "NoTargets")))
@@ -79,6 +79,7 @@ def test_wait_for_prints_progress_once_per_change_and_stops_when_finished() -> N
     printed: list[str] = []
     code = wait_for(lambda: answers.pop(0), 60, False, printed.append)
     assert code == PASSED and printed.count("Capturing 0/0: m") == 1 and printed[-1] == "passed"
+    assert sum("Succeeded" in line for line in printed) == 1, printed  # the phase and its message once
     assert wait_for(lambda: (404, None), 60, False, printed.append) == UNUSABLE
     assert wait_for(lambda: (200, _session("Capturing")), 0, False, printed.append) == UNUSABLE
     assert printed[-1] == "timed out after 0s"

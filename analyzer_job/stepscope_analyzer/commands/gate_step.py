@@ -1,5 +1,6 @@
 """The analyzer Job's gate step: after the report is built, compare it with spec.baseline (diff.baseline), write
-report/diff.json and report/diff.html next to the report, and hand back what goes into the report, the status
+report/diff.json, diff.html, diff.md and diff-junit.xml next to the report (their links under spec.storage.urlBase
+when set, else the storage URIs), and hand back what goes into the report, the status
 summary and the Regressed condition. Also writes the session's entry in the sessions index, so later sessions can
 name this one as their baseline.
 """
@@ -26,7 +27,14 @@ from stepscope_analyzer.ranks.storage_io import StorageError, Store
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult
 from stepscope_contract.report import Report
-from stepscope_contract.session import ConditionStatus, ProfileSessionSpec, ReportSummary
+from stepscope_contract.session import (
+    GATE_RESULTS,
+    NO_BASELINE,
+    ConditionStatus,
+    ProfileSessionSpec,
+    ReportSummary,
+)
+from stepscope_contract.session_folder import link_url
 from stepscope_contract.session_index import session_index_key
 from stepscope_contract.storage import REPORT_HTML, StorageLocation, parse_storage_uri
 
@@ -49,8 +57,13 @@ class GateOutcome:
 
     def into_summary(self, summary: ReportSummary) -> ReportSummary:
         if self.diff is None or self.baseline is None:
-            return summary.model_copy(update={"gate": "unusable"})
+            return summary.model_copy(update={"gate": "unusable", "gate_result": GATE_RESULTS["unusable"]})
         return gate_summary(summary, self.diff, self.baseline)
+
+
+def without_gate(summary: ReportSummary) -> ReportSummary:
+    """The summary of a session that names no baseline: its Gate column says so."""
+    return summary.model_copy(update={"gate_result": NO_BASELINE})
 
 
 def run_gate(
@@ -73,11 +86,13 @@ def run_gate(
     )
     diff = diff_reports(base_report, report, config, baseline_source=baseline.source, candidate_source=report_dir.uri)
     store.write(report_dir.key(DIFF_JSON), model_json_bytes(diff), "application/json")
-    diff_url = store.write(report_dir.key(DIFF_HTML), diff_html_bytes(diff), "text/html; charset=utf-8")
-    report_url = store.uri(report_dir.key(REPORT_HTML))
+    stored = store.write(report_dir.key(DIFF_HTML), diff_html_bytes(diff), "text/html; charset=utf-8")
+    diff_url = link_url(stored, spec.storage)
+    report_url = link_url(store.uri(report_dir.key(REPORT_HTML)), spec.storage)
     summary = markdown(diff, diff_url=diff_url, report_url=report_url)
     store.write(report_dir.key(DIFF_MD), summary.encode(), "text/markdown; charset=utf-8")
-    store.write(report_dir.key(DIFF_JUNIT), junit(diff).encode(), "application/xml")
+    junit_xml = junit(diff, diff_url=diff_url, report_url=report_url)
+    store.write(report_dir.key(DIFF_JUNIT), junit_xml.encode(), "application/xml")
     log(f"gate {diff.verdict.value}: {diff.reason}")
     return GateOutcome(regressed(diff), diff, baseline, diff_url)
 

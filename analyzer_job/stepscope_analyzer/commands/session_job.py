@@ -27,7 +27,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from stepscope_analyzer import tool_version
-from stepscope_analyzer.commands.gate_step import run_gate, write_index_entry
+from stepscope_analyzer.commands.gate_step import run_gate, without_gate, write_index_entry
 from stepscope_analyzer.commands.report_file import store_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
@@ -245,7 +245,9 @@ def analyze_session(
     _log(f"report.json and report.html stored in {time.perf_counter() - writing:.2f} s")
     summary = with_step_numbers(build_status_summary(report), report)
     regressed = None
-    if gate is not None:
+    if gate is None:
+        summary = without_gate(summary)
+    else:
         summary = gate.into_summary(summary)
         value, reason, text = gate.condition
         regressed = RegressedVerdict(status=value, reason=reason, message=text[:MAX_MESSAGE])

@@ -16,10 +16,12 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from stepscope_analyzer.diff.sides import SideError, load_side
+from stepscope_analyzer.diff.verdict import ADDED_WORK
 from stepscope_analyzer.ranks.storage_io import StorageError, Store
 from stepscope_contract.diff import DiffResult, DiffVerdict
 from stepscope_contract.report import BaselineChange, Report, VsBaseline
 from stepscope_contract.session import (
+    GATE_RESULTS,
     MAX_SUMMARY_CHANGES,
     ConditionStatus,
     GateChange,
@@ -96,6 +98,7 @@ def vs_baseline(diff: DiffResult, baseline: Baseline, diff_url: str | None) -> V
         verdict=diff.verdict.value,
         reason=diff.reason,
         max_regression_pct=diff.max_regression_pct,
+        confidence=diff.confidence,
         regression_pct=diff.regression_pct,
         regression_ci_low_pct=diff.regression_ci_low_pct,
         regression_ci_high_pct=diff.regression_ci_high_pct,
@@ -113,7 +116,9 @@ def vs_baseline(diff: DiffResult, baseline: Baseline, diff_url: str | None) -> V
                 baseline_us_per_step=c.baseline_us_per_step,
                 candidate_us_per_step=c.candidate_us_per_step,
                 delta_us_per_step=c.delta_us_per_step,
+                at_equal_op_speed_delta_us_per_step=c.at_equal_op_speed_delta_us_per_step,
                 count_delta=c.count_delta,
+                rank=c.rank,
             )
             for c in diff.top_changes[:MAX_REPORT_CHANGES]
         ],
@@ -135,6 +140,7 @@ def gate_summary(summary: ReportSummary, diff: DiffResult, baseline: Baseline) -
             baseline_us_per_step=round(c.baseline_us_per_step, 1),
             candidate_us_per_step=round(c.candidate_us_per_step, 1),
             delta_us_per_step=round(c.delta_us_per_step, 1),
+            at_equal_op_speed_delta_us_per_step=round(c.at_equal_op_speed_delta_us_per_step, 1),
             count_delta=round(c.count_delta, 2),
             rank=c.rank,
         )
@@ -152,21 +158,31 @@ def gate_summary(summary: ReportSummary, diff: DiffResult, baseline: Baseline) -
             "added_work_low_percent": _round(work.ci_low_pct) if work else None,
             "added_work_high_percent": _round(work.ci_high_pct) if work else None,
             "gate_decided_by": ",".join(diff.decided_by) or None,
+            "gate_result": GATE_RESULTS[diff.verdict.value],
+            "gate_figure": gate_figure(diff),
             "baseline": baseline.session or baseline.source[:2048],
             "top_changes": changes,
         }
     )
 
 
+def gate_figure(diff: DiffResult) -> str | None:
+    """The figure that decided the gate, for the printer column: what cleared it when regressed, else the steps'
+    estimate (the figure a pass or an improvement was read from)."""
+    work = diff.added_work
+    if diff.verdict is DiffVerdict.REGRESSED and ADDED_WORK in diff.decided_by and work is not None:
+        return f"{work.pct:+.1f}% added work"
+    if diff.regression_pct is None:
+        return None
+    steps = "steps at equal op speed" if diff.at_equal_op_speed else "steps"
+    return f"{diff.regression_pct:+.1f}% {steps}"
+
+
 def regressed(diff: DiffResult) -> tuple[ConditionStatus, str, str]:
     """(status, reason, message) of the Regressed condition: True when the gate failed, False when it passed (or
-    the steps got faster), Unknown when the comparison could not decide."""
-    lead = ""
-    if diff.top_changes:
-        c = diff.top_changes[0]
-        where = f" on rank {c.rank}" if c.rank is not None else ""
-        lead = f"; largest change: {c.name[:120]} ({c.change.value}{where}, {c.delta_us_per_step / 1000:+.2f} ms/step)"
-    message = diff.reason + lead
+    the steps got faster), Unknown when the comparison could not decide. The message is the diff's reason (which
+    names the top change already)."""
+    message = diff.reason
     if diff.verdict is DiffVerdict.REGRESSED:
         return ConditionStatus.TRUE, "Regressed", message
     if diff.verdict is DiffVerdict.IMPROVED:

@@ -11,11 +11,12 @@ from pathlib import Path
 from stepscope_analyzer.commands.output_files import write_files
 from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
 from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
-from stepscope_analyzer.diff.pr_summary import decided_on, junit, markdown
+from stepscope_analyzer.diff.pr_summary import change_label, change_where, decided_on, junit, markdown, rule_text
 from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult, DiffVerdict
 from stepscope_contract.storage import AddressingStyle
+from stepscope_contract.text_escaping import one_line
 from stepscope_storage import Connection
 
 EXIT_PASSED = 0
@@ -79,15 +80,18 @@ def diff_parser() -> argparse.ArgumentParser:
 
 
 def _summary_lines(diff: DiffResult, out: Path) -> list[str]:
-    lines = [f"{diff.verdict.value}: {diff.reason}"]
-    gate = f"the gate: +{diff.max_regression_pct:g}%, regressed when an interval's lower end is above it"
-    lines.append(gate)
-    for what, estimate, interval, clears in decided_on(diff):
-        lines.append(f"  {what:<26} {estimate:>8}  interval {interval:<20} {'clears' if clears else 'within'}")
-    for c in diff.top_changes[:PRINTED_CHANGES]:
-        where = f"rank {c.rank}" if c.rank is not None else ""
+    lines = [f"{diff.verdict.value}: {one_line(diff.reason)}", f"the gate: {rule_text(diff)}"]
+    for what, estimate, interval, above in decided_on(diff):
         lines.append(
-            f"  {signed_us(c.delta_us_per_step):>11}/step  {c.change.value:<7} {c.kind:<15} {where:<7} {c.name[:100]}"
+            f"  {what:<26} {estimate:>8}  {diff.confidence:.0%} interval {interval:<20} "
+            f"{'lower end above the gate' if above else 'within'}"
+        )
+    if diff.top_changes:
+        lines.append(f"changes, by {change_label(diff)}:")
+    for c in diff.top_changes[:PRINTED_CHANGES]:
+        lines.append(
+            f"  {signed_us(c.at_equal_op_speed_delta_us_per_step):>11}/step  {c.change.value:<7} {c.kind:<15} "
+            f"{change_where(c):<9} {one_line(c.name, 100)}"
         )
     for name in (DIFF_HTML, DIFF_JSON, DIFF_MD, DIFF_JUNIT):
         lines.append(f"{name + ':':<16}{(out / name).resolve()}")
@@ -113,7 +117,7 @@ def diff_main(argv: list[str]) -> int:
                 DIFF_JSON: model_json_bytes(diff),
                 DIFF_HTML: diff_html_bytes(diff),
                 DIFF_MD: markdown(diff, diff_url=args.diff_url, report_url=args.report_url).encode(),
-                DIFF_JUNIT: junit(diff).encode(),
+                DIFF_JUNIT: junit(diff, diff_url=args.diff_url, report_url=args.report_url).encode(),
             },
         )
     except OSError as exc:

@@ -13,6 +13,7 @@ speed cannot explain away.
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -130,7 +131,7 @@ def _speed_note(speed: OpSpeed | None, step_pct: float | None, adjusted: bool) -
     if speed is None or abs(speed.pct) < SPEED_NOTE_PCT:
         return []
     way = f"{speed.pct:.1f}% slower" if speed.pct > 0 else f"{-speed.pct:.1f}% faster"
-    step = f" (measured steps: {step_pct:+.1f}%)" if step_pct is not None else ""
+    step = f" (measured steps: {step_pct:+.1f}%)" if step_pct is not None and not adjusted else ""
     what = "kernels" if speed.kernels else "ops"
     head = f"the {speed.ops} {what} with the same calls on both sides ran {way} per call in the candidate{step}"
     if speed.kernels:
@@ -177,9 +178,9 @@ def _where(change: TopChange) -> str:
     return f" on rank {change.rank}" if change.rank is not None else ""
 
 
-def _lead(changes: list[TopChange], verdict: DiffVerdict) -> str:
-    """The change that moved the step most in the verdict's direction, for the reason line (by the figure the
-    changes are ranked by)."""
+def _lead(changes: list[TopChange], verdict: DiffVerdict, adjusted: bool) -> str:
+    """The change that moved the step most in the verdict's direction, for the reason line, with the figure the
+    changes are ranked by (and shown with)."""
     if verdict is DiffVerdict.UNUSABLE or not changes:
         return ""
     faster = verdict is DiffVerdict.IMPROVED
@@ -190,7 +191,33 @@ def _lead(changes: list[TopChange], verdict: DiffVerdict) -> str:
     top = min(changes, key=key) if faster else max(changes, key=key)
     if (key(top) < 0) != faster:
         return ""
-    return f"; top change: {top.name} {top.delta_us_per_step / 1000:+.2f} ms/step ({top.change.value}{_where(top)})"
+    figure = f"{key(top) / 1000:+.2f} ms/step" + (" at equal op speed" if adjusted else "")
+    return f"; top change: {top.name} {figure} ({top.change.value}{_where(top)})"
+
+
+def _noise_us(noise_pct: float | None, baseline_log_us: list[float]) -> float | None:
+    """The steps' noise in µs per step: its share of the baseline's median job step."""
+    if noise_pct is None or not baseline_log_us:
+        return None
+    return noise_pct / 100.0 * math.exp(statistics.median(baseline_log_us))
+
+
+def within_noise(changes: list[TopChange], noise_us: float | None, verdict: DiffVerdict) -> list[TopChange]:
+    """The changes a pass (or an improvement) leaves unlisted: smaller, at equal op speed, than the steps' noise
+    (verdict.py: half the width of the interval the gate decided on), which the gate could not tell from noise
+    either. A regression lists every change: they are what it is made of."""
+    if noise_us is None or verdict not in (DiffVerdict.PASSED, DiffVerdict.IMPROVED):
+        return []
+    return [c for c in changes if abs(c.at_equal_op_speed_delta_us_per_step) < noise_us]
+
+
+def _noise_note(quiet: int, noise_us: float | None, level: str) -> list[str]:
+    if not quiet or noise_us is None:
+        return []
+    return [
+        f"{quiet} smaller change(s) are not listed: each within the steps' noise, {noise_us / 1000:.2f} ms per step "
+        f"(half the width of the steps' {level} interval), as the gate itself cannot tell them from noise"
+    ]
 
 
 def _wait_note(changes: list[TopChange]) -> list[str]:
@@ -240,10 +267,15 @@ def diff_reports(
         measured_pct=_pct(measured.estimate) if measured else None,
     )
     verdict = decision.verdict
+    told = {name: added.rank for name in added.names} if added is not None and added.rank is not None else {}
     changes = name_changes(
-        b_names, c_names, _scales(b_names, c_names, used_speed), faster=verdict is DiffVerdict.IMPROVED
+        b_names, c_names, _scales(b_names, c_names, used_speed), faster=verdict is DiffVerdict.IMPROVED, told=told
     )
-    reason = decision.reason + _lead(changes, verdict)
+    noise_us = _noise_us(decision.noise_pct, b_steps.log_us)
+    quiet = within_noise(changes, noise_us, verdict)
+    unlisted = {id(c) for c in quiet}
+    changes = [c for c in changes if id(c) not in unlisted]
+    reason = decision.reason + _lead(changes, verdict, adjusted)
     phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
     return DiffResult(
         tool_version=tool_version(),
@@ -274,5 +306,6 @@ def diff_reports(
         unchanged_ops=speed.ops if speed else 0,
         notes=_notes(baseline, candidate, bool(phases))
         + _speed_note(speed, _pct(measured.estimate) if measured else None, adjusted)
-        + _wait_note(changes),
+        + _wait_note(changes)
+        + _noise_note(len(quiet), noise_us, f"{cfg.confidence:.0%}"),
     )

@@ -2,19 +2,19 @@
 removed / changed over every kernel, op, region and function the ranks' reports list. Pure.
 
 Names are compared by name_keys.name_key (memory addresses, process ids and temporary folders taken out). A name's
-figure on one side is its summed time (and calls) over the analysed ranks divided by their recorded steps ("µs per
-step, per rank"); on one rank, that rank's sums over its own steps.
+figure on one side is its summed time (and calls) over the analysed ranks divided by their recorded steps ("µs per step,
+per rank"); on one rank, that rank's sums over its own steps.
 
-Which time: the self (exclusive) time of leaf work (ops, kernels, regions, and the Python frames' own time), so an
-op added under `forward` is one change, not the op plus every frame above it; where a Python frame or annotated
-region is itself new (added), its inclusive time: that call site is the change. Collectives come from the ranks'
+Which time: the self (exclusive) time of leaf work (ops, kernels, regions, and the Python frames' own time), so an op
+added under `forward` is one change, not the op plus every frame above it; where a Python frame or annotated region is
+itself new (added) or gone (removed), its inclusive time: that call site is the change. Collectives come from the ranks'
 collective tables: their transfer time (total less the wait for the last rank) is the change, the waiting is carried
-beside it and never ranked, since it is the consequence of another rank or op. A change that sits on some ranks only
-is kept on the rank where it is largest (a +60 ms change on one rank of four is +60 ms there, not +15 ms on
-average). `scales` (the machine's speed between the recordings, op_speed.py, job-wide and per rank) divides the
-candidate's times in the ranking figure, so an unchanged op that only ran at the machine's speed does not outrank
-the change: an op with the same calls by the slowest end of the speed's interval (only what the machine's speed
-cannot explain ranks it), one whose calls changed by the estimate.
+beside it and never ranked, since it is the consequence of another rank or op. A change that sits on some ranks only is
+kept on the rank where it is largest (a +60 ms change on one rank of four is +60 ms there, not +15 ms on average), or
+for a name of the added work on the added work's rank (one rank per fact). `scales` (the machine's speed between the
+recordings, op_speed.py, job-wide and per rank) divides the candidate's times in the ranking figure, so an unchanged op
+that only ran at the machine's speed does not outrank the change: an op with the same calls by the slowest end of the
+speed's interval (only what the machine's speed cannot explain ranks it), one whose calls changed by the estimate.
 A report lists each rank's top names only (`--top-n`); when the diff analyses traces itself it keeps many more
 (DIFF_TOP_N).
 """
@@ -153,9 +153,10 @@ def name_times(report: Report) -> NameTimes:
     return out
 
 
-def _figure(fig: Fig, kind: str, added: bool) -> float:
-    """The time a change is read by: self time; inclusive for a new frame or region (a new call site)."""
-    return fig.incl_us if added and kind in FRAMES else fig.self_us
+def _figure(fig: Fig, kind: str, site: bool) -> float:
+    """The time a change is read by: self time; inclusive for a new or removed frame or region (a call site that
+    came or went)."""
+    return fig.incl_us if site and kind in FRAMES else fig.self_us
 
 
 @dataclass(frozen=True)
@@ -198,8 +199,10 @@ def _same_calls(side: _Side) -> bool:
     return side.b.calls > 0 and abs(side.c.calls - side.b.calls) <= SAME_CALLS * side.b.calls
 
 
-def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales) -> _Side:
-    """Job-wide figures, or one rank's where the change sits on some ranks only."""
+def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales, *, told: int | None = None) -> _Side:
+    """Job-wide figures, or one rank's where the change sits on some ranks only: the rank where it is largest, or
+    `told`, the rank the same fact is already told on (the added work's rank for the names it counts), so one
+    change is never placed on two ranks."""
     job = _Side(b.job_fig(key), c.job_fig(key), None)
     both = sorted(b.ranks.keys() & c.ranks.keys())
     if len(both) < 2:
@@ -219,21 +222,31 @@ def _where(key: Key, b: NameTimes, c: NameTimes, added: bool, scales: Scales) ->
     ]
     top = max(sides, key=lambda s: abs(delta(s)))
     if abs(delta(top)) >= ONE_RANK * abs(delta(job)) and abs(delta(top)) >= MIN_DELTA_US:
-        return top
+        return next((s for s in sides if s.rank == told), top)
     return job
 
 
-def name_changes(b: NameTimes, c: NameTimes, scales: Scales | None = None, *, faster: bool = False) -> list[TopChange]:
+def name_changes(
+    b: NameTimes,
+    c: NameTimes,
+    scales: Scales | None = None,
+    *,
+    faster: bool = False,
+    told: dict[str, int] | None = None,
+) -> list[TopChange]:
     """Every name whose time or calls per step differ (baseline `b`, candidate `c`), ranked at the baseline's op
     speed (candidate times over `scales`, the rank's where a change sits on one rank): the largest increase first,
-    or with `faster` (the candidate's steps are faster) the largest decrease first."""
+    or with `faster` (the candidate's steps are faster) the largest decrease first. `told`: name key -> the rank a
+    change of that name sits on when it sits on one rank (the added work's)."""
     scales = scales or Scales()
+    told = told or {}
     changes = []
     for key in b.job.keys() | c.job.keys():
         added, removed = key not in b.job, key not in c.job
-        at = _where(key, b, c, added, scales)
+        site = added or removed  # a call site that is new, or gone: its whole time is the change
+        at = _where(key, b, c, site, scales, told=told.get(key[1]))
         scale = scales.of(at.rank, _same_calls(at))
-        b_us, c_us = _figure(at.b, key[0], added), _figure(at.c, key[0], added)
+        b_us, c_us = _figure(at.b, key[0], site), _figure(at.c, key[0], site)
         delta = c_us - b_us
         if abs(delta) < MIN_DELTA_US and abs(at.c.calls - at.b.calls) < 1e-9 and abs(at.c.wait_us - at.b.wait_us) < 1:
             continue
@@ -242,7 +255,7 @@ def name_changes(b: NameTimes, c: NameTimes, scales: Scales | None = None, *, fa
                 name=key[1],
                 kind=key[0],
                 change=ChangeKind.ADDED if added else ChangeKind.REMOVED if removed else ChangeKind.CHANGED,
-                basis="inclusive" if added and key[0] in FRAMES else "self",
+                basis="inclusive" if site and key[0] in FRAMES else "self",
                 rank=at.rank,
                 baseline_us_per_step=b_us,
                 candidate_us_per_step=c_us,

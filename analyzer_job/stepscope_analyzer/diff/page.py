@@ -3,6 +3,7 @@ sheet and SVG macro), every name escaped. This module holds the charts' geometry
 
 from __future__ import annotations
 
+from stepscope_analyzer.diff.pr_summary import change_label, rule_text
 from stepscope_analyzer.report.charts import Chart, Label, Rect
 from stepscope_analyzer.report.html import render_page
 from stepscope_contract.diff import DiffResult, DiffVerdict, TopChange
@@ -67,25 +68,25 @@ def interval_chart(diff: DiffResult) -> Chart:
 
 
 def changes_chart(changes: list[TopChange]) -> Chart:
-    """Delta µs per step of the top changes: bars to the right are slower, to the left faster."""
+    """The figure the changes are ordered by (µs per step at equal op speed; measured where the gate compares the
+    measured steps, the two are the same) of the top changes: bars to the right are slower, to the left faster."""
     shown = changes[:MAX_CHART_CHANGES]
     label_w = 7 * NAME_CHARS
     half = PLOT_W / 2
     chart = Chart(width=label_w + PLOT_W + 80, height=ROW_H * len(shown) + 8)
-    top = max((abs(c.delta_us_per_step) for c in shown), default=0.0)
+    top = max((abs(c.at_equal_op_speed_delta_us_per_step) for c in shown), default=0.0)
     center = label_w + half
     for i, c in enumerate(shown):
         y = 4 + i * ROW_H
         chart.labels.append(Label(label_w - 6, y + ROW_H - 5, _cut(c.name, NAME_CHARS)))
-        w = abs(c.delta_us_per_step) / top * (half - 60) if top > 0 else 0.0
-        slower = c.delta_us_per_step >= 0
+        shown_us = c.at_equal_op_speed_delta_us_per_step
+        w = abs(shown_us) / top * (half - 60) if top > 0 else 0.0
+        slower = shown_us >= 0
         left = center if slower else center - w
-        title = f"{_cut(c.name, 400)} ({c.kind}, {c.change.value}): {signed_us(c.delta_us_per_step)} per step"
+        title = f"{_cut(c.name, 400)} ({c.kind}, {c.change.value}): {signed_us(shown_us)} per step"
         chart.rects.append(Rect(left, y, max(w, 0.5), ROW_H - 3, SLOWER if slower else FASTER, title))
         end = center + w + 4 if slower else center - w - 4
-        chart.labels.append(
-            Label(end, y + ROW_H - 5, signed_us(c.delta_us_per_step), anchor="start" if slower else "end")
-        )
+        chart.labels.append(Label(end, y + ROW_H - 5, signed_us(shown_us), anchor="start" if slower else "end"))
     return chart
 
 
@@ -99,6 +100,8 @@ def render_diff_html(diff: DiffResult) -> str:
         ranks=diff.ranks[:MAX_TABLE_RANKS],
         ranks_cut=max(0, len(diff.ranks) - MAX_TABLE_RANKS),
         signed_us=signed_us,
+        rule=rule_text(diff),
+        change_label=change_label(diff),
         slower=SLOWER,
         faster=FASTER,
     )

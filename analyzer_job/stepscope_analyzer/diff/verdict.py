@@ -6,7 +6,9 @@
 - improved: otherwise, when the upper end of the steps' interval is below the gate's mirror
   (1 / (1 + gate) - 1: swapping the sides of a regressed pair gives an improvement);
 - passed: anything else; unusable when a side has too few steps for an interval.
-The reason states the numbers decided on, and only those.
+The reason states the numbers decided on, and only those. The steps' noise is half the width of their interval:
+what is smaller than it (the added work of a pass, a name's change in compare.py) is within noise and not told as
+a change.
 """
 
 from __future__ import annotations
@@ -27,13 +29,36 @@ class Decision:
     verdict: DiffVerdict
     reason: str
     decided_by: list[str]
+    noise_pct: float | None = None
+    """half the width of the steps' interval decided on, in %: a change smaller than this is within noise"""
 
 
 def pct(log_ratio: float | None) -> float | None:
     return None if log_ratio is None else 100.0 * math.expm1(log_ratio)
 
 
-def _added_text(added: AddedWork | None) -> str:
+def interval_text(level: str, low: float, high: float) -> str:
+    """An interval as every output names it: its two-sided level, and the one-sided level of its lower end (what
+    the gate decides on)."""
+    return f"{level} interval {low:+.1f}% to {high:+.1f}%"
+
+
+def _way(pct_value: float) -> str:
+    return f"{pct_value:.1f}% slower" if pct_value >= 0 else f"{-pct_value:.1f}% faster"
+
+
+def steps_text(est: float, low: float, high: float, level: str, *, adjusted: bool, measured_pct: float | None) -> str:
+    """The steps' figure in words. Measured steps are told slower or faster; the figure at equal op speed (the
+    machine's speed, read from the ops the candidate did not change, taken out) is told as a signed number beside
+    the measured one, so a run measured faster never reads "slower"."""
+    interval = interval_text(level, low, high)
+    if not adjusted:
+        return f"steps are {_way(est)} than the baseline ({interval})"
+    measured = f"measured steps are {_way(measured_pct)} than the baseline; " if measured_pct is not None else ""
+    return f"{measured}at equal op speed (the machine's speed taken out) {est:+.1f}% ({interval})"
+
+
+def added_text(added: AddedWork | None) -> str:
     if added is None:
         return ""
     interval = (
@@ -43,7 +68,7 @@ def _added_text(added: AddedWork | None) -> str:
     )
     where = f" on rank {added.rank}" if added.rank is not None else ""
     names = f": {', '.join(n[:60] for n in added.names[:3])}" if added.names else ""
-    return f"; added work +{added.pct:.1f}% on the rest of the step{interval}{where}{names}"
+    return f"; added work +{added.pct:.1f}% of the rest of the step{interval}{where}{names}"
 
 
 def decide(
@@ -70,15 +95,14 @@ def decide(
         return Decision(
             DiffVerdict.UNUSABLE, f"{counts[0]} and {counts[1]} steps are too few for a {level} interval", []
         )
-    than = "than the baseline at equal op speed" if adjusted else "than the baseline"
-    measured = f"; measured {measured_pct:+.1f}%" if adjusted and measured_pct is not None else ""
-    slower = f"{est:.1f}% slower" if est >= 0 else f"{-est:.1f}% faster"
-    text = f"steps are {slower} {than} ({level} interval {low:+.1f}% to {high:+.1f}%{measured})" + _added_text(added)
+    text = steps_text(est, low, high, level, adjusted=adjusted, measured_pct=measured_pct)
+    noise = (high - low) / 2.0
+    noted = added if added is not None and added.pct > noise else None  # within noise: not told as a change
     by = [STEPS] if low > gate else []
     if added is not None and added.ci_low_pct is not None and added.ci_low_pct > gate:
         by.append(ADDED_WORK)
     if by:
-        return Decision(DiffVerdict.REGRESSED, f"{text}: more than the {gate:g}% allowed", by)
+        return Decision(DiffVerdict.REGRESSED, f"{text}{added_text(added)}: more than the {gate:g}% allowed", by, noise)
     if high < -100.0 * gate / (100.0 + gate):
-        return Decision(DiffVerdict.IMPROVED, text, [STEPS])
-    return Decision(DiffVerdict.PASSED, f"{text}: not shown to exceed {gate:g}%", [])
+        return Decision(DiffVerdict.IMPROVED, text, [STEPS], noise)
+    return Decision(DiffVerdict.PASSED, f"{text}{added_text(noted)}: not shown to exceed {gate:g}%", [], noise)

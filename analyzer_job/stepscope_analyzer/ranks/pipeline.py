@@ -208,14 +208,18 @@ def _node_outcomes(
     started = time.perf_counter()
     used = 0
     budget = SummaryBudget(limits.current())
+    unused: dict[str, list[str]] = {}  # why -> the ranks it holds for: each reason told once
     with ThreadPoolExecutor(NODE_READERS) as pool:
         read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n, capture_id, budget), chosen, READ_AHEAD)
         for index, (outcome, why, refused) in enumerate(read):
             if why:
-                progress(f"{chosen[index].name}: {why}")
+                unused.setdefault(why, []).append(chosen[index].name)
             if outcome is not None:
                 used += 1
             yield index, outcome, why if refused else ""
+    for why, names in unused.items():
+        more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+        progress(f"{', '.join(names[:3])}{more}: {why}")
     if used:
         elapsed = time.perf_counter() - started
         progress(f"{used} of {len(chosen)} rank(s) summarised on their nodes, read in {elapsed:.2f} s")

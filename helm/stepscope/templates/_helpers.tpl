@@ -185,6 +185,7 @@ STEPSCOPE_STORAGE_BASE: {{ include "stepscope.storageBase" . | quote }}
 STEPSCOPE_STORAGE_ENDPOINT: {{ .Values.storage.endpoint | quote }}
 STEPSCOPE_STORAGE_REGION: {{ .Values.storage.region | quote }}
 STEPSCOPE_STORAGE_ADDRESSING_STYLE: {{ .Values.storage.addressingStyle | quote }}
+STEPSCOPE_STORAGE_URL_BASE: {{ .Values.storage.urlBase | quote }}
 STEPSCOPE_STORAGE_CREDENTIALS_SECRET: {{ .Values.storage.credentialsSecret.name | quote }}
 STEPSCOPE_STORAGE_CREDENTIALS_ACCESS_KEY_ID_KEY: {{ .Values.storage.credentialsSecret.accessKeyIdKey | quote }}
 STEPSCOPE_STORAGE_CREDENTIALS_SECRET_ACCESS_KEY_KEY: {{ .Values.storage.credentialsSecret.secretAccessKeyKey | quote }}

@@ -140,7 +140,7 @@ def test_the_report_shows_the_comparison_escaped(tmp_path: Path) -> None:
     gate = run_gate(_spec(tmp_path, session="main"), "default", open_store(folder), folder, candidate, log=print)
     assert gate is not None
     page = html_bytes(gate.into_report(candidate)).decode()
-    assert 'id="vs-baseline"' in page and "regressed:" in page and "session main" in page
+    assert 'id="gate"' in page and "Vs baseline: regressed" in page and "session main" in page
     assert "<script>x</script>" not in page and "&lt;script&gt;x&lt;/script&gt;" in page
     assert "Vs baseline" not in html_bytes(candidate).decode()
 

@@ -56,7 +56,7 @@ def test_the_same_training_passes(runs: dict[str, Path], diff_cmd: list[str], tm
     out = tmp_path / "out"
     result = _run([*diff_cmd, str(runs["base"]), str(runs["same"]), "-o", str(out), "--max-regression", GATE])
     assert result.returncode == 0, result.stdout + result.stderr
-    assert result.stdout.startswith("passed: steps are")
+    assert result.stdout.startswith("passed: ") and "steps are" in result.stdout.splitlines()[0]
     d = _diff(out)
     assert d.verdict is DiffVerdict.PASSED
     assert (d.baseline.ranks_analysed, d.candidate.ranks_analysed) == (2, 2)
@@ -72,7 +72,7 @@ def test_added_work_on_every_rank_fails_and_is_named(
     out = tmp_path / "out"
     result = _run([*diff_cmd, str(runs["base"]), str(runs["slow"]), "-o", str(out), "--max-regression", GATE])
     assert result.returncode == 1, result.stdout + result.stderr
-    assert result.stdout.startswith("regressed: steps are")
+    assert result.stdout.startswith("regressed: ") and "steps are" in result.stdout.splitlines()[0]
     d = _diff(out)
     assert d.verdict is DiffVerdict.REGRESSED
     low, measured_low, estimate = d.regression_ci_low_pct, d.step_regression_ci_low_pct, d.regression_pct

@@ -271,3 +271,14 @@ def test_the_writer_refuses_a_summary_beyond_its_shape() -> None:
     assert why is not None and "(MAX_SUMMARY_STEPS)" in why
     assert written.summary is None and str(written.error).startswith("the summary is beyond its shape: /summary/steps")
     assert (written.trace_sha256, written.capture_id) == (node.trace_sha256, "cap-1")  # still bound to its trace
+
+
+def test_one_reason_for_many_ranks_is_told_once(tmp_path: Path) -> None:
+    """Every rank's summary made with another top-n: the reason they are not used is printed once, with the ranks."""
+    folder = tmp_path / "job"
+    shutil.copytree(FIXTURES / "cpu_jobs" / "cpu-compute-4r-hook-2x", folder)
+    _summarise_on_nodes(folder, top_n=10)
+    progress: list[str] = []
+    _report_json(folder, workers=1, progress=progress)
+    told = [line for line in progress if "made with top-n 10, this analysis keeps 50" in line]
+    assert len(told) == 1 and "and 1 more" in told[0], progress

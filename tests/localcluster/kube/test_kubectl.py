@@ -50,7 +50,18 @@ def test_kubectl_apply_get_describe_wait(api: EmulatorServer, tmp_path: Path) ->
     table = kubectl(api, tmp_path, "get", "profilesessions")
     assert table.returncode == 0, table.stderr
     header, row = table.stdout.splitlines()[:2]
-    assert header.split() == ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK", "AGE"]
+    assert header.split() == [
+        "NAME",
+        "PHASE",
+        "CAPTURED",
+        "SLOWEST",
+        "CAUSE",
+        "BOTTLENECK",
+        "GATE",
+        "VS",
+        "BASELINE",
+        "AGE",
+    ]
     assert row.split()[:3] == ["demo", "Capturing", "3/4"]
     wide = kubectl(api, tmp_path, "get", "profs", "-o", "wide")
     assert wide.returncode == 0, wide.stderr
