@@ -47,6 +47,8 @@ SESSION_FILE: Final = "session.json"  # analysis_documents.SessionDocument, at t
 OUTCOME_FILE: Final = "outcome.json"  # analysis_documents.AnalysisOutcome, beside the report
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
+RANKS_TABLE: Final = "ranks.csv.gz"
+"""every rank's compact numbers, one CSV row per rank (gzip), beside report.json"""
 RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE, RANK_SUMMARY_FILE)
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
@@ -214,6 +216,11 @@ def report_location(session: StorageLocation) -> StorageLocation:
 
 def summary_key(session: StorageLocation, rank: int) -> str:
     return session.child("summaries").key(f"rank-{rank}.json")
+
+
+def facts_key(session: StorageLocation, index: int, shards: int) -> str:
+    """The compact numbers of map shard `index` of `shards` (its ranks' table, read by the reduce)."""
+    return session.child("summaries").key(f"facts-{index}-of-{shards}.json")
 
 
 _RANK = r"(0|[1-9][0-9]{0,8})"  # one spelling per rank: '007' is no rank

@@ -12,8 +12,9 @@ import importlib
 import sys
 
 from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.pipeline import discover
 from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
+from stepscope_analyzer.ranks.two_pass import gather_all
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
@@ -46,10 +47,10 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
     for note in layout.notes:
         progress(note)
-    outcomes = summarize_all(store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish)
-    if not any(o.skipped is None for o in outcomes):
+    gathered = gather_all(store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish)
+    if not any(o.skipped is None for o in gathered.outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
     from stepscope_analyzer.commands.analyze_finish import finish  # loaded already unless there were no workers
 
-    return finish(args, store, layout, outcomes, started)
+    return finish(args, store, layout, gathered, started)

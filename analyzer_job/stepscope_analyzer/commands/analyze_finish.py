@@ -18,14 +18,14 @@ from stepscope_analyzer.commands.output_files import write_files
 from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.ranks.discovery import Layout
-from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of
+from stepscope_analyzer.ranks.two_pass import Gathered
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_contract.analysis_documents import MAX_SESSION_DOCUMENT_BYTES, SessionDocument
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, SESSION_FILE
+from stepscope_contract.storage import RANKS_TABLE, REPORT_HTML, REPORT_JSON, SESSION_FILE
 
 
 def session_document(store: Store, source: str) -> SessionDocument | None:
@@ -48,8 +48,9 @@ def diagnosis_config(args: argparse.Namespace, document: SessionDocument | None)
     return replace(base, **update) if update else base
 
 
-def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: list[RankOutcome], started: float) -> int:
-    """Diagnose, write the report to `args.output`, print the verdict; the command's exit status."""
+def finish(args: argparse.Namespace, store: Store, layout: Layout, gathered: Gathered, started: float) -> int:
+    """Diagnose, write the report (report.json, ranks.csv.gz, report.html) to `args.output`, print the verdict; the
+    command's exit status."""
     document = session_document(store, args.source) if layout.session else None
     dumps = flight_recorder_dumps(store, layout)
     session = None
@@ -57,7 +58,9 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         session = SessionInfo(namespace=document.namespace, name=document.name, uid=document.uid,
                               capture_id=document.capture_id)  # fmt: skip
     report = reduce_outcomes(
-        outcomes,
+        gathered.outcomes,
+        table=gathered.table,
+        released_errors=gathered.errors,
         config=diagnosis_config(args, document),
         session=session,
         started=started,
@@ -66,17 +69,18 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         flight_recorder=dumps,
     )
     out = Path(args.output)
-    report = with_trace_links(report, location_of(str(out.resolve())))
+    report = with_trace_links(report, location_of(str(out.resolve()))).model_copy(update={"ranks_table": RANKS_TABLE})
     if document is not None:
         report = report.model_copy(update={"capture": CaptureInfo.from_spec(document.spec.capture)})
     try:
         out.mkdir(parents=True, exist_ok=True)
         save_report_json(report, out / REPORT_JSON)
+        gathered.table.save_csv_gz(out / RANKS_TABLE)
         write_files(out, {REPORT_HTML: html_bytes(report)})
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE
-    progress(f"analysed {len(report.ranks)} rank(s) in {time.perf_counter() - started:.2f} s")
+    progress(f"analysed {len(gathered.table)} rank(s) in {time.perf_counter() - started:.2f} s")
     print(report.diagnosis.verdict)
     print(f"report: {(out / REPORT_HTML).resolve()}")
     print(f"json:   {(out / REPORT_JSON).resolve()}")

@@ -71,6 +71,7 @@ def diagnose(
     world_size: int | None = None,
     other_jobs: str | None = None,
     flight_recorder: dict[int, Dump] | None = None,
+    analysed: int | None = None,
 ) -> Diagnosis:
     """Diagnose a job from its per-rank summaries (any status) and hang evidence from storage.
 
@@ -78,7 +79,8 @@ def diagnose(
     status hung; `nodes` (rank -> node) fills in nodes the summaries lack; `world_size` is the job's, to say how
     many of its ranks were seen; `other_jobs` says which ranks were left out as another job's (they are errors,
     not counted as ranks that could not be analysed); `flight_recorder` (rank -> dump) are the ranks' Flight
-    Recorder dumps, read for hangs and desyncs.
+    Recorder dumps, read for hangs and desyncs. `analysed`: how many ranks were analysed when `ranks` holds only
+    those the reduce compares in full (reduce/candidates.py), else the ranks with status ok.
     """
     cfg = config or DiagnosisConfig()
     ok = with_collective_waits([r for r in ranks if r.status is RankStatus.OK])
@@ -114,15 +116,14 @@ def diagnose(
     )
     findings = with_replayed_gains(findings, whatifs)
     numbers = with_finding_numbers(with_replayed_gain(numbers, whatifs), findings, slow, hangs)
-    coverage = Coverage(
-        analysed=len(ok), errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok)
-    )
+    count = len(ok) if analysed is None else analysed
+    coverage = Coverage(analysed=count, errored=failed, world_size=world, other_jobs=other_jobs, makeup=step_makeup(ok))
     verdict = hang.verdict or (None if ok else dumps_only_verdict(hang.flight_recorder))
     verdict = verdict or finding_verdict(findings, slow, hangs, numbers, coverage, layout=shape, nodes=slow_nodes)
     diagnosis = Diagnosis(
         verdict=verdict or verdict_line(slow, hangs, slow_nodes, numbers, coverage),
         headline=headline(slow, hangs, bottlenecks, findings),
-        ranks_analysed=len(ok),
+        ranks_analysed=count,
         ranks_expected=world,
         median_step_us=numbers.median_step_us,
         p90_step_us=numbers.p90_step_us,

@@ -55,7 +55,7 @@ READ_AHEAD = 2 * NODE_READERS  # node summaries read and not yet taken, at most
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
-def _quiet(_: str) -> None:
+def quiet(_: str) -> None:
     return None
 
 
@@ -155,7 +155,7 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
     return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
 
 
-def _from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
+def read_from_node(store: Store, inp: RankInput, top_n: int) -> tuple[RankOutcome | None, str]:
     """The rank's outcome from the summary its node made, its trace not read, nor its manifest where the summary
     carries it (None, why: parse the trace instead; '' when it has no summary). A hung rank is left to the usual
     path: its stacks tell."""
@@ -192,7 +192,7 @@ def _node_outcomes(
     started = time.perf_counter()
     used = 0
     with ThreadPoolExecutor(NODE_READERS) as pool:
-        read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n), chosen, READ_AHEAD)
+        read = read_ahead(pool, lambda inp: read_from_node(store, inp, top_n), chosen, READ_AHEAD)
         for index, (outcome, why) in enumerate(read):
             if why:
                 progress(f"{chosen[index].name}: {why}")
@@ -265,7 +265,7 @@ def summarize_all(
     layout: Layout,
     *,
     top_n: int = 50,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     ranks: set[int] | None = None,
     workers: int | None = None,
     while_waiting: Callable[[], object] | None = None,
@@ -275,7 +275,7 @@ def summarize_all(
     process reads the next ones; `while_waiting` is then called once the workers have their first traces (as
     rank_pool.compute_all). Each outcome's summary is compacted as it arrives (compact: they are all held at once)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
+    found = outcomes_of(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
     compactor = Compactor()
     results = {i: replace(o, summary=compactor.compact(o.summary)) for i, o in within_stacks_budget(found)}
     outcomes = [results[i] for i in range(len(chosen))]
@@ -305,16 +305,17 @@ def within_stacks_budget(outcomes: Iterable[tuple[int, RankOutcome]]) -> Iterato
 
 
 def each_outcome(
-    store: Store, layout: Layout, *, top_n: int = 50, progress: Progress = _quiet, workers: int | None = None
+    store: Store, layout: Layout, *, top_n: int = 50, progress: Progress = quiet, workers: int | None = None
 ) -> Iterator[RankOutcome]:
     """Every rank's outcome as soon as it is done (in no set order), none kept here: the map step writes each
     summary and lets it go, so its memory does not grow with the ranks of its shard. Needs a session layout (ranks
     known from the file names)."""
-    for _, outcome in _outcomes(store, list(layout.inputs), top_n=top_n, progress=progress, workers=workers, wait=None):
+    inputs = list(layout.inputs)
+    for _, outcome in outcomes_of(store, inputs, top_n=top_n, progress=progress, workers=workers, wait=None):
         yield outcome
 
 
-def _outcomes(
+def outcomes_of(
     store: Store,
     chosen: list[RankInput],
     *,

@@ -1,0 +1,64 @@
+"""Which analysed ranks the diagnosis compares in full when there are more than it reads (pass two). Pure.
+
+Up to FULL_COMPARE analysed ranks, every one is compared in full. Beyond that the diagnosis reads again, in full, a
+bounded set chosen from every rank's compact numbers (ranks/facts.py), so that any rank it could name is in it and
+the ranks it compares them with stand for the whole job:
+- the EXTREMES ranks at both ends of every compared number (step times, the time breakdown, the mean step's phases);
+- the ranks sharing a node with the SLOWEST slowest ranks (a slow node shows as several of its ranks), NODE_PEERS
+  per node at most;
+- the rest of the budget spread evenly over the ranks ordered by median step time (their quantiles), so the job's
+  median and spread are the whole job's.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+
+from stepscope_analyzer.ranks.facts import FLOAT_COLUMNS, FactsTable
+
+__all__ = ["FULL_COMPARE", "compared_rows"]
+
+FULL_COMPARE = 1024
+EXTREMES = 6
+SLOWEST = 8
+NODE_PEERS = 16
+_ORDER = "step_median_us"
+
+
+def _ends(table: FactsTable, rows: list[int], column: str) -> list[int]:
+    values = table.floats[column]
+    usable = [i for i in rows if not math.isnan(values[i])]
+    if not usable:
+        return []
+    ordered = sorted(usable, key=lambda i: (values[i], table.ints["rank"][i]))
+    return ordered[:EXTREMES] + ordered[-EXTREMES:]
+
+
+def _node_peers(table: FactsTable, rows: list[int], slowest: list[int]) -> list[int]:
+    nodes = {table.string("node", i) for i in slowest} - {None}
+    members: dict[str | None, list[int]] = defaultdict(list)
+    for i in rows:
+        node = table.string("node", i)
+        if node in nodes and len(members[node]) < NODE_PEERS:
+            members[node].append(i)
+    return [i for group in members.values() for i in group]
+
+
+def compared_rows(table: FactsTable, budget: int = FULL_COMPARE) -> list[int]:
+    """The rows of the analysed ranks to compare in full, in table order: all of them up to `budget`, else at most
+    about `budget` chosen as the module says."""
+    rows = table.ok_rows()
+    if len(rows) <= budget:
+        return rows
+    order = table.floats[_ORDER]
+    by_step = sorted(rows, key=lambda i: (order[i], table.ints["rank"][i]))
+    chosen: set[int] = set()
+    for column in FLOAT_COLUMNS:
+        chosen.update(_ends(table, rows, column))
+    chosen.update(_node_peers(table, rows, by_step[-SLOWEST:]))
+    room = max(0, budget - len(chosen))
+    if room:
+        step = len(by_step) / room
+        chosen.update(by_step[min(len(by_step) - 1, int(k * step + step / 2))] for k in range(room))
+    return sorted(chosen)
