@@ -99,8 +99,10 @@ def gathered_from(outcomes: list[RankOutcome], budget: int = FULL_COMPARE) -> Ga
 class _Pass:
     """Pass one's state: the table, the outcomes held, and how to read again those let go."""
 
-    def __init__(self, budget: int, reread_all: bool) -> None:
+    def __init__(self, budget: int, reread_all: bool, expected: int) -> None:
         self.budget = budget
+        self.hold_first = expected <= budget
+        """a layout of more ranks than the budget: no analysed rank held in pass one (most would be let go)"""
         self.reread_all = reread_all
         self.table = FactsTable()
         self.compactor = Compactor()
@@ -130,7 +132,7 @@ class _Pass:
             return
         self.analysed += 1
         self.from_node[index] = outcome.from_node or self.reread_all
-        if self.analysed <= self.budget:
+        if self.analysed <= self.budget and self.hold_first:
             self._hold(index, outcome)
             return
         self._let_go(index, outcome)
@@ -140,7 +142,7 @@ class _Pass:
 
     def second(self, chosen: list[RankInput], reread: Callable[[RankInput], RankOutcome | None]) -> Gathered:
         """Pass two: the chosen analysed ranks read again."""
-        if self.analysed <= self.budget:
+        if self.analysed <= self.budget and self.hold_first:
             return Gathered(self.table, [self.held[i] for i in sorted(self.held)])
         wanted = set(compared_rows(self.table, self.budget))
         for index, row in self.row_of.items():
@@ -150,7 +152,8 @@ class _Pass:
             if again is None:
                 again = RankOutcome(self.spool.get(index))
             self._hold(index, replace(again, errors=[]))
-        return Gathered(self.table, [self.held[i] for i in sorted(self.held)], self.errors, sampled=True)
+        sampled = len(wanted) < self.analysed
+        return Gathered(self.table, [self.held[i] for i in sorted(self.held)], self.errors, sampled=sampled)
 
 
 def gather(
@@ -166,7 +169,7 @@ def gather(
     ranks read again (`reread`: a rank summarised on its node, or any rank with `reread_all`; None when it cannot
     be: the spool's copy). `on_outcome` sees every outcome as it arrives (the session Job stores the summaries it
     parsed)."""
-    state = _Pass(budget, reread_all)
+    state = _Pass(budget, reread_all, len(chosen))
     try:
         for index, outcome in found:
             if on_outcome is not None:

@@ -19,7 +19,7 @@ from stepscope_analyzer.ranks.facts import FLOAT_COLUMNS, FactsTable
 
 __all__ = ["FULL_COMPARE", "compared_rows"]
 
-FULL_COMPARE = 1024
+FULL_COMPARE = 512
 EXTREMES = 6
 SLOWEST = 8
 NODE_PEERS = 16
