@@ -20,6 +20,7 @@ Usage: python bench/reduce_memory.py --ranks 4096 [--keep DIR] [--traces DIR]
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gzip
 import json
 import os
@@ -172,10 +173,8 @@ class TreePeak:
                 tree = [self.root, *self.root.children(recursive=True)]
                 total = 0
                 for p in tree:
-                    try:
+                    with contextlib.suppress(psutil.Error):
                         total += p.memory_info().rss
-                    except psutil.Error:
-                        pass
                 self.peak = max(self.peak, total)
             except psutil.Error:
                 return
@@ -250,13 +249,14 @@ def main() -> int:
     print(f"{args.ranks} ranks: stepscope analyze exit {done.returncode}: {report['diagnosis']['verdict']}")
     print(f"  planted slow rank {slow} on {node}: named {slow in named[:1]}, its node in the verdict "
           f"{node in report['diagnosis']['verdict']}; {len(report['ranks'])} ranks in report.json")  # fmt: skip
-    print(f"  wall {elapsed:.1f} s (CPU {run.cpu_s:.1f} s)   floor: read + decode {floor.done.stdout.strip()} summaries "
-          f"{floor.wall_s:.1f} s (CPU {floor.cpu_s:.1f} s)   ratio wall {elapsed / floor.wall_s:.2f}, CPU "
+    print(f"  wall {elapsed:.1f} s (CPU {run.cpu_s:.1f} s)   floor: read + decode {floor.done.stdout.strip()} "
+          f"summaries {floor.wall_s:.1f} s (CPU {floor.cpu_s:.1f} s)   ratio wall {elapsed / floor.wall_s:.2f}, CPU "
           f"{run.cpu_s / floor.cpu_s:.2f} (bar {BAR_FLOOR:.0f})")  # fmt: skip
     print(f"  peak RSS of the process tree {peak:.0f} MiB (floor's {floor.peak_mib:.0f} MiB)   bar {BAR_MB:.0f} MiB   "
           f"ratio {peak / BAR_MB:.2f}")  # fmt: skip
     print(f"  report.json {sizes['report.json']:.2f} MiB (bar {BAR_JSON_MB:.0f})   ranks.csv.gz "
-          f"{sizes['ranks.csv.gz']:.2f} MiB   report.html {sizes['report.html']:.2f} MiB (bar {BAR_HTML_MB:.0f})")  # fmt: skip
+          f"{sizes['ranks.csv.gz']:.2f} MiB   report.html {sizes['report.html']:.2f} MiB "
+          f"(bar {BAR_HTML_MB:.0f})")  # fmt: skip
     ok = done.returncode == 0 and slow in named[:1] and peak <= BAR_MB and elapsed <= BAR_FLOOR * floor.wall_s
     return 0 if ok and sizes["report.json"] <= BAR_JSON_MB and sizes["report.html"] <= BAR_HTML_MB else 1
 

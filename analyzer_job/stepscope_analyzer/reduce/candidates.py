@@ -1,17 +1,18 @@
 """Which analysed ranks the diagnosis compares in full when there are more than it reads (pass two). Pure.
 
-Up to FULL_COMPARE analysed ranks, every one is compared in full. Beyond that the diagnosis reads again, in full, a
-bounded set chosen from every rank's compact numbers (ranks/facts.py), so that any rank it could name is in it and
-the ranks it compares them with stand for the whole job:
-- the EXTREMES ranks at both ends of every compared number (step times, the time breakdown, the mean step's phases);
-- the ranks sharing a node with the SLOWEST slowest ranks (a slow node shows as several of its ranks), NODE_PEERS
-  per node at most;
+Up to FULL_COMPARE analysed ranks, every one is compared in full. Beyond that the diagnosis reads again, in full,
+FULL_COMPARE ranks chosen from every rank's compact numbers (ranks/facts.py), so that any rank it could name is in it
+and the ranks it compares them with stand for the whole job:
+- the EXTREMES ranks at both ends of the median step time, and the ranks sharing a node with the SLOWEST slowest
+  ranks (a slow node shows as several of its ranks), NODE_PEERS per node at most;
+- the EXTREMES ranks at both ends of every other compared number (the time breakdown, the mean step's phases);
 - the rest of the budget spread evenly over the ranks ordered by median step time (their quantiles), so the job's
   median and spread are the whole job's.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 
@@ -46,19 +47,26 @@ def _node_peers(table: FactsTable, rows: list[int], slowest: list[int]) -> list[
 
 
 def compared_rows(table: FactsTable, budget: int = FULL_COMPARE) -> list[int]:
-    """The rows of the analysed ranks to compare in full, in table order: all of them up to `budget`, else at most
-    about `budget` chosen as the module says."""
+    """The rows of the analysed ranks to compare in full, in table order: all of them up to `budget`, else `budget`
+    of them chosen as the module says (the quantiles first left out, then the ends of the last numbers)."""
     rows = table.ok_rows()
     if len(rows) <= budget:
         return rows
     order = table.floats[_ORDER]
     by_step = sorted(rows, key=lambda i: (order[i], table.ints["rank"][i]))
-    chosen: set[int] = set()
+    chosen: dict[int, None] = {}  # in the order of what matters most: the budget cuts the last
+    for i in [*_ends(table, rows, _ORDER), *_node_peers(table, rows, by_step[-SLOWEST:])]:
+        chosen.setdefault(i)
     for column in FLOAT_COLUMNS:
-        chosen.update(_ends(table, rows, column))
-    chosen.update(_node_peers(table, rows, by_step[-SLOWEST:]))
+        for i in _ends(table, rows, column):
+            chosen.setdefault(i)
     room = max(0, budget - len(chosen))
+    step = len(by_step) / max(room, 1)
     if room:
-        step = len(by_step) / room
-        chosen.update(by_step[min(len(by_step) - 1, int(k * step + step / 2))] for k in range(room))
-    return sorted(chosen)
+        for k in range(room):
+            chosen.setdefault(by_step[min(len(by_step) - 1, int(k * step + step / 2))])
+    for i in itertools.chain.from_iterable(by_step[k :: max(1, int(step))] for k in range(max(1, int(step)))):
+        if len(chosen) >= budget:
+            break
+        chosen.setdefault(i)  # quantiles that fell on ranks chosen already: their neighbours
+    return sorted(list(chosen)[:budget])
