@@ -43,6 +43,7 @@ from stepscope_analyzer.ranks.pipeline import (
     discover,
     each_outcome,
     read_ahead,
+    read_from_node,
     summarise,
 )
 from stepscope_analyzer.ranks.rank_reading import read_rank
@@ -249,13 +250,17 @@ def analyze_session(
     if not layout.session or not layout.inputs:
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if mode == "all":
-        with ThreadPoolExecutor(READ_WORKERS) as pool:  # as the map step leaves them: a later reduce (or a person)
+        stored = _summary_reader(store, location)
 
-            def keep(o: RankOutcome) -> None:  # the others' summaries are beside their traces already
-                if not o.from_node and o.skipped is None:
-                    pool.submit(_write_summary, store, location, o)
+        def keep(o: RankOutcome) -> None:  # as the map step leaves them: pass two (or a later reduce) reads them
+            if not o.from_node and o.skipped is None:  # the others' summaries are beside their traces already
+                _write_summary(store, location, o)
 
-            gathered = gather_all(store, layout, top_n=top_n, progress=_log, on_outcome=keep)
+        def again(inp: RankInput) -> RankOutcome | None:
+            from_node = read_from_node(store, inp, top_n)[0] if inp.node_summary_key else None
+            return from_node or stored(inp)
+
+        gathered = gather_all(store, layout, top_n=top_n, progress=_log, on_outcome=keep, reread=again)
     else:
         gathered = read_summaries(store, location, layout, shards=shards)
     info = SessionInfo(

@@ -190,9 +190,12 @@ def gather_all(
     while_waiting: Callable[[], object] | None = None,
     on_outcome: Callable[[RankOutcome], None] | None = None,
     budget: int = FULL_COMPARE,
+    reread: Callable[[RankInput], RankOutcome | None] | None = None,
 ) -> Gathered:
     """Every rank of the layout read (pipeline), held as the reduce holds them. A session layout is read in two
-    passes; a plain folder's traces are all held first (its ranks are numbered from what every trace says)."""
+    passes; a plain folder's traces are all held first (its ranks are numbered from what every trace says).
+    `reread`: how pass two reads any rank again (the session Job: from the summaries it stored), instead of a
+    rank's node summary and the spool."""
     chosen = list(layout.inputs)
     found = within_stacks_budget(
         outcomes_of(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
@@ -206,8 +209,8 @@ def gather_all(
             for o in outcomes:
                 on_outcome(o)
         return gathered_from(outcomes, budget)
-    gathered = gather(found, chosen, lambda inp: read_from_node(store, inp, top_n)[0], budget=budget,
-                      on_outcome=on_outcome)  # fmt: skip
+    again = reread or (lambda inp: read_from_node(store, inp, top_n)[0])
+    gathered = gather(found, chosen, again, budget=budget, on_outcome=on_outcome, reread_all=reread is not None)
     progress(f"{len(gathered.table)} rank(s) read; {len(gathered.outcomes)} held in full"
              + (" (the ranks the diagnosis compares)" if gathered.sampled else ""))  # fmt: skip
     return gathered
