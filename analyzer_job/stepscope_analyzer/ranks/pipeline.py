@@ -31,7 +31,7 @@ from stepscope_analyzer.ranks.node_summaries import node_summaries_enabled, read
 from stepscope_analyzer.ranks.rank_artifacts import rank_extras
 from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
-from stepscope_analyzer.ranks.storage_io import Store
+from stepscope_analyzer.ranks.storage_io import LocalStore, Store
 from stepscope_analyzer.workers.cpu_quota import worker_count
 from stepscope_analyzer.workers.rank_pool import Computed, Task, compute, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
@@ -188,11 +188,15 @@ def _node_outcomes(
     store: Store, chosen: list[RankInput], top_n: int, progress: Progress
 ) -> Iterator[tuple[int, RankOutcome | None]]:
     """(index, outcome) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads at once
-    (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be parsed."""
+    (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be parsed. A
+    local folder is read in this thread: there is no latency for threads to hide, only their handing over."""
     started = time.perf_counter()
     used = 0
-    with ThreadPoolExecutor(NODE_READERS) as pool:
-        read = read_ahead(pool, lambda inp: read_from_node(store, inp, top_n), chosen, READ_AHEAD)
+    with ThreadPoolExecutor(1 if isinstance(store, LocalStore) else NODE_READERS) as pool:
+        if isinstance(store, LocalStore):
+            read: Iterator[tuple[RankOutcome | None, str]] = (read_from_node(store, inp, top_n) for inp in chosen)
+        else:
+            read = read_ahead(pool, lambda inp: read_from_node(store, inp, top_n), chosen, READ_AHEAD)
         for index, (outcome, why) in enumerate(read):
             if why:
                 progress(f"{chosen[index].name}: {why}")

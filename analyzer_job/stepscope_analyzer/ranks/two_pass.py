@@ -63,6 +63,9 @@ class Spool:
         self._at[key] = (self._file.tell(), len(data))
         self._file.write(data)
 
+    def __contains__(self, key: int) -> bool:
+        return key in self._at
+
     def get(self, key: int) -> RankReport:
         offset, size = self._at[key]
         self._file.seek(offset)
@@ -105,7 +108,6 @@ class _Pass:
         """a layout of more ranks than the budget: no analysed rank held in pass one (most would be let go)"""
         self.reread_all = reread_all
         self.table = FactsTable()
-        self.compactor = Compactor()
         self.held: dict[int, RankOutcome] = {}
         self.row_of: dict[int, int] = {}
         self.from_node: dict[int, bool] = {}
@@ -114,7 +116,7 @@ class _Pass:
         self.analysed = 0
 
     def _hold(self, index: int, outcome: RankOutcome) -> None:
-        self.held[index] = replace(outcome, summary=self.compactor.compact(outcome.summary))
+        self.held[index] = outcome
 
     def _let_go(self, index: int, outcome: RankOutcome) -> None:
         self.errors += outcome.errors
@@ -149,8 +151,11 @@ class _Pass:
             if row not in wanted or index in self.held:
                 continue
             again = reread(chosen[index]) if self.from_node[index] else None
-            if again is None:
+            if again is None and index in self.spool:
                 again = RankOutcome(self.spool.get(index))
+            if again is None:  # its summary changed or went away since pass one: compared without it
+                self.errors.append(RankError(rank=self.table.ints["rank"][row], message="not read again in full"))
+                continue
             self._hold(index, replace(again, errors=[]))
         sampled = len(wanted) < self.analysed
         return Gathered(self.table, [self.held[i] for i in sorted(self.held)], self.errors, sampled=sampled)
@@ -201,7 +206,7 @@ def gather_all(
         outcomes_of(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting)
     )
     if not layout.session:
-        compactor = Compactor()
+        compactor = Compactor()  # a plain folder's ranks are all held until they are numbered
         results = {i: replace(o, summary=compactor.compact(o.summary)) for i, o in found}
         outcomes = [results[i] for i in range(len(chosen))]
         assign_ranks(outcomes)

@@ -16,7 +16,7 @@ from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.two_pass import Gathered, gather
 from stepscope_analyzer.reduce.candidates import compared_rows
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
-from stepscope_analyzer.report import model_json_bytes
+from stepscope_analyzer.report import html_bytes, model_json_bytes
 from stepscope_contract.report import REPORT_RANKS_IN_FULL, Cause, RankReport, RankStatus
 from stepscope_testing.synthetic import JobShape, synthetic_job
 
@@ -76,6 +76,9 @@ def test_report_json_does_not_grow_with_the_ranks_and_the_table_holds_every_rank
         assert SLOW in {r.rank for r in ok} and len(ok) <= REPORT_RANKS_IN_FULL
     in_full = [len(b"".join(model_json_bytes(r) for r in reports[w].ranks)) for w in (128, 512)]
     assert abs(in_full[1] - in_full[0]) <= 0.05 * in_full[0], in_full
+    pages = {w: html_bytes(reports[w].model_copy(update={"ranks_table": "ranks.csv.gz"})) for w in (128, 512)}
+    assert len(pages[512]) <= 1.15 * len(pages[128])
+    assert b"513 read, 48 compared in full" in pages[512] and b"ranks.csv.gz" in pages[512]
 
 
 def test_shard_tables_merge_into_the_whole_table() -> None:
