@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import re
 import sys
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -86,8 +87,10 @@ def python_paths(on: bool) -> Iterator[None]:
 
 
 def kept(before: str, now: str) -> tuple[str, str]:
-    """Both reports on what the newer keeps: the older's fields, the ranks the newer holds in full."""
-    old, new = json.loads(before), json.loads(now)
+    """Both reports on what the newer keeps: the older's fields, the ranks the newer holds in full (paths to the
+    fixtures taken from where each checkout lies)."""
+    where = re.compile(r"file://[^\"]*?/tests/analyzer_job/fixtures/")
+    old, new = (json.loads(where.sub("file://<fixtures>/", text)) for text in (before, now))
     new = {k: v for k, v in new.items() if k in old}
     ranks = {r["rank"] for r in new.get("ranks", [])}
     old["ranks"] = [r for r in old.get("ranks", []) if r["rank"] in ranks]

@@ -1,5 +1,11 @@
 """Which analysed ranks the diagnosis compares in full when there are more than it reads (pass two). Pure.
 
+The diagnosis reads most of a compared rank's summary: its step phases per step (replay, peers, stalls), its top
+kernels and functions (op types, evidence), its collectives and communication calls (wait matching, layout), its
+process groups (layout), its memory and GPU samples (evidence). Those do not fit a fixed row per rank, so the ranks
+table (ranks/facts.py) keeps per rank only what chooses the compared ranks and makes the job's distributions, and the
+compared ranks are read again whole.
+
 Up to FULL_COMPARE analysed ranks, every one is compared in full. Beyond that the diagnosis reads again, in full,
 FULL_COMPARE ranks chosen from every rank's compact numbers (ranks/facts.py), so that any rank it could name is in it
 and the ranks it compares them with stand for the whole job:
