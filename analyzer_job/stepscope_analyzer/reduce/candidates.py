@@ -45,7 +45,7 @@ def _ends(table: FactsTable, rows: list[int], column: str) -> list[int]:
 def _node_peers(table: FactsTable, rows: list[int], slowest: list[int]) -> list[int]:
     nodes = {table.string("node", i) for i in slowest} - {None}
     members: dict[str | None, list[int]] = defaultdict(list)
-    for i in rows:
+    for i in sorted(rows, key=lambda i: table.ints["rank"][i]):  # the same ranks whatever order the rows came in
         node = table.string("node", i)
         if node in nodes and len(members[node]) < NODE_PEERS:
             members[node].append(i)
