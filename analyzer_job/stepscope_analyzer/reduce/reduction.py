@@ -113,7 +113,9 @@ def reduce_outcomes(
             f"{len(numbered)} trace(s) say no rank (no distributedInfo, no rank<N> in the file name), numbered in "
             f"file-name order: {shown}; name the files rank<N> to fix their ranks"
         )
+    held_ok = sum(1 for s in summaries if s.status is RankStatus.OK)
     summaries, other_jobs = _exclude_foreign(summaries, errors)
+    foreign = held_ok - sum(1 for s in summaries if s.status is RankStatus.OK)
     if other_jobs:
         all_notes.append(other_jobs)
     summaries = [s for s in summaries if s.status is not RankStatus.OK] + with_collective_waits(
@@ -123,7 +125,6 @@ def reduce_outcomes(
     sizes = [s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK]
     if sampled:
         sizes += [s for i in table.ok_rows() if (s := table.ints["world_size"][i]) > 0]
-    foreign = sum(1 for s in summaries if s.status is RankStatus.ERROR and s.error and s.error.startswith("from a d"))
     compared = sum(1 for s in summaries if s.status is RankStatus.OK)
     diagnosis: Diagnosis = diagnose(
         summaries,
