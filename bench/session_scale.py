@@ -13,8 +13,11 @@ node summaries' CPU time, the CPU seconds each group of processes used from appl
 machine's CPUs give in that time: on a shared 2-core machine the figure is bound by them), and the peak RSS per
 process (operator, moto, the harness, each analyzer pod with its workers), then how each grows from the smallest
 size to the largest, and the bars as ratios: apply -> report <= 30 s at 1,024 ranks and <= 60 s at 4,096, analyzer
-pods <= 1 GiB each; and, first, the node summary of the 54 MB HTA trace as the sidecar runs it (its peak RSS
-against 256 MiB, its time as a ratio of that trace's upload time).
+pods <= 1 GiB each; the center's critical path apart from the simulation: from the last upload to the status
+written (collect, analysis, status), with the CPU seconds each group used in it (the operator and the analyzer pods
+are the center; moto serves the center's reads there; the simulated sidecars are idle by then); and, first, the
+node summary of the 54 MB HTA trace as the sidecar runs it (its peak RSS against 256 MiB, its time as a ratio of
+that trace's upload time).
 Exit 1 when a bar is missed or a session does not succeed.
 
 Traces: by default the two ranks of HTA's sampled 128-rank test trace (../shared/data/traces/hta, from
@@ -440,15 +443,20 @@ class Run:
     summary_cpu: list[float] = field(default_factory=list)
     cpu: dict[str, float] = field(default_factory=dict)
     """CPU seconds per group of processes from apply to the end"""
+    center_s: float | None = None
+    """the center's critical path: from the last upload to the status written"""
+    center_cpu: dict[str, float] = field(default_factory=dict)
+    """CPU seconds per group of processes in the center's critical path"""
 
 
 def analysed_ranks(store: Store, artifacts_uri: str | None) -> int | None:
-    """How many ranks the stored report.json covers."""
+    """How many ranks the stored report.json says were analysed (it holds the named ranks in full, ranks.csv.gz
+    every rank's numbers)."""
     if not artifacts_uri:
         return None
     key = report_location(parse_storage_uri(artifacts_uri)).key(REPORT_JSON)
     with contextlib.suppress(Exception):
-        return len(json.loads(store.read(key))["ranks"])
+        return int(json.loads(store.read(key))["diagnosis"]["ranks_analysed"])
     return None
 
 
@@ -472,10 +480,13 @@ def run_session(cluster: LocalCluster, sidecars: Sidecars, rss: PeakRss, store: 
         }
     )
     status: dict[str, Any] = {}
+    at_last_upload: dict[str, float] = {}
     while time.monotonic() - t0 < 900:
         obj = cluster.api.get(API, "profilesessions", NAMESPACE, name) or {}
         status = obj.get("status") or {}
         now = time.monotonic()
+        if not at_last_upload and len(sidecars.uploaded.get(name, [])) >= ranks:
+            at_last_upload = rss.cpu_seconds()  # the center's CPU counted from here (polled every 50 ms)
         phase, stage = status.get("phase", ""), status.get("analysisStage", "")
         if phase == "Analyzing" and "analyzing" not in marks:
             marks["analyzing"] = now
@@ -508,6 +519,9 @@ def run_session(cluster: LocalCluster, sidecars: Sidecars, rss: PeakRss, store: 
     time.sleep(0.5)  # one more memory sample after the end
     run.peaks = dict(rss.peaks)
     run.cpu = rss.cpu_seconds()
+    if uploads and "terminal" in marks and at_last_upload:
+        run.center_s = marks["terminal"] - max(uploads)
+        run.center_cpu = {g: run.cpu.get(g, 0.0) - at_last_upload.get(g, 0.0) for g in run.cpu}
     return run
 
 
@@ -616,7 +630,7 @@ def report(runs: list[Run], failures: list[str], shards: int, large: LargeTrace,
     print(f"{'ranks':>6} " + " ".join(f"{s:>13}" for s in stages) + f" {'apply->report':>14}  phase")
     for run in runs:
         cells = " ".join(f"{run.stages[s]:>12.2f}s" if s in run.stages else f"{'-':>13}" for s in stages)
-        print(f"{run.ranks:>6} {cells} {run.total:>13.2f}s  {run.phase}, {run.analysed} ranks in the report")
+        print(f"{run.ranks:>6} {cells} {run.total:>13.2f}s  {run.phase}, {run.analysed} ranks analysed")
     print("\nnode summaries (CPU seconds per rank, in the simulated sidecars)")
     for run in runs:
         cpu = sorted(run.summary_cpu)
@@ -631,6 +645,12 @@ def report(runs: list[Run], failures: list[str], shards: int, large: LargeTrace,
     for run in runs:
         cells = " ".join(f"{run.cpu.get(g, 0.0):>16.1f}s" for g in groups)
         print(f"{run.ranks:>6} {cells} {sum(run.cpu.values()):>7.1f}s {(os.cpu_count() or 1) * run.total:>7.1f}s")
+    print("\nthe center's critical path: last upload -> status written, and the CPU seconds in it per group")
+    print(f"{'ranks':>6} {'path':>9} " + " ".join(f"{g:>17}" for g in groups))
+    for run in runs:
+        if run.center_s is not None:
+            cells = " ".join(f"{run.center_cpu.get(g, 0.0):>16.1f}s" for g in groups)
+            print(f"{run.ranks:>6} {run.center_s:>8.2f}s {cells}")
     print("\npeak RSS (MB)")
     for run in runs:
         print(f"{run.ranks:>6}  " + ", ".join(_fmt_peaks(run.peaks)))

@@ -46,7 +46,7 @@ class Limits:
     max_steps: int = 10_000  # ProfilerStep# events in one trace
     max_event_duration_us: int = 7 * 24 * 3600 * 1_000_000  # one event's 'dur' (a week)
     max_world_size: int = 1 << 20  # world size a trace or manifest may claim (and 1 + the largest rank)
-    max_ranks: int = 32_768  # rank folders or trace files analysed in one run
+    max_ranks: int = 131_072  # rank folders or trace files analysed in one run
     max_manifest_bytes: int = 1 * MiB  # a rank's manifest.json
     max_stacks_bytes: int = 256 * KiB  # a rank's stacks.txt (longer stacks are cut)
     max_stacks_total_bytes: int = 64 * MiB  # every rank's stacks kept for the hang diagnosis, together
@@ -61,6 +61,7 @@ class Limits:
     max_flight_recorder_total_bytes: int = 256 * MiB  # every rank's dump as kept for the analysis (estimated memory)
     max_flight_recorder_total_entries: int = 4_000_000  # every rank's dump: recorded collectives kept in total
     max_gpu_metrics_file_bytes: int = 64 * MiB  # a rank's gpu_metrics.jsonl.gz as stored
+    max_report_json_bytes: int = 512 * MiB  # report.json as written (the analyzer pod's scratch space holds it)
 
     @staticmethod
     def env_name(name: str) -> str:

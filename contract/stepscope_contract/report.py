@@ -15,6 +15,8 @@ if TYPE_CHECKING:  # only a method's parameter: the analyzer's workers build rep
     from stepscope_contract.session import CaptureSpec
 
 REPORT_SCHEMA_VERSION = 1
+REPORT_RANKS_IN_FULL = 64
+"""report.json holds every rank in full up to this many analysed ranks; past it, the named ranks and their peers"""
 
 
 class ReportModel(BaseModel):
@@ -848,6 +850,43 @@ class VsBaseline(ReportModel):
     )
 
 
+class Quantiles(ReportModel):
+    """One number's distribution over a set of ranks (exact, from every rank's row of the ranks table)."""
+
+    column: str = Field(description="the ranks table's column ('step_median_us', ...)")
+    count: int = 0
+    min: float = 0.0
+    p10: float = 0.0
+    p50: float = 0.0
+    p90: float = 0.0
+    p99: float = 0.0
+    max: float = 0.0
+
+
+class NodeSpread(ReportModel):
+    """The median step times of one node's analysed ranks."""
+
+    node: str
+    ranks: int = 0
+    min_us: float = 0.0
+    median_us: float = 0.0
+    max_us: float = 0.0
+
+
+class Distributions(ReportModel):
+    """Every analysed rank's numbers as distributions: the job's, and the slowest nodes' (by their slowest rank);
+    every rank's own numbers are in the ranks table (`Report.ranks_table`)."""
+
+    ranks: int = Field(default=0, description="rows of the ranks table: every rank the analysis read")
+    analysed: int = Field(default=0, description="ranks analysed (status ok)")
+    compared_in_full: int = Field(
+        default=0, description="analysed ranks the diagnosis compared in full (all of them up to its budget)"
+    )
+    columns: list[Quantiles] = Field(default_factory=list)
+    nodes: list[NodeSpread] = Field(default_factory=list, description="the slowest nodes first, bounded")
+    nodes_total: int = 0
+
+
 class Report(ReportModel):
     schema_version: int = REPORT_SCHEMA_VERSION
     tool_version: str = ""
@@ -855,7 +894,17 @@ class Report(ReportModel):
     session: SessionInfo = Field(default_factory=SessionInfo)
     world_size: int | None = None
     analysis_seconds: float = 0.0
-    ranks: list[RankReport] = Field(default_factory=list)
+    ranks: list[RankReport] = Field(
+        default_factory=list,
+        description="ranks in full: every rank of a small job; past REPORT_RANKS_IN_FULL analysed ranks, the ranks "
+        "the diagnosis names, a few peers and the ranks that were not analysed (every rank: ranks_table)",
+    )
+    ranks_table: str | None = Field(
+        default=None, description="the file beside report.json with every rank's compact numbers (ranks.csv.gz)"
+    )
+    distributions: Distributions | None = Field(
+        default=None, description="every analysed rank's numbers as distributions (job, nodes)"
+    )
     diagnosis: Diagnosis
     errors: list[RankError] = Field(default_factory=list)
     notes: list[str] = Field(

@@ -66,6 +66,8 @@ RANK_FILES: Final = (
 MERGED_TRACE_DIR: Final = "merged"
 MERGED_TRACE_FILE: Final = "merged" + TRACE_SUFFIX
 SPEEDSCOPE_FILE: Final = "python_stacks.speedscope.json"
+RANKS_TABLE: Final = "ranks.csv.gz"
+"""every rank's compact numbers, one CSV row per rank (gzip), beside report.json"""
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 
@@ -241,6 +243,11 @@ def merged_trace_key(session: StorageLocation) -> str:
 
 def summary_key(session: StorageLocation, rank: int) -> str:
     return session.child("summaries").key(f"rank-{rank}.json")
+
+
+def facts_key(session: StorageLocation, index: int, shards: int) -> str:
+    """The compact numbers of map shard `index` of `shards` (its ranks' table, read by the reduce)."""
+    return session.child("summaries").key(f"facts-{index}-of-{shards}.json")
 
 
 _RANK = r"(0|[1-9][0-9]{0,8})"  # one spelling per rank: '007' is no rank

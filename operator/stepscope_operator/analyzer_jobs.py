@@ -21,6 +21,11 @@ MAX_NAME = 63
 TERMINATION_MESSAGE_PATH = "/dev/termination-log"
 
 
+SCRATCH_SIZE = "1Gi"
+"""the analyzer pod's /tmp: report.json on its way to storage (max_report_json_bytes, 512 MiB) and the analysis'
+small files; summaries read again come from storage, never from the pod's disk"""
+
+
 def job_name(session: str, suffix: str) -> str:
     base = sanitize_segment(session).lower().replace("_", "-").replace(".", "-")
     room = MAX_NAME - len(suffix) - 1
@@ -88,7 +93,7 @@ def analyzer_pod_job(
                 "seccompProfile": {"type": "RuntimeDefault"},
             },
             "containers": [pod_container],
-            "volumes": [{"name": "tmp", "emptyDir": {}}],
+            "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": SCRATCH_SIZE}}],
         },
     }
     return {

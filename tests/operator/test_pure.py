@@ -167,6 +167,8 @@ def test_analyzer_jobs_validate_and_shard(tmp_path: Path) -> None:
         container = doc["spec"]["template"]["spec"]["containers"][0]
         assert all("value" not in e for e in container["env"] if e["name"].startswith("AWS_"))
         assert container["securityContext"]["readOnlyRootFilesystem"] is True
+        volumes = doc["spec"]["template"]["spec"]["volumes"]  # the writable /tmp, bounded (report.json fits in it)
+        assert volumes == [{"name": "tmp", "emptyDir": {"sizeLimit": "1Gi"}}]
         assert doc["metadata"]["ownerReferences"][0]["uid"] == "u-1"
         args = container["args"]  # the accepted session in, the outcome out as the termination message
         assert SessionDocument.from_json(args[args.index("--session-json") + 1]) == document

@@ -12,9 +12,10 @@ import importlib
 import sys
 
 from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.pipeline import discover
 from stepscope_analyzer.ranks.session_file import session_document
 from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
+from stepscope_analyzer.ranks.two_pass import gather_all
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
@@ -49,12 +50,12 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(note)
     document = session_document(store, args.source) if layout.session else None
     capture_id = document.capture_id if document is not None else None  # node summaries must be of this capture
-    outcomes = summarize_all(
+    gathered = gather_all(
         store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish, capture_id=capture_id
     )
-    if not any(o.skipped is None for o in outcomes):
+    if not any(o.skipped is None for o in gathered.outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
     from stepscope_analyzer.commands.analyze_finish import finish  # loaded already unless there were no workers
 
-    return finish(args, store, layout, outcomes, started)
+    return finish(args, store, layout, gathered, started)

@@ -19,16 +19,16 @@ from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.evidence.files import evidence_files
 from stepscope_analyzer.ranks.discovery import Layout
-from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.session_file import session_document
 from stepscope_analyzer.ranks.storage_io import Store, location_of
+from stepscope_analyzer.ranks.two_pass import Gathered
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, with_trace_links
 from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo
-from stepscope_contract.storage import REPORT_HTML, REPORT_JSON
+from stepscope_contract.storage import RANKS_TABLE, REPORT_HTML, REPORT_JSON
 
 
 def diagnosis_config(args: argparse.Namespace, document: SessionDocument | None) -> DiagnosisConfig:
@@ -42,8 +42,9 @@ def diagnosis_config(args: argparse.Namespace, document: SessionDocument | None)
     return replace(base, **update) if update else base
 
 
-def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: list[RankOutcome], started: float) -> int:
-    """Diagnose, write the report to `args.output`, print the verdict; the command's exit status."""
+def finish(args: argparse.Namespace, store: Store, layout: Layout, gathered: Gathered, started: float) -> int:
+    """Diagnose, write the report (report.json, ranks.csv.gz, report.html) to `args.output`, print the verdict; the
+    command's exit status."""
     document = session_document(store, args.source) if layout.session else None
     dumps = flight_recorder_dumps(store, layout)
     session = None
@@ -51,7 +52,9 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         session = SessionInfo(namespace=document.namespace, name=document.name, uid=document.uid,
                               capture_id=document.capture_id)  # fmt: skip
     report = reduce_outcomes(
-        outcomes,
+        gathered.outcomes,
+        table=gathered.table,
+        released_errors=gathered.errors,
         config=diagnosis_config(args, document),
         session=session,
         started=started,
@@ -61,7 +64,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
     )
     out = Path(args.output)
-    report = with_trace_links(report, location_of(str(out.resolve())))
+    report = with_trace_links(report, location_of(str(out.resolve()))).model_copy(update={"ranks_table": RANKS_TABLE})
     if document is not None:
         report = report.model_copy(update={"capture": CaptureInfo.from_spec(document.spec.capture)})
     evidence = evidence_files(store, layout, report)
@@ -69,11 +72,12 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
     try:
         out.mkdir(parents=True, exist_ok=True)
         save_report_json(report, out / REPORT_JSON)
+        gathered.table.save_csv_gz(out / RANKS_TABLE)
         write_files(out, {**evidence.files, REPORT_HTML: html_bytes(report)})
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE
-    progress(f"analysed {len(report.ranks)} rank(s) in {time.perf_counter() - started:.2f} s")
+    progress(f"analysed {len(gathered.table)} rank(s) in {time.perf_counter() - started:.2f} s")
     print(report.diagnosis.verdict)
     print(f"report: {(out / REPORT_HTML).resolve()}")
     print(f"json:   {(out / REPORT_JSON).resolve()}")

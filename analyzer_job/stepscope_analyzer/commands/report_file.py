@@ -1,7 +1,8 @@
-"""report.json written rank by rank, never whole in memory.
+"""report.json written rank by rank, never whole in memory, and never beyond max_report_json_bytes.
 
-At thousands of ranks report.json runs to hundreds of megabytes, and serialising the Report in one go would hold its
-bytes (and the serializer's growing buffer) beside the models. Here the Report is serialised without its ranks, then
+report.json holds at most REPORT_RANKS_IN_FULL analysed ranks in full (reduce/report_ranks.py), each of them up to
+a few megabytes, and serialising the Report in one go would hold its bytes (and the serializer's growing buffer)
+beside the models. Here the Report is serialised without its ranks, then
 each rank on its own, indented to its place in the list, into a file: the same bytes as
 report.model_json_bytes(report), with one rank's JSON in memory at a time. A report whose JSON the fast path cannot
 write (a name with a lone surrogate), or whose ranks' place is not where it is looked for, is written whole by
@@ -17,6 +18,7 @@ from typing import BinaryIO
 
 from pydantic_core import PydanticSerializationError
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.ranks.storage_io import Store
 from stepscope_analyzer.report import model_json_bytes
 from stepscope_contract.report import Report
@@ -46,15 +48,22 @@ def _chunks(report: Report) -> Iterator[bytes]:
 
 
 def write_report_json(report: Report, out: BinaryIO) -> None:
-    """report.json into `out` (from where it stands), as model_json_bytes(report) makes it."""
+    """report.json into `out` (from where it stands), as model_json_bytes(report) makes it; LimitExceededError
+    beyond max_report_json_bytes (the analyzer pod's scratch space holds report.json on its way to storage)."""
+    table = limits.current()
     start = out.tell()
     try:
         for piece in _chunks(report):
             out.write(piece)
+            if out.tell() - start > table.max_report_json_bytes:
+                raise table.exceeded("max_report_json_bytes", "report.json")
     except PydanticSerializationError:
         out.seek(start)
         out.truncate()
-        out.write(model_json_bytes(report))
+        whole = model_json_bytes(report)
+        if len(whole) > table.max_report_json_bytes:
+            raise table.exceeded("max_report_json_bytes", "report.json") from None
+        out.write(whole)
 
 
 def save_report_json(report: Report, path: Path) -> None:

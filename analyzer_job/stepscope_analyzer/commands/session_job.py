@@ -3,8 +3,11 @@
 The analyzer Job of a ProfileSession, storage in and storage out: it needs no Kubernetes API. DOC is the session as
 the operator accepted it (stepscope_contract.analysis_documents.SessionDocument); the Job writes it into the session
 folder (session.json) and from then on reads it from there, as `stepscope analyze` of the folder does. Modes:
-- map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport);
-- reduce: reads every summary, diagnoses, writes report/{report.json, report.html, outcome.json};
+- map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport),
+  and their compact numbers into summaries/facts-<i>-of-<n>.json (ranks/facts.py: the shard's partial);
+- reduce: merges the n partials into the ranks table, reads again in full the summaries of the ranks the diagnosis
+  compares (reduce/candidates.py) and of the ranks not analysed, diagnoses, writes report/{report.json,
+  ranks.csv.gz, report.html, outcome.json}; without every partial, it reads every summary once (ranks/two_pass.py);
 - all: both in one pod;
 - delete: the cleanup Job of a session being deleted (cleanup.py): its folder, recomputed from DOC.
 A rank whose node summarised it (traces/rank<R>/summary.json, node_summaries.py) is not parsed again.
@@ -20,8 +23,8 @@ import argparse
 import os
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -33,7 +36,7 @@ from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
 from stepscope_analyzer.evidence.files import evidence_files
-from stepscope_analyzer.ranks.compact import Compactor
+from stepscope_analyzer.ranks.facts import FactsTable
 from stepscope_analyzer.ranks.pipeline import (
     Layout,
     RankInput,
@@ -41,12 +44,14 @@ from stepscope_analyzer.ranks.pipeline import (
     discover,
     each_outcome,
     read_ahead,
+    read_from_node,
     summarise,
-    summarize_all,
 )
 from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.rank_reading import read_rank
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, open_store, read_bounded
+from stepscope_analyzer.ranks.two_pass import Gathered, gather, gather_all
+from stepscope_analyzer.reduce.candidates import FULL_COMPARE, compared_rows
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_contract.analysis_documents import (
@@ -62,10 +67,12 @@ from stepscope_contract.session_folder import session_folder
 from stepscope_contract.status_wire import MAX_MESSAGE
 from stepscope_contract.storage import (
     OUTCOME_FILE,
+    RANKS_TABLE,
     REPORT_HTML,
     REPORT_JSON,
     SESSION_FILE,
     StorageLocation,
+    facts_key,
     report_location,
     summary_key,
 )
@@ -156,15 +163,18 @@ def run_map(
     top_n: int,
     capture_id: str | None = None,
 ) -> int:
-    """Summarise this shard's ranks into summaries/rank-<r>.json, each written (and let go) as soon as it is done;
-    how many were written. `capture_id`: the session's (node summaries of another capture are refused)."""
+    """Summarise this shard's ranks into summaries/rank-<r>.json, each written (and let go) as soon as it is done,
+    their compact numbers (the shard's partial) into summaries/facts-<index>-of-<shards>.json; how many were
+    written. `capture_id`: the session's (node summaries of another capture are refused)."""
     part = Layout(session=layout.session, inputs=shard(layout, index, shards))
     _log(f"map shard {index}/{shards}: {len(part.inputs)} of {len(layout.inputs)} rank(s)")
-    written = 0
+    table = FactsTable()
     for o in each_outcome(store, part, top_n=top_n, progress=_log, capture_id=capture_id):
         _write_summary(store, location, o)
-        written += 1
-    return written
+        if o.skipped is None:
+            table.add(o.summary)
+    store.write(facts_key(location, index, shards), table.to_json(), "application/json")
+    return len(table)
 
 
 def _write_summary(store: Store, location: StorageLocation, outcome: RankOutcome) -> None:
@@ -172,8 +182,9 @@ def _write_summary(store: Store, location: StorageLocation, outcome: RankOutcome
     store.write(summary_key(location, summary.rank), model_json_bytes(summary, indent=None), "application/json")
 
 
-def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> list[RankOutcome]:
-    """Every rank's summary from storage; a rank without one is an error; hung ranks get their stacks back."""
+def _summary_reader(store: Store, location: StorageLocation) -> Callable[[RankInput], RankOutcome]:
+    """Reads one rank's summary as the map step left it; a rank without one is an error; a hung rank gets its
+    stacks back."""
 
     def one(inp: RankInput) -> RankOutcome:
         assert inp.rank is not None
@@ -182,24 +193,63 @@ def read_summaries(store: Store, location: StorageLocation, layout: Layout) -> l
             summary = RankReport.model_validate_json(read_bounded(store, key, "max_summary_bytes"))
         except (StorageError, ValidationError, ValueError) as exc:
             message = f"no usable summary from the map step ({str(exc)[:300]})"
-            return RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
-        if summary.status is RankStatus.HUNG:
-            return summarise(read_rank(store, inp, with_trace=False), store)  # manifest and stacks only
-        return RankOutcome(summary)
+            outcome = RankOutcome(RankReport(rank=inp.rank, status=RankStatus.ERROR, error=message))
+        else:
+            if summary.status is RankStatus.HUNG:
+                return summarise(read_rank(store, inp, with_trace=False), store)  # manifest and stacks only
+            outcome = RankOutcome(summary)
+        s = outcome.summary
+        if s.status is not RankStatus.OK:
+            outcome.errors.append(RankError(rank=s.rank, source=s.trace_uri or "", message=s.error or s.status.value))
+        return outcome
 
-    compactor = Compactor()  # every summary is held until the reduce is done
+    return one
+
+
+def shard_tables(store: Store, location: StorageLocation, shards: int) -> FactsTable | None:
+    """The map shards' partials merged into the ranks table (None: a shard left none, or one does not read)."""
+    table = FactsTable()
+    for index in range(max(1, shards)):
+        try:
+            table.extend(
+                FactsTable.from_json(read_bounded(store, facts_key(location, index, shards), "max_summary_bytes"))
+            )
+        except (StorageError, ValueError) as exc:
+            _log(f"map shard {index}'s numbers do not read ({str(exc)[:200]}): every summary is read instead")
+            return None
+    return table
+
+
+def read_summaries(
+    store: Store, location: StorageLocation, layout: Layout, *, shards: int = 1, budget: int = FULL_COMPARE
+) -> Gathered:
+    """The map step's results as the reduce holds them: from the shards' partials, the ranks table, and read in full
+    the ranks not analysed, the ranks the diagnosis compares and any rank no partial holds; without every partial,
+    every summary read once (two_pass.gather)."""
+    one = _summary_reader(store, location)
+    table = shard_tables(store, location, shards)
     with ThreadPoolExecutor(READ_WORKERS) as pool:
-        read = read_ahead(pool, one, layout.inputs, 2 * READ_WORKERS)
-        outcomes = [replace(o, summary=compactor.compact(o.summary)) for o in read]
-    for o in outcomes:
-        s = o.summary
-        if s.status is not RankStatus.OK and not o.errors:
-            o.errors.append(RankError(rank=s.rank, source=s.trace_uri or "", message=s.error or s.status.value))
-    return outcomes
+        if table is None:
+            found = enumerate(read_ahead(pool, one, layout.inputs, 2 * READ_WORKERS))
+            return gather(found, layout.inputs, one, budget=budget, reread_all=True)
+        compared = set(compared_rows(table, budget))
+        wanted = {
+            table.ints["rank"][i] for i in range(len(table)) if i in compared or table.status(i) is not RankStatus.OK
+        }
+        known = set(table.ints["rank"])
+        inputs = [inp for inp in layout.inputs if inp.rank in wanted or inp.rank not in known]
+        outcomes = list(read_ahead(pool, one, inputs, 2 * READ_WORKERS))
+    return Gathered(table, outcomes, sampled=len(compared) < len(table.ok_rows()))
 
 
 def analyze_session(
-    store: Store, location: StorageLocation, *, mode: str = "all", top_n: int = 50, started: float | None = None
+    store: Store,
+    location: StorageLocation,
+    *,
+    mode: str = "all",
+    top_n: int = 50,
+    started: float | None = None,
+    shards: int = 1,
 ) -> AnalysisOutcome:
     """A session folder in, its report out: reads session.json and the ranks' files, writes report/{report.json,
     report.html, outcome.json} (and the sessions-index entry); the outcome. JobError when there is nothing to
@@ -211,25 +261,35 @@ def analyze_session(
     if not layout.session or not layout.inputs:
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")
     if mode == "all":
-        outcomes = summarize_all(store, layout, top_n=top_n, progress=_log, capture_id=document.capture_id)
-        parsed = [o for o in outcomes if not o.from_node]  # the others' summaries are beside their traces already
-        with ThreadPoolExecutor(READ_WORKERS) as pool:  # as the map step leaves them: a later reduce (or a person)
-            list(pool.map(lambda o: _write_summary(store, location, o), parsed))
+        stored = _summary_reader(store, location)
+
+        def keep(o: RankOutcome) -> None:  # as the map step leaves them: pass two (or a later reduce) reads them
+            if not o.from_node and o.skipped is None:  # the others' summaries are beside their traces already
+                _write_summary(store, location, o)
+
+        def again(inp: RankInput) -> RankOutcome | None:
+            from_node = read_from_node(store, inp, top_n, document.capture_id)[0] if inp.node_summary_key else None
+            return from_node or stored(inp)
+
+        gathered = gather_all(
+            store, layout, top_n=top_n, progress=_log, on_outcome=keep, reread=again, capture_id=document.capture_id
+        )
     else:
-        outcomes = read_summaries(store, location, layout)
+        gathered = read_summaries(store, location, layout, shards=shards)
     info = SessionInfo(
         namespace=document.namespace, name=document.name, uid=document.uid, capture_id=document.capture_id
     )
     dumps = flight_recorder_dumps(store, layout)
     reducing = time.perf_counter()
     report = reduce_outcomes(
-        outcomes, config=DiagnosisConfig.from_spec(spec.analysis), session=info, started=started,
-        include_missing=True, flight_recorder=dumps,
+        gathered.outcomes, config=DiagnosisConfig.from_spec(spec.analysis), session=info, started=started,
+        include_missing=True, flight_recorder=dumps, table=gathered.table, released_errors=gathered.errors,
         python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
     )  # fmt: skip
-    _log(f"{len(outcomes)} rank(s) reduced in {time.perf_counter() - reducing:.2f} s")
+    _log(f"{len(gathered.table)} rank(s) reduced in {time.perf_counter() - reducing:.2f} s")
     where = report_location(location)
-    report = with_trace_links(report, where).model_copy(update={"capture": CaptureInfo.from_spec(spec.capture)})
+    update = {"capture": CaptureInfo.from_spec(spec.capture), "ranks_table": RANKS_TABLE}
+    report = with_trace_links(report, where).model_copy(update=update)
     gate = run_gate(spec, document.namespace, store, where, report, log=_log)
     if gate is not None:
         report = gate.into_report(report)
@@ -241,6 +301,7 @@ def analyze_session(
         kind = "application/gzip" if file.endswith(".gz") else "application/json"
         store.write(where.child(*folders).key(file), data, kind)
     json_url = store_report_json(report, store, where.key(REPORT_JSON))
+    store.write(where.key(RANKS_TABLE), gathered.table.csv_gz_bytes(), "application/gzip")
     html_url = store.write(where.key(REPORT_HTML), html_bytes(report), "text/html; charset=utf-8")
     _log(f"report.json and report.html stored in {time.perf_counter() - writing:.2f} s")
     summary = with_step_numbers(build_status_summary(report), report)
@@ -285,7 +346,7 @@ def _run(args: argparse.Namespace, document: SessionDocument) -> AnalysisOutcome
     _log(f"session {document.namespace}/{document.name}: storage {location.uri}, mode {args.mode}")
     write_session_document(store, location, document)
     if args.mode != "map":
-        return analyze_session(store, location, mode=args.mode, top_n=args.top_n, started=started)
+        return analyze_session(store, location, mode=args.mode, top_n=args.top_n, started=started, shards=args.shards)
     layout = discover(store, location)
     if not layout.session or not layout.inputs:
         raise JobError(f"no rank's files under {location.uri}/traces/ (or the first layout's ranks/)")

@@ -28,7 +28,7 @@ __all__ = ["diagnose", "dumped_groups"]
 def _verdict(facts: JobFacts, r: Ranked, nodes: list[SlowNode]) -> str:
     ok = facts.ok
     coverage = Coverage(
-        analysed=len(ok), errored=facts.failed, world_size=facts.world, other_jobs=facts.other_jobs,
+        analysed=facts.analysed, errored=facts.failed, world_size=facts.world, other_jobs=facts.other_jobs,
         makeup=step_makeup(ok),
     )  # fmt: skip
     hangs = facts.hang.hangs
@@ -45,7 +45,7 @@ def _diagnosis(facts: JobFacts, r: Ranked, cfg: DiagnosisConfig) -> Diagnosis:
     return Diagnosis(
         verdict=_verdict(facts, r, nodes),
         headline=headline(r.slow, hangs, bottlenecks, r.findings),
-        ranks_analysed=len(ok),
+        ranks_analysed=facts.analysed,
         ranks_expected=facts.world,
         median_step_us=r.numbers.median_step_us,
         p90_step_us=r.numbers.p90_step_us,
@@ -76,6 +76,7 @@ def diagnose(
     world_size: int | None = None,
     other_jobs: str | None = None,
     flight_recorder: dict[int, Dump] | None = None,
+    analysed: int | None = None,
 ) -> Diagnosis:
     """Diagnose a job from its per-rank summaries (any status) and hang evidence from storage.
 
@@ -83,11 +84,18 @@ def diagnose(
     status hung; `nodes` (rank -> node) fills in nodes the summaries lack; `world_size` is the job's, to say how
     many of its ranks were seen; `other_jobs` says which ranks were left out as another job's (they are errors,
     not counted as ranks that could not be analysed); `flight_recorder` (rank -> dump) are the ranks' Flight
-    Recorder dumps, read for hangs and desyncs.
+    Recorder dumps, read for hangs and desyncs. `analysed`: how many ranks were analysed when `ranks` holds only
+    those the reduce compares in full (reduce/candidates.py), else the ranks with status ok.
     """
     cfg = config or DiagnosisConfig()
     facts = job_facts(
-        ranks, hang_evidence, nodes=nodes, world_size=world_size, other_jobs=other_jobs, flight_recorder=flight_recorder
+        ranks,
+        hang_evidence,
+        nodes=nodes,
+        world_size=world_size,
+        other_jobs=other_jobs,
+        flight_recorder=flight_recorder,
+        analysed=analysed,
     )
     diagnosis = _diagnosis(facts, ranked(facts, detect_all(facts, cfg)), cfg)
     ok = facts.ok

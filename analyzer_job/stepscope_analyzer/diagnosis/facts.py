@@ -78,8 +78,15 @@ class JobFacts:
     errored: int
     """... and ranks that uploaded nothing"""
     other_jobs: str | None = None
+    analysed_count: int | None = None
+    """how many ranks were analysed when `ok` holds only those the reduce compares in full (reduce/candidates.py)"""
     found: Found = Found()
     _memo: _Memo = field(default_factory=_Memo, compare=False, repr=False)
+
+    @property
+    def analysed(self) -> int:
+        """how many ranks were analysed: all of them, even where `ok` holds only those compared in full"""
+        return len(self.ok) if self.analysed_count is None else self.analysed_count
 
     @property
     def microbatches(self) -> int | None:
@@ -158,6 +165,7 @@ def job_facts(
     world_size: int | None = None,
     other_jobs: str | None = None,
     flight_recorder: dict[int, Dump] | None = None,
+    analysed: int | None = None,
 ) -> JobFacts:
     """The facts of a job from its per-rank summaries (any status) and the hang evidence in storage (see
     diagnosis.diagnose for the arguments)."""
@@ -179,4 +187,5 @@ def job_facts(
         failed=failed,
         errored=errored,
         other_jobs=other_jobs,
+        analysed_count=analysed,
     )

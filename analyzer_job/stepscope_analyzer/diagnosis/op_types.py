@@ -12,6 +12,7 @@ counts twice) and their communication's wall-clock time.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections import defaultdict
 
@@ -40,8 +41,9 @@ MIN_US = 1.0
 """op types under this many µs per step on every compared rank are left out"""
 
 
+@functools.lru_cache(maxsize=4096)
 def op_type(name: str) -> str:
-    """The op type a kernel or op name says."""
+    """The op type a kernel or op name says (names repeat on every rank of a job: each is matched once)."""
     return next((kind for kind, pattern in TYPES if pattern.search(name)), OTHER)
 
 

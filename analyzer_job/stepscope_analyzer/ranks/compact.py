@@ -1,13 +1,14 @@
 """Every rank's summary held in less memory while the job's ranks are reduced together, its values unchanged.
 
-The reduce holds every rank's RankReport at once (the diagnosis compares them all), and a rank's summary is mostly
+Where every rank's RankReport is held at once (a plain folder's traces until their ranks are numbered,
+summarize_all's callers), and a rank's summary is mostly
 small models (its top kernels and functions, its collectives, its steps' phases and spans) whose names are the same
 on every rank of a job. Two things cost most of that memory and neither is a value: the same name held once per rank
 (a kernel name runs to kilobytes), and pydantic's per-instance record of which fields were set (a set of the field
 names, ~700 bytes on each small model). A Compactor, one per analysis, walks each summary as it arrives: equal
 strings become one string, and a model whose every field was set shares one such set with the other models of its
 class (adding a field name to a set that holds them all changes nothing, so the sharing cannot leak). The summary
-serialises byte for byte as before, in well under half the memory (bench/reduce_memory.py).
+serialises byte for byte as before, in well under half the memory (tests/analyzer_job/ranks/test_compact.py).
 """
 
 from __future__ import annotations

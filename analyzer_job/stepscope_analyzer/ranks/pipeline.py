@@ -31,7 +31,7 @@ from stepscope_analyzer.ranks.node_summaries import SummaryBudget, node_summarie
 from stepscope_analyzer.ranks.rank_artifacts import manifest_environment, rank_extras
 from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
-from stepscope_analyzer.ranks.storage_io import Store
+from stepscope_analyzer.ranks.storage_io import LocalStore, Store
 from stepscope_analyzer.workers.cpu_quota import worker_count
 from stepscope_analyzer.workers.rank_pool import Computed, Task, compute, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
@@ -56,7 +56,7 @@ READ_AHEAD = 2 * NODE_READERS  # node summaries read and not yet taken, at most
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
-def _quiet(_: str) -> None:
+def quiet(_: str) -> None:
     return None
 
 
@@ -162,8 +162,8 @@ def _finish(read: RankRead, store: Store, base: dict[str, object], computed: Com
     return RankOutcome(computed.summary.model_copy(update=update | extras), errors, needs_rank=rank is None)
 
 
-def _from_node(
-    store: Store, inp: RankInput, top_n: int, capture_id: str | None, budget: SummaryBudget
+def read_from_node(
+    store: Store, inp: RankInput, top_n: int, capture_id: str | None = None, budget: SummaryBudget | None = None
 ) -> tuple[RankOutcome | None, str, bool]:
     """The rank's outcome from the summary its node made, its trace not read, nor its manifest where the summary
     carries it (None, why, refused: parse the trace instead; '' when it has no summary). A hung rank is left to the
@@ -171,6 +171,7 @@ def _from_node(
     capture (`capture_id`; None: unknown)."""
     if inp.node_summary_key is None or inp.rank is None or inp.trace_key is None:
         return None, "", False
+    budget = budget if budget is not None else SummaryBudget(limits.current())
     node = read_node_summary(store, inp.node_summary_key, inp.rank, top_n, budget)
     if node.computed is None or node.node is None:
         return None, node.why, node.refused
@@ -204,13 +205,22 @@ def _node_outcomes(
 ) -> Iterator[tuple[int, RankOutcome | None, str]]:
     """(index, outcome, refusal) of every chosen rank, in order: from its node's summary, read by NODE_READERS threads
     at once (kilobytes each, and at most READ_AHEAD of them waiting to be taken), or None where its trace must be
-    parsed (with why, where its summary was refused)."""
+    parsed (with why, where its summary was refused). A local folder is read in this thread: there is no latency for
+    threads to hide, only their handing over."""
     started = time.perf_counter()
     used = 0
     budget = SummaryBudget(limits.current())
     unused: dict[str, list[str]] = {}  # why -> the ranks it holds for: each reason told once
-    with ThreadPoolExecutor(NODE_READERS) as pool:
-        read = read_ahead(pool, lambda inp: _from_node(store, inp, top_n, capture_id, budget), chosen, READ_AHEAD)
+    local = isinstance(store, LocalStore)
+    with ThreadPoolExecutor(1 if local else NODE_READERS) as pool:
+        if local:
+            read: Iterator[tuple[RankOutcome | None, str, bool]] = (
+                read_from_node(store, inp, top_n, capture_id, budget) for inp in chosen
+            )
+        else:
+            read = read_ahead(
+                pool, lambda inp: read_from_node(store, inp, top_n, capture_id, budget), chosen, READ_AHEAD
+            )
         for index, (outcome, why, refused) in enumerate(read):
             if why:
                 unused.setdefault(why, []).append(chosen[index].name)
@@ -286,7 +296,7 @@ def summarize_all(
     layout: Layout,
     *,
     top_n: int = 50,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     ranks: set[int] | None = None,
     workers: int | None = None,
     while_waiting: Callable[[], object] | None = None,
@@ -298,7 +308,7 @@ def summarize_all(
     rank_pool.compute_all). Each outcome's summary is compacted as it arrives (compact: they are all held at once).
     `capture_id`: the session's (node summaries of another capture are refused)."""
     chosen = [i for i in layout.inputs if ranks is None or i.rank in ranks]
-    found = _outcomes(
+    found = outcomes_of(
         store, chosen, top_n=top_n, progress=progress, workers=workers, wait=while_waiting, capture_id=capture_id
     )
     compactor = Compactor()
@@ -334,20 +344,22 @@ def each_outcome(
     layout: Layout,
     *,
     top_n: int = 50,
-    progress: Progress = _quiet,
+    progress: Progress = quiet,
     workers: int | None = None,
     capture_id: str | None = None,
 ) -> Iterator[RankOutcome]:
     """Every rank's outcome as soon as it is done (in no set order), none kept here: the map step writes each
     summary and lets it go, so its memory does not grow with the ranks of its shard. Needs a session layout (ranks
     known from the file names)."""
-    chosen = list(layout.inputs)
-    found = _outcomes(store, chosen, top_n=top_n, progress=progress, workers=workers, wait=None, capture_id=capture_id)
+    inputs = list(layout.inputs)
+    found = outcomes_of(
+        store, inputs, top_n=top_n, progress=progress, workers=workers, wait=None, capture_id=capture_id
+    )
     for _, outcome in found:
         yield outcome
 
 
-def _outcomes(
+def outcomes_of(
     store: Store,
     chosen: list[RankInput],
     *,

@@ -1,5 +1,7 @@
-"""The reduce step: every rank's outcome (pipeline) -> the job's Report: missing ranks, ranks from another job,
-collective waits, the diagnosis (with the Flight Recorder dumps) and the report model."""
+"""The reduce step: every rank's outcome (pipeline; past the diagnosis's budget, the ranks table of every rank and
+the outcomes of the ranks it compares: ranks/two_pass.py) -> the job's Report: missing ranks, ranks from another
+job, collective waits, the diagnosis (with the Flight Recorder dumps), the distributions, and the report model with
+the ranks it holds in full (report_ranks)."""
 
 from __future__ import annotations
 
@@ -13,10 +15,13 @@ from stepscope_analyzer.diagnosis.python_lines import host_named, peers_of, with
 from stepscope_analyzer.error_text import MAX_ERROR_CHARS
 from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.ranks.discovery import Layout
+from stepscope_analyzer.ranks.facts import FactsTable
 from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.storage_io import Store
 from stepscope_analyzer.reduce import missing
+from stepscope_analyzer.reduce.distributions import distributions
 from stepscope_analyzer.reduce.job_groups import split_jobs
+from stepscope_analyzer.reduce.report_ranks import report_ranks
 from stepscope_analyzer.report import build_report
 from stepscope_contract.python_stacks import MAX_PEERS, PythonProfile
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
@@ -24,21 +29,30 @@ from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStat
 StacksLoader = Callable[[list[int]], tuple[dict[int, FoldedStacks], list[RankError]]]
 """reads the sampled Python stacks of the ranks asked for (ranks.python_stacks_io.load_python_stacks)"""
 
-__all__ = ["flight_recorder_dumps", "missing_rank_ranges", "missing_ranks", "reduce_outcomes"]
+__all__ = ["facts_of", "flight_recorder_dumps", "missing_rank_ranges", "missing_ranks", "reduce_outcomes"]
 
 MAX_NUMBERED_SHOWN = 8
 
 
-def missing_rank_ranges(outcomes: list[RankOutcome]) -> list[tuple[int, int]]:
+def facts_of(outcomes: list[RankOutcome]) -> FactsTable:
+    """The ranks table of outcomes held whole (every rank that is not skipped)."""
+    table = FactsTable()
+    for o in outcomes:
+        if o.skipped is None:
+            table.add(o.summary)
+    return table
+
+
+def missing_rank_ranges(table: FactsTable) -> list[tuple[int, int]]:
     """Ranks below the world size that the manifests announce but storage does not hold, as inclusive ranges."""
     most = limits.current().max_world_size
-    sizes = [o.summary.world_size for o in outcomes if o.summary.world_size and o.summary.world_size <= most]
-    return missing.missing_ranges((o.summary.rank for o in outcomes), max(sizes)) if sizes else []
+    sizes = [s for s in table.ints["world_size"] if 0 < s <= most]
+    return missing.missing_ranges(table.ints["rank"], max(sizes)) if sizes else []
 
 
-def missing_ranks(outcomes: list[RankOutcome]) -> list[RankReport]:
+def missing_ranks(table: FactsTable) -> list[RankReport]:
     """The first `max_listed_missing_ranks` missing ranks, one RankReport each (all of them: missing_rank_ranges)."""
-    listed = missing.first(missing_rank_ranges(outcomes), limits.current().max_listed_missing_ranks)
+    listed = missing.first(missing_rank_ranges(table), limits.current().max_listed_missing_ranks)
     message = "expected from the world size, but nothing was uploaded"
     return [RankReport(rank=r, status=RankStatus.MISSING, error=message) for r in listed]
 
@@ -92,16 +106,22 @@ def reduce_outcomes(
     notes: list[str] | None = None,
     flight_recorder: tuple[dict[int, Dump], list[RankError]] | None = None,
     python_stacks: StacksLoader | None = None,
+    table: FactsTable | None = None,
+    released_errors: list[RankError] | None = None,
 ) -> Report:
+    """The job's report. `outcomes`: every rank held whole, or (with `table`, the ranks table of every rank) the
+    ranks not analysed and the analysed ranks the diagnosis compares; `released_errors`: the errors of the others."""
     kept = [o for o in outcomes if o.skipped is None]
+    sampled = table is not None and len(table) > len(kept)
+    table = table if table is not None else facts_of(kept)
     all_notes = list(notes or []) + [o.skipped for o in outcomes if o.skipped is not None]
     summaries = [o.summary for o in kept]
-    errors = [e for o in kept for e in o.errors]
-    gaps = missing_rank_ranges(kept) if include_missing else []
+    errors = [e for o in kept for e in o.errors] + list(released_errors or [])
+    gaps = missing_rank_ranges(table) if include_missing else []
     dumps, dump_errors = flight_recorder or ({}, [])
     errors += dump_errors
     if include_missing:
-        absent = missing_ranks(kept)
+        absent = missing_ranks(table)
         summaries += absent
         errors += [RankError(rank=a.rank, source="", message=a.error or "missing") for a in absent]
         if missing.count(gaps) > len(absent):
@@ -116,7 +136,9 @@ def reduce_outcomes(
             f"{len(numbered)} trace(s) say no rank (no distributedInfo, no rank<N> in the file name), numbered in "
             f"file-name order: {shown}; name the files rank<N> to fix their ranks"
         )
+    held_ok = sum(1 for s in summaries if s.status is RankStatus.OK)
     summaries, other_jobs = _exclude_foreign(summaries, errors)
+    foreign = held_ok - sum(1 for s in summaries if s.status is RankStatus.OK)
     if other_jobs:
         all_notes.append(other_jobs)
     summaries = [s for s in summaries if s.status is not RankStatus.OK] + with_collective_waits(
@@ -124,6 +146,9 @@ def reduce_outcomes(
     )
     hangs = [o.hang for o in kept if o.hang is not None]
     sizes = [s.world_size for s in summaries if s.world_size and s.status is RankStatus.OK]
+    if sampled:
+        sizes += [s for i in table.ok_rows() if (s := table.ints["world_size"][i]) > 0]
+    compared = sum(1 for s in summaries if s.status is RankStatus.OK)
     diagnosis: Diagnosis = diagnose(
         summaries,
         hang_evidence=hangs,
@@ -131,15 +156,18 @@ def reduce_outcomes(
         world_size=max(sizes, default=None),
         other_jobs=other_jobs,
         flight_recorder=dumps,
+        analysed=len(table.ok_rows()) - foreign if sampled else None,
     )
     profile = None
     if python_stacks is not None:
         diagnosis, profile, stack_errors = python_evidence(diagnosis, summaries, python_stacks)
         errors += stack_errors
     elapsed = time.perf_counter() - started if started is not None else 0.0
+    in_full = report_ranks(summaries, diagnosis, sampled=sampled)
     report = build_report(
-        summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes
+        summaries, diagnosis, errors=errors, session=session, analysis_seconds=elapsed, notes=all_notes, shown=in_full
     )
+    report.distributions = distributions(table, compared)
     report.missing_ranks = missing.rank_set_text(gaps)
     report.python_profile = profile
     return report

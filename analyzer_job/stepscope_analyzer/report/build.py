@@ -29,7 +29,9 @@ def build_report(
     analysis_seconds: float = 0.0,
     generated_at: datetime | None = None,
     notes: list[str] | None = None,
+    shown: list[RankReport] | None = None,
 ) -> Report:
+    """The report; `shown`: the ranks it holds in full (default: all of `ranks`, which the timeline draws from)."""
     ordered = sorted(ranks, key=lambda r: r.rank)
     if world_size is None:
         sizes = [r.world_size for r in ordered if r.world_size]
@@ -42,7 +44,7 @@ def build_report(
         session=session or SessionInfo(),
         world_size=world_size,
         analysis_seconds=round(analysis_seconds, 3),
-        ranks=_as_reported(with_per_step(ordered)),
+        ranks=_as_reported(with_per_step(ordered if shown is None else sorted(shown, key=lambda r: r.rank))),
         diagnosis=diagnosis,
         errors=list(errors or []),
         notes=list(notes or []),

@@ -6,7 +6,9 @@ report/outcome.json and in its termination-message file; a failure hands back wh
 from __future__ import annotations
 
 import ast
+import csv
 import gzip
+import io
 import json
 import os
 import subprocess
@@ -22,7 +24,9 @@ from stepscope_contract.analysis_documents import AnalysisOutcome, SessionDocume
 from stepscope_contract.report import Report
 from stepscope_contract.storage import (
     GPU_METRICS_FILE,
+    RANKS_TABLE,
     TRACE_FILE,
+    facts_key,
     parse_storage_uri,
     rank_artifact_key,
     rank_location,
@@ -131,7 +135,9 @@ def test_all_mode_writes_report_and_hands_back_its_outcome(
     assert _comparable(json.loads((tmp_path / "local" / "report.json").read_text())) == _comparable(json.loads(body))
 
 
-def test_map_shards_then_reduce(moto_endpoint: str, gloo_traces: list[bytes], tmp_path: Path) -> None:
+def test_map_shards_then_reduce_as_one_job(moto_endpoint: str, gloo_traces: list[bytes], tmp_path: Path) -> None:
+    """Four map shards, each leaving its ranks' summaries and its partial (their compact numbers), then the reduce
+    that merges the partials: the same report.json and ranks table as one Job that does it all."""
     doc = _session("train-2", moto_endpoint)
     traces = {r: gloo_traces[1 if r == 3 else 0] for r in range(4)}  # rank 3 is the sleeper
     s3, loc = _upload(moto_endpoint, doc, traces)
@@ -140,15 +146,15 @@ def test_map_shards_then_reduce(moto_endpoint: str, gloo_traces: list[bytes], tm
     window = (env.window_start.timestamp(), env.window_end.timestamp())
     samples = "".join(json.dumps(x) + "\n" for x in nvml_samples(window, gpu=0, throttled=True, seed=1))
     s3.put_object(Bucket=BUCKET, Key=rank_artifact_key(loc, 3, GPU_METRICS_FILE), Body=gzip.compress(samples.encode()))
-    for index in range(2):
-        result = _job(doc, tmp_path / f"map-{index}", "--mode", "map", "--shards", "2",
+    for index in range(4):
+        result = _job(doc, tmp_path / f"map-{index}", "--mode", "map", "--shards", "4",
                       extra_env={"JOB_COMPLETION_INDEX": str(index)})  # fmt: skip
         assert result.returncode == 0, result.stderr
-        assert f"map shard {index}/2: 2 of 4 rank(s)" in result.stderr
+        assert f"map shard {index}/4: 1 of 4 rank(s)" in result.stderr
         assert not (tmp_path / f"map-{index}").exists()  # a map shard has no outcome to hand back
     keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=f"{loc.prefix}/summaries/")["Contents"]}
-    assert keys == {summary_key(loc, r) for r in range(4)}
-    result = _job(doc, tmp_path / "reduce", "--mode", "reduce")
+    assert keys == {summary_key(loc, r) for r in range(4)} | {facts_key(loc, i, 4) for i in range(4)}
+    result = _job(doc, tmp_path / "reduce", "--mode", "reduce", "--shards", "4")
     assert result.returncode == 0, result.stderr
     status = _handed_back(tmp_path / "reduce")
     assert status.summary is not None and status.summary.slowest_rank == 3 and status.summary.cause == "host"
@@ -160,6 +166,14 @@ def test_map_shards_then_reduce(moto_endpoint: str, gloo_traces: list[bytes], tm
     sampled = {r.rank: r.gpu_metrics for r in report.ranks if r.gpu_metrics is not None}
     assert list(sampled) == [3]  # read in the map step, carried by the summary to the reduce
     assert sampled[3] is not None and sampled[3].sm_clock_mhz is not None and sampled[3].sm_clock_mhz.max <= 705
+    reduced = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.json")["Body"].read()
+    table = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/{RANKS_TABLE}")["Body"].read()
+    assert [row["rank"] for row in csv.DictReader(io.StringIO(gzip.decompress(table).decode()))] == ["0", "1", "2", "3"]
+    result = _job(doc, tmp_path / "all", "--mode", "all")  # K = 1: the same folder analysed by one Job
+    assert result.returncode == 0, result.stderr
+    whole = s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/report.json")["Body"].read()
+    assert _comparable(json.loads(reduced)) == _comparable(json.loads(whole))
+    assert s3.get_object(Bucket=BUCKET, Key=f"{loc.prefix}/report/{RANKS_TABLE}")["Body"].read() == table
 
 
 def test_failure_hands_back_why(moto_endpoint: str, tmp_path: Path) -> None:

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from stepscope_analyzer import limits
 from stepscope_analyzer.commands.report_file import save_report_json, store_report_json, write_report_json
+from stepscope_analyzer.limits import LimitExceededError
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
 from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
@@ -69,3 +71,13 @@ def test_a_layout_it_does_not_know_writes_the_report_whole(job_report: Report, m
 
     monkeypatch.setattr(report_file, "_RANKS", b'\n  "ranks": []')  # as if the serialiser indented otherwise
     assert _written(job_report) == model_json_bytes(job_report)
+
+
+def test_report_json_is_never_written_beyond_its_limit(job_report: Report) -> None:
+    """The analyzer pod's scratch space holds report.json on its way to storage: the writer stops at its limit."""
+    size = len(_written(job_report))
+    out = io.BytesIO()
+    with limits.override(max_report_json_bytes=size - 1), pytest.raises(LimitExceededError, match="max_report_json"):
+        write_report_json(job_report, out)
+    with limits.override(max_report_json_bytes=size):
+        assert _written(job_report) == model_json_bytes(job_report)
