@@ -2,7 +2,7 @@
 
 The single source of the layout; everything that writes or reads a session's folder computes keys here.
 
-Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
+Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (docs/storage.md):
     traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
     traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json}
                                                  the rank's other files, in a folder named after it beside its trace
