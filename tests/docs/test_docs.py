@@ -17,6 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from stepscope_contract.analysis_documents import SessionDocument
+from stepscope_contract.session import ProfileSessionSpec
+from stepscope_operator.session.analyzer_jobs import job_args
+
 pytestmark = pytest.mark.unit
 
 REPO = Path(__file__).resolve().parents[2]
@@ -94,11 +98,9 @@ def test_the_analyzer_and_the_sidecar_have_no_kubernetes_client(root: str) -> No
 
 
 def test_the_analyzer_job_gets_the_accepted_spec_on_its_command_line() -> None:
-    from stepscope_contract.analysis_documents import SessionDocument  # noqa: PLC0415 - only this test needs them
-    from stepscope_contract.session import ProfileSessionSpec  # noqa: PLC0415
-    from stepscope_operator.session.analyzer_jobs import job_args  # noqa: PLC0415
-
-    spec = ProfileSessionSpec.model_validate({"targets": {"selector": {"matchLabels": {"a": "b"}}}, "storage": {"uri": "s3://b/p"}})
+    spec = ProfileSessionSpec.model_validate(
+        {"targets": {"selector": {"matchLabels": {"a": "b"}}}, "storage": {"uri": "s3://b/p"}}
+    )
     document = SessionDocument(namespace="ns", name="s", uid="u-1", capture_id="c-1", spec=spec)
     args = job_args(document, "all")
     assert args[args.index("--session-json") + 1] == document.to_json()
