@@ -48,6 +48,33 @@ OUTCOME_FILE: Final = "outcome.json"  # analysis_documents.AnalysisOutcome, besi
 REPORT_HTML: Final = "report.html"
 REPORT_JSON: Final = "report.json"
 RANK_FILES: Final = (TRACE_FILE, GPU_METRICS_FILE, STACKS_FILE, FLIGHT_RECORDER_FILE, MANIFEST_FILE, RANK_SUMMARY_FILE)
+TRACE_SUFFIXES: Final = (TRACE_SUFFIX.removesuffix(".gz"), TRACE_SUFFIX)  # a Kineto trace file, plain or gzipped
+
+
+class RankFile(StrEnum):
+    """The kinds of file a rank leaves in its session folder, named once: the hook and the sidecar write them, the
+    operator and the analyzer recognise them by these names (`rank_file_of`)."""
+
+    TRACE = TRACE_FILE
+    GPU_METRICS = GPU_METRICS_FILE
+    STACKS = STACKS_FILE
+    FLIGHT_RECORDER = FLIGHT_RECORDER_FILE
+    MANIFEST = MANIFEST_FILE
+    SUMMARY = RANK_SUMMARY_FILE
+
+
+def rank_file_of(name_or_key: str) -> RankFile | None:
+    """The kind of a rank's file from its name, key or URI (a trace by its suffix: `rank<R>.pt.trace.json.gz` in
+    the session layout, `trace.pt.trace.json.gz` as the hook writes it); None for anything else."""
+    name = posixpath.basename(name_or_key)
+    if name.endswith(TRACE_SUFFIXES):
+        return RankFile.TRACE
+    try:
+        return RankFile(name)
+    except ValueError:
+        return None
+
+
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 

@@ -99,7 +99,7 @@ def test_the_analyzer_and_the_sidecar_have_no_kubernetes_client(root: str) -> No
 
 def test_the_analyzer_job_gets_the_accepted_spec_on_its_command_line() -> None:
     spec = ProfileSessionSpec.model_validate(
-        {"targets": {"selector": {"matchLabels": {"a": "b"}}}, "storage": {"uri": "s3://b/p"}}
+        {"targets": {"selector": {"matchLabels": {"a": "b"}}}, "storage": {"uri": "s3://bucket/p"}}
     )
     document = SessionDocument(namespace="ns", name="s", uid="u-1", capture_id="c-1", spec=spec)
     args = job_args(document, "all")

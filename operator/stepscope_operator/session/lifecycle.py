@@ -37,7 +37,7 @@ from stepscope_contract.status_wire import (
     set_condition,
     status_patch,
 )
-from stepscope_contract.storage import RANK_SUMMARY_FILE, REPORT_HTML, REPORT_JSON, TRACE_SUFFIX, report_location
+from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, RankFile, rank_file_of, report_location
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
 from stepscope_operator.runtime import metrics as prometheus_metrics
 from stepscope_operator.runtime.config import OperatorConfig
@@ -372,10 +372,11 @@ def _apply_reply(t: Tick, pod: str, reply: Reply) -> None:
     assert reply.status is not None
     capture = reply.status
     state = st.target_state(capture.state)
-    traces = [a.uri for a in capture.artifacts if a.uri.endswith(TRACE_SUFFIX)]  # the pod's (first) rank's trace
+    kinds = [(a.uri, rank_file_of(a.uri)) for a in capture.artifacts]
+    traces = [uri for uri, kind in kinds if kind is RankFile.TRACE]  # the pod's (first) rank's trace
     uploaded = traces or [a.uri for a in capture.artifacts]
     uri = uploaded[0] if uploaded else old.artifact_uri
-    if any(a.uri.endswith(f"/{RANK_SUMMARY_FILE}") for a in capture.artifacts):
+    if any(kind is RankFile.SUMMARY for _, kind in kinds):
         t.memo.summarised.add(pod)
     t.memo.states[pod] = _changed(old, state, capture.message, t.now, artifact_uri=uri)
     t.memo.verified.add(pod)
