@@ -27,7 +27,7 @@ PACKAGES := contract/stepscope_contract storage/stepscope_storage cli/stepscope_
 	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local \
 	testing/stepscope_testing
 
-.PHONY: help venv bench-deps tools browser test unit integration e2e fuzz lint typecheck demo bench crds crds-check images clean
+.PHONY: help venv bench-deps tools browser test unit integration e2e fuzz lint typecheck demo bench crds crds-check chart-readme images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -100,6 +100,9 @@ bench: $(BENCH_STAMP) ## benchmarks against the peers (HTA), printed as ratios
 crds: venv ## regenerate crds/ and the chart's CRD from the contract models
 	$(BIN)/python tools/gen_crds.py crds/profilesessions.stepscope.dev.yaml helm/stepscope/crds/profilesessions.stepscope.dev.yaml
 	$(BIN)/python tools/gen_crds.py crds/profiletriggers.stepscope.dev.yaml helm/stepscope/crds/profiletriggers.stepscope.dev.yaml
+
+chart-readme: venv ## regenerate helm/stepscope/README.md from the comments in values.yaml
+	$(BIN)/python tools/gen_chart_readme.py helm/stepscope
 
 images: ## build the three images (needs a Docker engine; not part of make test)
 	docker build -f images/operator.Dockerfile -t stepscope/operator:dev .

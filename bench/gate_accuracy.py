@@ -19,7 +19,7 @@ measures the CPU time the *other* processes took (all CPUs' busy time from /proc
 getrusage), and a round where they took more than --disturbed of the machine is marked disturbed. The criterion
 is fixed before and independent of the outcome; every round is printed, and rounds continue (up to 3x --pairs) until
 --pairs undisturbed ones are in. The bars are judged on the undisturbed rounds; the rates over all rounds are printed
-too. Bars (docs/design.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
+too. Bars (docs/performance.md): 0 false alarms over >= 10 identical pairs at 15%; the planted +25% caught in 10 of 10.
 "planted" is the slowdown the added work put into the candidate: its time per step over the rest of the candidate's
 median step (both at the candidate's machine speed); "ops" is the diff's unchanged_ops_speed_pct (the ops with the
 same calls on both sides, their per-call change): how far the machine's speed moved between the two recordings;

@@ -33,7 +33,7 @@ from step_series import job
 from stepscope_contract.step_telemetry import PodSteps, RankSteps
 from stepscope_contract.tokens import namespace_token
 from stepscope_contract.trigger import Stall, StepTimeRegression, Straggler, TriggerConditions
-from stepscope_operator.trigger_conditions import evaluate, job_step_series
+from stepscope_operator.triggers.conditions import evaluate, job_step_series
 
 REPO = Path(__file__).resolve().parents[1]
 DEFAULTS = TriggerConditions(straggler=Straggler(), step_time_regression=StepTimeRegression(), stall=Stall(seconds=60))

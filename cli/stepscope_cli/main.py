@@ -24,12 +24,16 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
     "analyze": ("stepscope_analyzer.commands.cli", "analyze_main", "analyse traces from a folder or storage URI"),
     "diff": ("stepscope_analyzer.diff.command", "diff_main", "compare a run with a baseline: the regression gate"),
     "analyzer-job": ("stepscope_analyzer.commands.cli", "job_main", "the analyzer Job's entry point"),
-    "fetch": ("stepscope_operator.open_session", "fetch_main", "download a session's folder by name or storage URI"),
-    "open": ("stepscope_operator.open_session", "open_main", "show a session's report (by name) in the browser"),
+    "fetch": (
+        "stepscope_cli.commands.open_session",
+        "fetch_main",
+        "download a session's folder by name or storage URI",
+    ),
+    "open": ("stepscope_cli.commands.open_session", "open_main", "show a session's report (by name) in the browser"),
     "local-cluster": ("stepscope_local.cli", "cluster_main", "run the embedded local cluster"),
     "demo": ("stepscope_local.demo", "main", "profile a 4-rank training with a planted slow rank, end to end"),
-    "check": ("stepscope_operator.check", "main", "verify an install: CRD, operator, webhook, storage"),
-    "wait": ("stepscope_operator.wait", "main", "wait for a session and exit 0 passed, 1 gate failed, 2 failed"),
+    "check": ("stepscope_cli.commands.check", "main", "verify an install: CRD, operator, webhook, storage"),
+    "wait": ("stepscope_cli.commands.wait", "main", "wait for a session and exit 0 passed, 1 gate failed, 2 failed"),
 }
 
 # a subcommand whose component is missing falls back to this one (fetch by URI needs no cluster)
@@ -43,12 +47,12 @@ PARSERS: dict[str, tuple[str, str]] = {
     "analyze": ("stepscope_analyzer.commands.cli", "analyze_parser"),
     "diff": ("stepscope_analyzer.diff.command", "diff_parser"),
     "analyzer-job": ("stepscope_analyzer.commands.session_job", "job_parser"),
-    "fetch": ("stepscope_operator.open_session", "fetch_parser"),
-    "open": ("stepscope_operator.open_session", "open_parser"),
+    "fetch": ("stepscope_cli.commands.open_session", "fetch_parser"),
+    "open": ("stepscope_cli.commands.open_session", "open_parser"),
     "local-cluster": ("stepscope_local.cli", "build_parser"),
     "demo": ("stepscope_local.demo", "build_parser"),
-    "check": ("stepscope_operator.check", "build_parser"),
-    "wait": ("stepscope_operator.wait", "build_parser"),
+    "check": ("stepscope_cli.commands.check", "build_parser"),
+    "wait": ("stepscope_cli.commands.wait", "build_parser"),
 }
 
 

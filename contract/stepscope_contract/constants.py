@@ -55,3 +55,10 @@ TRIGGER_LABEL: Final = "stepscope.dev/trigger"  # on the sessions a trigger crea
 TRIGGER_CONDITION_ANNOTATION: Final = "stepscope.dev/trigger-condition"  # on those sessions: what fired
 TRIGGER_REASON_ANNOTATION: Final = "stepscope.dev/trigger-reason"  # on those sessions: why
 ENV_JOB_NAME: Final = "STEPSCOPE_JOB_NAME"  # the sidecar's job, as a label of its step metrics
+
+# Onboarding a training namespace (the operator writes, `stepscope check` looks for): the namespace label, and the
+# default names of the sidecar token Secret and the analyzer's ServiceAccount written there.
+ONBOARDING_LABEL = "stepscope.dev/profiling"
+ONBOARDING_LABEL_VALUE = "enabled"
+DEFAULT_TOKEN_SECRET = "stepscope-sidecar-token"  # noqa: S105 - a Secret's name
+DEFAULT_ANALYZER_ACCOUNT = "stepscope-analyzer"

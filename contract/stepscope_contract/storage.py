@@ -2,7 +2,7 @@
 
 The single source of the layout; everything that writes or reads a session's folder computes keys here.
 
-Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (design.md):
+Layout of a session folder `<prefix>/<namespace>/<session>-<uid8>/` (docs/storage.md):
     traces/rank<R>.pt.trace.json.gz             every rank's Kineto trace, flat in one folder
     traces/rank<R>/{manifest.json, stacks.txt, flight_recorder.json.gz, gpu_metrics.jsonl.gz, summary.json,
                     python_stacks.folded}
@@ -68,6 +68,34 @@ MERGED_TRACE_FILE: Final = "merged" + TRACE_SUFFIX
 SPEEDSCOPE_FILE: Final = "python_stacks.speedscope.json"
 RANKS_TABLE: Final = "ranks.csv.gz"
 """every rank's compact numbers, one CSV row per rank (gzip), beside report.json"""
+TRACE_SUFFIXES: Final = (TRACE_SUFFIX.removesuffix(".gz"), TRACE_SUFFIX)  # a Kineto trace file, plain or gzipped
+
+
+class RankFile(StrEnum):
+    """The kinds of file a rank leaves in its session folder, named once: the hook and the sidecar write them, the
+    operator and the analyzer recognise them by these names (`rank_file_of`)."""
+
+    TRACE = TRACE_FILE
+    GPU_METRICS = GPU_METRICS_FILE
+    STACKS = STACKS_FILE
+    FLIGHT_RECORDER = FLIGHT_RECORDER_FILE
+    MANIFEST = MANIFEST_FILE
+    SUMMARY = RANK_SUMMARY_FILE
+    PYTHON_STACKS = PYTHON_STACKS_FILE
+
+
+def rank_file_of(name_or_key: str) -> RankFile | None:
+    """The kind of a rank's file from its name, key or URI (a trace by its suffix: `rank<R>.pt.trace.json.gz` in
+    the session layout, `trace.pt.trace.json.gz` as the hook writes it); None for anything else."""
+    name = posixpath.basename(name_or_key)
+    if name.endswith(TRACE_SUFFIXES):
+        return RankFile.TRACE
+    try:
+        return RankFile(name)
+    except ValueError:
+        return None
+
+
 TRACES_DIR: Final = "traces"
 LEGACY_RANKS_DIR: Final = "ranks"  # the first layout: ranks/<R>/<artifact> (read only)
 

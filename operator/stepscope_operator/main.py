@@ -73,16 +73,16 @@ def main(argv: list[str] | None = None) -> int:
 
     import kopf
 
-    from stepscope_operator.config import OperatorConfig
+    from stepscope_operator.runtime.config import OperatorConfig
 
     config = OperatorConfig.from_env()
-    importlib.import_module("stepscope_operator.runtime_secrets_handlers")  # first: the others read what it writes
-    importlib.import_module("stepscope_operator.handlers")
-    importlib.import_module("stepscope_operator.trigger_handlers")
-    importlib.import_module("stepscope_operator.onboarding_handlers")
-    if importlib.util.find_spec("stepscope_operator.webhook") is not None:
-        importlib.import_module("stepscope_operator.webhook")
-    from stepscope_operator import logs
+    importlib.import_module("stepscope_operator.handlers.runtime_secrets")  # first: the others read what it writes
+    importlib.import_module("stepscope_operator.handlers.sessions")
+    importlib.import_module("stepscope_operator.handlers.triggers")
+    importlib.import_module("stepscope_operator.handlers.onboarding")
+    if importlib.util.find_spec("stepscope_operator.webhook.admission") is not None:
+        importlib.import_module("stepscope_operator.webhook.admission")
+    from stepscope_operator.runtime import logs
 
     logs.configure(args.verbose)
     # uvloop's event loop: a third less CPU per sidecar exchange than asyncio's own at 10,000 targets

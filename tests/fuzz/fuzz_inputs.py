@@ -32,11 +32,11 @@ with atheris.instrument_imports(include=["stepscope_analyzer", "stepscope_operat
     from stepscope_contract.report import Report
     from stepscope_contract.step_telemetry import PodSteps
     from stepscope_contract.trigger import ProfileTriggerStatus, Stall, StepTimeRegression, Straggler, TriggerConditions
-    from stepscope_operator.injection import InjectionConfig
-    from stepscope_operator.telemetry_client import Pull
-    from stepscope_operator.trigger_conditions import evaluate
-    from stepscope_operator.trigger_evaluation import observe, status_patch
-    from stepscope_operator.webhook import decode_review, review_response
+    from stepscope_operator.triggers.conditions import evaluate
+    from stepscope_operator.triggers.evaluation import observe, status_patch
+    from stepscope_operator.triggers.telemetry_client import Pull
+    from stepscope_operator.webhook.admission import decode_review, review_response
+    from stepscope_operator.webhook.injection import InjectionConfig
 
 CONDITIONS = TriggerConditions(
     straggler=Straggler(steps=5), step_time_regression=StepTimeRegression(steps=5, baseline_steps=10), stall=Stall()

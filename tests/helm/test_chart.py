@@ -14,10 +14,10 @@ import pytest
 import yaml
 from helm_chart import CHART, CI_VALUES, RELEASE_NAMESPACE, REPO, by_kind, one, render, run_helm
 
+from stepscope_contract.storage_defaults import StorageDefaults
 from stepscope_contract.tokens import namespace_token
-from stepscope_operator.config import OperatorConfig
-from stepscope_operator.injection import InjectionConfig
-from stepscope_operator.storage_defaults import StorageDefaults
+from stepscope_operator.runtime.config import OperatorConfig
+from stepscope_operator.webhook.injection import InjectionConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

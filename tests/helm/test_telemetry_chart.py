@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from helm_chart import CHART, CI_VALUES, by_kind, one, render
 
-from stepscope_operator.config import OperatorConfig
+from stepscope_operator.runtime.config import OperatorConfig
 from stepscope_sidecar.step_metrics import LABELS, StepCollector
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]

@@ -13,8 +13,8 @@ from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.session_index import SessionIndexEntry
 from stepscope_contract.storage import parse_storage_uri
-from stepscope_operator.artifacts import cleanup_job_name, plan_deletion
-from stepscope_operator.config import OperatorConfig
+from stepscope_operator.runtime.config import OperatorConfig
+from stepscope_operator.session.artifacts import cleanup_job_name, plan_deletion
 
 pytestmark = pytest.mark.unit
 UID = "1234abcd-0000-1111-2222-333344445555"

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 
 from stepscope_contract.session import TargetState, TargetStatus
-from stepscope_operator.analyzer_jobs import outcome_disagreement
-from stepscope_operator.pod_faults import CRASH_GRACE_SECONDS, crashed, sidecar_restarting, training_termination
-from stepscope_operator.status import count_targets, crash_cause, evidence
+from stepscope_operator.session.analyzer_jobs import outcome_disagreement
+from stepscope_operator.session.pod_faults import CRASH_GRACE_SECONDS, crashed, sidecar_restarting, training_termination
+from stepscope_operator.session.status import count_targets, crash_cause, evidence
 
 pytestmark = pytest.mark.unit
 NOW = datetime(2026, 1, 1, 12, 0, 0, tzinfo=UTC)

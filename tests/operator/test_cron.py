@@ -7,7 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from stepscope_operator.cron import latest_due, next_after, parse
+from stepscope_operator.triggers.cron import latest_due, next_after, parse
 
 pytestmark = pytest.mark.unit
 

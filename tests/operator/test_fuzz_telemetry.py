@@ -26,9 +26,9 @@ from stepscope_contract.step_telemetry import (
     RankSteps,
 )
 from stepscope_contract.trigger import ProfileTriggerStatus, Stall, StepTimeRegression, Straggler, TriggerConditions
-from stepscope_operator.telemetry_client import Pull
-from stepscope_operator.trigger_conditions import evaluate
-from stepscope_operator.trigger_evaluation import observe, status_patch
+from stepscope_operator.triggers.conditions import evaluate
+from stepscope_operator.triggers.evaluation import observe, status_patch
+from stepscope_operator.triggers.telemetry_client import Pull
 from stepscope_sidecar.step_telemetry import parse_ring
 from stepscope_sidecar.step_telemetry import rank_steps as wire_steps
 from stepscope_testing.hostile_inputs import encoded, rank_steps

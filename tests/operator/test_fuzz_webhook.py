@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepscope_operator.injection import InjectionConfig
-from stepscope_operator.webhook import decode_review, review_response
+from stepscope_operator.webhook.admission import decode_review, review_response
+from stepscope_operator.webhook.injection import InjectionConfig
 from stepscope_testing.hostile_inputs import admission_review, encoded, json_values
 
 pytestmark = [pytest.mark.unit, pytest.mark.fuzz]

@@ -10,8 +10,8 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
-from stepscope_operator import http1
-from stepscope_operator.bounded_each import each
+from stepscope_operator.sidecars import http1
+from stepscope_operator.sidecars.bounded_each import each
 
 
 @pytest.mark.unit

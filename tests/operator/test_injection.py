@@ -12,7 +12,7 @@ import kubernetes_validate
 import pytest
 
 from stepscope_contract.constants import INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_CONTAINER_NAME
-from stepscope_operator.injection import (
+from stepscope_operator.webhook.injection import (
     HOOK_PATH,
     INIT_CONTAINER_NAME,
     ORIGINAL_PYTHONPATH_ENV,

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from stepscope_contract.constants import INJECT_LABEL, SIDECAR_CONTAINER_NAME
-from stepscope_operator.injection import InjectionConfig, mutate
+from stepscope_operator.webhook.injection import InjectionConfig, mutate
 
 pytestmark = pytest.mark.unit
 

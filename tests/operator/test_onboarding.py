@@ -1,4 +1,4 @@
-"""Adding a team without hand work (operator/stepscope_operator/onboarding.py, onboarding_handlers.py):
+"""Adding a team without hand work (operator/stepscope_operator/onboarding/namespaces.py, onboarding_handlers.py):
 
 - what a labelled namespace gets, as data: its own derived token Secret and the analyzer ServiceAccount (no
   RoleBinding: the analyzer needs no API rights);
@@ -27,7 +27,7 @@ from stepscope_local.install import MASTER_TOKEN, ONBOARDING_ENV, install, start
 from stepscope_local.operator_health import wait_operator_ready
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
-from stepscope_operator.onboarding import (
+from stepscope_operator.onboarding.namespaces import (
     OnboardingSettings,
     collection_path,
     refusal,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from stepscope_operator.poll_pacing import MAX_GAP_SECONDS, POLLS_PER_SECOND, due_pods, poll_gap
+from stepscope_operator.sidecars.poll_pacing import MAX_GAP_SECONDS, POLLS_PER_SECOND, due_pods, poll_gap
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 

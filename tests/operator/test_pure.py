@@ -23,9 +23,9 @@ from stepscope_contract.session import (
     TargetStatus,
 )
 from stepscope_contract.status_wire import set_condition
-from stepscope_operator.analyzer_jobs import build_job, job_outcome, outcome_from_pods, shard_count
-from stepscope_operator.config import OperatorConfig
-from stepscope_operator.status import (
+from stepscope_operator.runtime.config import OperatorConfig
+from stepscope_operator.session.analyzer_jobs import build_job, job_outcome, outcome_from_pods, shard_count
+from stepscope_operator.session.status import (
     bounded,
     capture_phase,
     count_targets,
@@ -33,7 +33,7 @@ from stepscope_operator.status import (
     final_phase,
     progress,
 )
-from stepscope_operator.targets import capture_id, pod_rank, resolve_targets, selector_string
+from stepscope_operator.session.targets import capture_id, pod_rank, resolve_targets, selector_string
 
 pytestmark = pytest.mark.unit
 REPO = Path(__file__).resolve().parents[2]
@@ -254,7 +254,7 @@ def test_failure_summary_says_each_reason_once() -> None:
 def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it(desync: bool, culprit_state: TargetState) -> None:
     """Once the report names the rank that holds a hang up, the other hung targets are Waiting (with what they wait
     in and for whom), the culprit Hung (Desync after a desync), and the counts say so: not four hung ranks."""
-    from stepscope_operator.status import (
+    from stepscope_operator.session.status import (
         STANDSTILL_CAUSES,
         Standstill,
         count_targets,
@@ -289,7 +289,7 @@ def test_a_standstill_names_the_culprit_and_the_ranks_waiting_for_it(desync: boo
 def test_the_captured_column_names_the_culprit_of_a_standstill() -> None:
     """'0/4' alone read as four hung ranks: once the report names the one the others wait for, the column says it
     and how many wait for it."""
-    from stepscope_operator.status import count_targets, progress
+    from stepscope_operator.session.status import count_targets, progress
 
     hung = count_targets(TargetStatus(pod=f"p{r}", rank=r, state=TargetState.HUNG) for r in range(4))
     assert progress(hung) == "0/4"

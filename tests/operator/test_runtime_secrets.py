@@ -23,7 +23,7 @@ from test_webhook import review
 from stepscope_contract.constants import INJECT_LABEL
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.ports import free_port
-from stepscope_operator.runtime_secrets import ca_bundle_patch, master_secret, service_names, tls_secret
+from stepscope_operator.runtime.secrets import ca_bundle_patch, master_secret, service_names, tls_secret
 
 NAMESPACE = "stepscope-system"
 MASTER = "stepscope-sidecar-master"

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
-from stepscope_operator.sidecar_client import StartBodies
+from stepscope_operator.sidecars.client import StartBodies
 
 pytestmark = pytest.mark.unit
 

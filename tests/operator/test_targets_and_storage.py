@@ -9,8 +9,8 @@ import pytest
 from stepscope_contract.session import StorageSpec, TargetSpec
 from stepscope_contract.session_folder import link_url
 from stepscope_contract.storage import AddressingStyle
-from stepscope_operator.storage_defaults import StorageDefaults
-from stepscope_operator.targets import candidate_selectors, jobset_layout, pod_rank, resolve_targets
+from stepscope_contract.storage_defaults import StorageDefaults
+from stepscope_operator.session.targets import candidate_selectors, jobset_layout, pod_rank, resolve_targets
 
 pytestmark = pytest.mark.unit
 

@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from stepscope_contract.step_telemetry import PodSteps, RankSteps
-from stepscope_operator import telemetry_client
-from stepscope_operator.targets import Target
-from stepscope_operator.telemetry_client import TelemetryClient
+from stepscope_operator.session.targets import Target
+from stepscope_operator.triggers import telemetry_client
+from stepscope_operator.triggers.telemetry_client import TelemetryClient
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from stepscope_operator.telemetry_client import value_bound
+from stepscope_operator.triggers.telemetry_client import value_bound
 
 MiB = 1 << 20
 
@@ -24,9 +24,9 @@ _SCRIPT = textwrap.dedent(
     """
     import asyncio, json, sys
     from pathlib import Path
-    from stepscope_operator import telemetry_client
-    from stepscope_operator.targets import Target
-    from stepscope_operator.telemetry_client import MAX_BODY, TelemetryClient
+    from stepscope_operator.triggers import telemetry_client
+    from stepscope_operator.session.targets import Target
+    from stepscope_operator.triggers.telemetry_client import MAX_BODY, TelemetryClient
 
     def peak():
         for line in Path("/proc/self/status").read_text().splitlines():

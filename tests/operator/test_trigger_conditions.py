@@ -17,7 +17,7 @@ from stepscope_contract.trigger import (
     TriggerCondition,
     TriggerConditions,
 )
-from stepscope_operator.trigger_conditions import evaluate, job_step_series, regression, stall, straggler
+from stepscope_operator.triggers.conditions import evaluate, job_step_series, regression, stall, straggler
 
 pytestmark = pytest.mark.unit
 

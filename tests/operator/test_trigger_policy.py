@@ -12,9 +12,9 @@ import pytest
 from stepscope_contract.constants import TRIGGER_LABEL
 from stepscope_contract.session import ProfileSessionSpec
 from stepscope_contract.trigger import ProfileTriggerSpec, ProfileTriggerStatus, TriggerCondition
-from stepscope_operator.trigger_conditions import Finding, Verdict
-from stepscope_operator.trigger_policy import Decision, Owned, decide, record_fire, refresh_sessions, to_prune
-from stepscope_operator.trigger_sessions import build_session, session_name, trigger_label
+from stepscope_operator.triggers.conditions import Finding, Verdict
+from stepscope_operator.triggers.policy import Decision, Owned, decide, record_fire, refresh_sessions, to_prune
+from stepscope_operator.triggers.sessions import build_session, session_name, trigger_label
 
 pytestmark = pytest.mark.unit
 

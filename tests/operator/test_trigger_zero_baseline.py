@@ -10,9 +10,9 @@ import pytest
 
 from stepscope_contract.step_telemetry import RankSteps
 from stepscope_contract.trigger import ProfileTriggerStatus, StepTimeRegression, TriggerConditions
-from stepscope_operator.telemetry_client import Pull
-from stepscope_operator.trigger_conditions import evaluate, regression
-from stepscope_operator.trigger_evaluation import observe, status_patch
+from stepscope_operator.triggers.conditions import evaluate, regression
+from stepscope_operator.triggers.evaluation import observe, status_patch
+from stepscope_operator.triggers.telemetry_client import Pull
 
 pytestmark = pytest.mark.unit
 

@@ -25,8 +25,8 @@ from test_injection import apply_json_patch, make_pod, validate_pod
 
 from stepscope_contract.constants import INJECT_LABEL, INJECTED_ANNOTATION, SIDECAR_CONTAINER_NAME
 from stepscope_local.ports import free_port
-from stepscope_operator import webhook
-from stepscope_operator.injection import InjectionConfig
+from stepscope_operator.webhook import admission as webhook
+from stepscope_operator.webhook.injection import InjectionConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

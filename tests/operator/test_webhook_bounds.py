@@ -28,7 +28,7 @@ from test_webhook_load import CONTAINERS, crowded_review
 from stepscope_contract.constants import INJECT_LABEL
 from stepscope_local.kube import EmulatorServer
 from stepscope_local.ports import free_port
-from stepscope_operator.webhook import MAX_REVIEW_BYTES
+from stepscope_operator.webhook.admission import MAX_REVIEW_BYTES
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

@@ -22,8 +22,8 @@ import pytest
 from test_injection import make_pod
 
 from stepscope_contract.constants import INJECT_LABEL
-from stepscope_operator import webhook
-from stepscope_operator.injection import InjectionConfig
+from stepscope_operator.webhook import admission as webhook
+from stepscope_operator.webhook.injection import InjectionConfig
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 

@@ -27,11 +27,11 @@ from stepscope_contract.storage import (
     RANK_SUMMARY_FILE,
     STACKS_FILE,
     TRACE_FILE,
+    TRACE_SUFFIXES,
     StorageLocation,
     rank_artifact,
 )
 
-TRACE_SUFFIXES = (".pt.trace.json", ".pt.trace.json.gz")
 MAYBE_TRACE_SUFFIXES = (".json", ".json.gz")
 PEEK_BYTES = 1 << 20
 _KINETO_KEYS = (b'"traceEvents"', b'"schemaVersion"')

@@ -30,7 +30,7 @@ from stepscope_contract.session import NO_BASELINE, ProfileSessionSpec, ProfileS
 from stepscope_contract.storage import REPORT_JSON, report_location
 from stepscope_local.kube.resources import types_from_crd
 from stepscope_local.kube.table import table
-from stepscope_operator.status import with_gate
+from stepscope_operator.session.status import with_gate
 
 pytestmark = pytest.mark.unit
 
