@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "testing"))
 
 from stepscope_analyzer.commands.cli import analyze_main  # noqa: E402
+from stepscope_testing import corpus as corpus_module  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
 from stepscope_testing.gloo_jobs import GlooJob  # noqa: E402
 
@@ -93,7 +94,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--generate-only", action="store_true", help="only generate the missing scenarios")
     p.add_argument("--cached-only", action="store_true", help="only score the scenarios already generated")
     p.add_argument("--recorded", action="append", default=[str(RECORDED)], help="folders of recorded jobs to score")
+    p.add_argument("--traces", default=str(ROOT.parent / "shared" / "data" / "traces" / "hta"),
+                   help="the HTA test traces the GPU scenarios are derived from (full; tests/analyzer_job/fixtures/hta "
+                   "holds them cut to their first steps)")  # fmt: skip
     a = p.parse_args(argv)
+    corpus_module.HTA_TRACES = Path(a.traces)
     cache = Path(a.cache)
     scenarios = [s for s in corpus() if a.only in s.name]
     if a.cached_only:

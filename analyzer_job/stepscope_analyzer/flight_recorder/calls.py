@@ -9,7 +9,8 @@ from pathlib import PurePosixPath
 from stepscope_analyzer.flight_recorder.dump import Dump, Entry, Frame
 from stepscope_contract.ranks import format_rank_set
 
-# Frames of these packages are the machinery between the training code and the collective, not the call site.
+# Frames of these packages are the machinery between the training code and the collective, not the call site
+# (matched against "/" + the path: the hook writes paths relative to site-packages, the stdlib or the job's folders).
 _LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/torch/", "/stepscope_hook/", "/lib/python3")
 DEFAULT_GROUP_DESCS = frozenset({"default_pg"})
 # Dumps the hook wrote because the training stood still or ended: what is in flight there will not complete.
@@ -63,8 +64,8 @@ def group_label(name: str, desc: str) -> str:
 
 
 def is_library(filename: str) -> bool:
-    path = filename.replace("\\", "/")
-    return any(marker in path for marker in _LIBRARY_MARKERS) or path.startswith("<")
+    path = "/" + filename.replace("\\", "/")
+    return any(marker in path for marker in _LIBRARY_MARKERS) or filename.startswith("<")
 
 
 def format_frame(frame: Frame) -> str:
@@ -78,7 +79,7 @@ def call_site_frame(frames: list[Frame]) -> Frame | None:
         if frame.filename and not is_library(frame.filename):
             return frame
     for frame in frames:
-        path = frame.filename.replace("\\", "/")
+        path = "/" + frame.filename.replace("\\", "/")
         if frame.filename and "/torch/" not in path and "/stepscope_hook/" not in path:
             return frame
     return frames[0] if frames else None
