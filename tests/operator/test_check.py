@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import wait_operator_healthy
+from stepscope_local.demo_session import wait_operator_healthy
 from stepscope_local.install import install, start_operator
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group

@@ -11,7 +11,7 @@ import argparse
 import importlib
 import sys
 
-from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
+from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
 from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
 from stepscope_contract.storage import AddressingStyle, StorageUriError

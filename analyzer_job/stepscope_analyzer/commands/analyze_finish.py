@@ -13,10 +13,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
-from stepscope_analyzer.commands.output_files import write_files
+from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
 from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
+from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.storage_io import StorageError, StorageUriError, Store, location_of

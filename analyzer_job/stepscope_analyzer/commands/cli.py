@@ -8,20 +8,10 @@ from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 
+from stepscope_analyzer.commands.console import EXIT_PARTIAL
 from stepscope_analyzer.workers import fork_server
-
-EXIT_OK = 0
-EXIT_NO_TRACES = 1
-EXIT_BAD_SOURCE = 2
-EXIT_PARTIAL = 3
-"""the report was written, but at least one rank could not be analysed (error or missing); see its errors"""
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
 
 
 def analyze_parser() -> argparse.ArgumentParser:

@@ -1,7 +1,7 @@
 """A rank summarised where its trace was recorded, and the central analysis' use of that summary.
 
 The sidecar runs `python -m stepscope_analyzer.ranks.node_summaries --rank R --top-n N TRACE OUT` right after a capture,
-at a lower priority than the training (nice) and on one CPU: the same `rank_pool.compute` the central analysis runs
+at a lower priority than the training (nice) and on one CPU: the same `trace_work.compute` the central analysis runs
 on the trace (parse + RankReport), written as a contract NodeSummary (with this analyzer's version and top-N) and
 uploaded beside the trace as `traces/rank<R>/summary.json`. The sidecar never imports this package: it finds it in
 its image and runs it as a command.
@@ -27,7 +27,8 @@ from pathlib import Path
 
 from stepscope_analyzer import tool_version
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
-from stepscope_analyzer.workers.rank_pool import Computed, compute
+from stepscope_analyzer.ranks.trace_work import compute
+from stepscope_analyzer.workers.rank_pool import Computed
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.manifest import RankManifest
 

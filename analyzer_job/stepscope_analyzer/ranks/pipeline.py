@@ -32,8 +32,9 @@ from stepscope_analyzer.ranks.rank_artifacts import rank_extras
 from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
 from stepscope_analyzer.ranks.storage_io import Store
+from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.workers.cpu_quota import worker_count
-from stepscope_analyzer.workers.rank_pool import Computed, Task, compute, compute_all
+from stepscope_analyzer.workers.rank_pool import Computed, Task, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
 from stepscope_contract.wire import CaptureState
 
@@ -387,7 +388,7 @@ def _in_pool(
             yield Task(index, trace, inp.rank, _rank_in_name(inp.name))
 
     progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
-    for index, computed in compute_all(tasks(), top_n=top_n, workers=workers, while_waiting=wait):
+    for index, computed in compute_all(tasks(), work=compute, top_n=top_n, workers=workers, while_waiting=wait):
         while finished:
             yield finished.pop()
         read, base = waiting.pop(index)

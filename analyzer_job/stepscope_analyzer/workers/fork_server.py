@@ -20,7 +20,7 @@ from stepscope_analyzer.workers.cpu_quota import worker_count
 PRELOAD = [
     "stepscope_analyzer.parse",
     "stepscope_analyzer.analyses",
-    "stepscope_analyzer.workers.rank_pool",
+    "stepscope_analyzer.ranks.trace_work",  # the work the pool sends (by name) and the pool's own types
     "stepscope_analyzer.workers.preload_frozen",  # last: freezes what the others created
 ]
 
