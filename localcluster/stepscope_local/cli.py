@@ -28,8 +28,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import (
     BUCKETS,
     INSTALL_NAMESPACE,
@@ -42,6 +42,9 @@ from stepscope_local.install import (
 from stepscope_local.operator_health import log_tail, wait_operator_ready
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
+
+if TYPE_CHECKING:
+    from stepscope_local.cluster import LocalCluster
 
 DEFAULT_WORKDIR = Path(".demo/local-cluster")
 
@@ -143,6 +146,8 @@ def run_foreground(args: argparse.Namespace) -> int:
     _pid_file(workdir).write_text(str(os.getpid()))
     operator = None
     try:
+        from stepscope_local.cluster import LocalCluster  # the emulator, S3 and the runner: only to run a cluster
+
         with LocalCluster(workdir=workdir / "cluster", nodes=nodes, buckets=tuple(args.bucket)) as cluster:
             install(cluster)
             described = "not started (--no-operator)"

@@ -12,14 +12,16 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from stepscope_local.cluster import LocalCluster
 from stepscope_local.demo_session import follow_session, report_outcome, say, wait_operator_healthy, wait_ready_pods
 from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE, TRAINING_NAMESPACE, install, start_operator
 from stepscope_local.manifests import session_yaml, training_job
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
+
+if TYPE_CHECKING:
+    from stepscope_local.cluster import LocalCluster
 
 BIN = Path(sys.executable).parent
 __all__ = ["OPERATOR_ACCOUNT", "OPERATOR_NAMESPACE", "main"]  # the operator's identity, as tests read it
@@ -54,6 +56,8 @@ def run(args: argparse.Namespace) -> int:
         (workdir / stale).unlink(missing_ok=True)
     started = time.monotonic()
     say(f"starting the local cluster (workdir {workdir})")
+    from stepscope_local.cluster import LocalCluster  # the emulator, S3 and the runner: only to run the demo
+
     with LocalCluster(workdir=workdir / "cluster") as cluster:
         say(f"API {cluster.api.url}  kubeconfig {cluster.kubeconfig_path}  S3 {cluster.s3_endpoint}")
         install(cluster)  # storage settings, Secrets, the training script, buckets: what `local-cluster` sets up

@@ -9,7 +9,7 @@ import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from stepscope_contract.storage import (
     REPORT_HTML,
@@ -20,12 +20,14 @@ from stepscope_contract.storage import (
     StorageLocation,
     parse_storage_uri,
 )
-from stepscope_local.cluster import LocalCluster
 from stepscope_local.runner.pods import kill_group
 from stepscope_storage import Store, open_store
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
 from stepscope_storage.fetch import fetch_session
+
+if TYPE_CHECKING:
+    from stepscope_local.cluster import LocalCluster
 
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")

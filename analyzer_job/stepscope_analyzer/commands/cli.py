@@ -69,7 +69,10 @@ def analyze_main(argv: list[str]) -> int:
 
 
 def job_main(argv: list[str]) -> int:
-    """`stepscope analyzer-job` (session_job.py), imported only for that command."""
+    """`stepscope analyzer-job` (session_job.py), imported only for that command once its arguments parse."""
+    from stepscope_analyzer.commands.job_args import job_parser
+
+    job_parser().parse_args(argv)  # `--help` and usage errors exit here
     from stepscope_analyzer.commands.session_job import job_main as run
 
     return run(argv)
