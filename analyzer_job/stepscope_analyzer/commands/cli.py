@@ -1,8 +1,8 @@
 """`stepscope analyze` (local runs) and the entry of `stepscope analyzer-job` (see session_job.py).
 
-Kept light: `stepscope analyze` starts the rank workers' fork server (fork_server) first thing (unless asked for its
-help), then parses its arguments and imports the command's modules, so that both import at once on two CPUs; a
-command that then fails on its arguments only leaves the server to exit with it."""
+Kept light: `stepscope analyze` parses its arguments, then imports the command's modules; the rank workers' fork
+server starts once the traces are found, as the first one is read (ranks/pipeline), and only for a job that uses
+workers."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import gc
 import time
 
 from stepscope_analyzer.commands.console import EXIT_PARTIAL
-from stepscope_analyzer.workers import fork_server
 
 
 def analyze_parser() -> argparse.ArgumentParser:
@@ -55,8 +54,6 @@ def analyze_parser() -> argparse.ArgumentParser:
 
 def analyze_main(argv: list[str]) -> int:
     started = time.perf_counter()
-    if not {"-h", "--help"} & set(argv):
-        fork_server.start_early()  # the workers' imports run beside this process's own, from here on
     args = analyze_parser().parse_args(argv)
     from stepscope_analyzer.commands.analyze_command import run
 
