@@ -11,6 +11,7 @@ import argparse
 import importlib
 import sys
 
+from stepscope_analyzer import phases
 from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
 from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
@@ -28,6 +29,7 @@ def _import_finish() -> None:
 
 def run(args: argparse.Namespace, started: float) -> int:
     """The command for parsed arguments; `started`: when the command began (the report's analysis time)."""
+    phases.mark("imported")
     try:
         location = location_of(args.source)
         connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
@@ -46,10 +48,15 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
     for note in layout.notes:
         progress(note)
+    phases.mark("ranks began")
     outcomes = summarize_all(store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish)
+    phases.mark("ranks done")
     if not any(o.skipped is None for o in outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
     from stepscope_analyzer.commands.analyze_finish import finish  # loaded already unless there were no workers
 
-    return finish(args, store, layout, outcomes, started)
+    try:
+        return finish(args, store, layout, outcomes, started)
+    finally:
+        phases.report()

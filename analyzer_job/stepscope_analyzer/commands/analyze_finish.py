@@ -13,6 +13,7 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from stepscope_analyzer import phases
 from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
 from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
@@ -65,6 +66,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         notes=layout.notes,
         flight_recorder=dumps,
     )
+    phases.mark("diagnosed")
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve())))
     if document is not None:
@@ -73,6 +75,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, outcomes: lis
         out.mkdir(parents=True, exist_ok=True)
         save_report_json(report, out / REPORT_JSON)
         write_files(out, {REPORT_HTML: html_bytes(report)})
+        phases.mark("report written")
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE

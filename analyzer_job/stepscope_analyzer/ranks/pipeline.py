@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import TypeVar
 
-from stepscope_analyzer import limits
+from stepscope_analyzer import limits, phases
 from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.discovery import Layout, RankInput, discover
 from stepscope_analyzer.ranks.hang_evidence import HangEvidence
@@ -386,6 +386,7 @@ def _in_pool(
         return index, outcome
 
     def tasks() -> Iterator[Task]:
+        phases.mark("pool requested")
         fork_server.start_early(len(chosen))  # the workers' server imports the analyses while the first trace is read
         for index, inp in enumerate(chosen):
             read = read_rank(store, inp)
@@ -403,6 +404,8 @@ def _in_pool(
     for index, computed in compute_all(tasks(), work=compute, top_n=top_n, workers=workers, while_waiting=wait):
         while finished:
             yield finished.pop()
+        if computed.began is not None:
+            phases.mark("first rank began", computed.began)
         read, base = waiting.pop(index)
         yield done(index, _finish(read, store, base, computed))
     while finished:

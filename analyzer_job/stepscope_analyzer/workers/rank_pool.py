@@ -20,10 +20,11 @@ in a fresh process, so only the rank that kills its process is marked failed and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stepscope_analyzer import limits
 from stepscope_analyzer.workers import fork_server
@@ -41,6 +42,7 @@ class Computed:
     summary: RankReport | None
     error: str | None
     rank: int | None
+    began: float | None = None  # when a worker began it (time.perf_counter: the machine's monotonic clock)
 
 
 @dataclass(frozen=True)
@@ -57,8 +59,9 @@ Work = Callable[[bytes, int | None, int | None, int, int | None], Computed]
 
 
 def _in_worker(task: Task, top_n: int, table: limits.Limits, cpus: int | None, work: Work) -> Computed:
+    began = time.perf_counter()
     limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
-    return work(task.trace, task.fixed_rank, task.name_rank, top_n, cpus)
+    return replace(work(task.trace, task.fixed_rank, task.name_rank, top_n, cpus), began=began)
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
