@@ -27,7 +27,7 @@ PACKAGES := contract/stepscope_contract storage/stepscope_storage cli/stepscope_
 	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local \
 	testing/stepscope_testing
 
-.PHONY: help venv bench-deps tools browser test unit integration e2e fuzz lint typecheck demo bench crds crds-check chart-readme images clean
+.PHONY: help venv bench-deps tools browser test test-quick unit integration e2e fuzz lint typecheck demo bench crds crds-check chart-readme images clean
 
 help: ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  make %-11s %s\n", $$1, $$2}'
@@ -59,6 +59,11 @@ browser: ## headless Chromium for the report's browser test (Debian's chromium, 
 
 test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+QUICK := tests/contract tests/storage tests/analyzer_job/parse tests/analyzer_job/analyses \
+	tests/analyzer_job/diagnosis tests/test_import_graph.py
+test-quick: venv ## the inner loop: unit tests of the contract, storage, parser, analyses and diagnosis
+	$(BIN)/python -m pytest -m unit $(QUICK) $(PYTEST_ARGS)
 
 unit: venv ## only the unit tests
 	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)

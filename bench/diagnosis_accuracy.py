@@ -43,6 +43,7 @@ from stepscope_analyzer.diagnosis.config import DiagnosisConfig  # noqa: E402
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all  # noqa: E402
 from stepscope_analyzer.ranks.storage_io import LocalStore, location_of  # noqa: E402
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes  # noqa: E402
+from stepscope_testing import corpus as corpus_module  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "analyzer_job" / "fixtures"
@@ -220,7 +221,11 @@ def main(argv: list[str] | None = None) -> int:
         "--fit-on", default="gloo_jobs", help="the part thresholds are fitted on: values of --split, comma-separated"
     )
     p.add_argument("--fit", help="PARAM=v1,v2,...: fit this DiagnosisConfig threshold on the fitted part")
+    p.add_argument("--traces", default=str(ROOT.parent / "shared" / "data" / "traces" / "hta"),
+                   help="the HTA test traces the GPU scenarios are derived from (full; tests/analyzer_job/fixtures/hta "
+                   "holds them cut to their first steps)")  # fmt: skip
     a = p.parse_args(argv)
+    corpus_module.HTA_TRACES = Path(a.traces)
     cache = Path(a.cache)
     scenarios = [] if a.recorded_only else [s for s in corpus() if a.only in s.name]
     if a.cached_only:

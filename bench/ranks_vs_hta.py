@@ -1,7 +1,8 @@
 """A multi-rank job, analysed whole: `stepscope analyze` (worker processes on every usable CPU) vs HTA, in one run.
 
-The job is N copies of the largest shared trace (nccl_2rank_rank1_large: 54 MB of JSON) with distributedInfo.rank
-set to 0..N-1, written once into .bench-cache/ranks-<N>/. Each side runs in a fresh subprocess:
+The job is N copies of one trace (--trace; by default HTA's nccl_2rank_rank1_large, 54 MB of JSON, from the HTA test
+traces in ../shared/data/traces/hta beside the checkout) with distributedInfo.rank set to 0..N-1, written once into
+.bench-cache/ranks-<N>/. Each side runs in a fresh subprocess:
 - hta:  TraceAnalysis(trace_dir) (HTA parses the ranks in a process pool of its own) + temporal breakdown, kernel
         breakdown, comm/comp overlap and idle-time breakdown of every rank;
 - ours: `stepscope analyze DIR -o OUT` with the default worker count (the CPUs the process may use), and with
@@ -13,10 +14,14 @@ comes from another run with nothing beside it (HTA's ru_maxrss costs nothing). T
 its last breakdown (its imports, 0.7 s of pandas and friends, timed apart); ours the whole `stepscope analyze`
 command, imports and report included. The bar is judged on HTA's analysis alone (the stricter ratio); the ratio with
 both sides' imports is printed beside it.
-Prints wall-time and memory ratios against the bars (>= 20x HTA, <= 0.2 of its largest process) and whether every
-rank's temporal breakdown agrees within 1%.
+The sides run interleaved, --repeat times each; the median run of each side counts. Our command's time is split by
+the phases it reports (STEPSCOPE_PHASES, stepscope_analyzer/phases.py): interpreter start and imports, pool start
+(from the traces found to the first rank begun in a worker: the fork server's imports beside the first read), rank
+work (to the last rank's result), diagnosis (reduce), report (report.json and report.html) and exit.
+Prints wall-time and memory ratios against the bars (>= 20x HTA, <= 0.2 of its largest process), the split, the
+1-minute load average, and whether every rank's temporal breakdown agrees within 1%.
 
-    python bench/ranks_vs_hta.py [--ranks 8] [--repeat 2]
+    python bench/ranks_vs_hta.py [--ranks 8] [--repeat 3] [--trace TRACE.json.gz]
 Needs the bench dependency group (make bench-deps).
 """
 
@@ -28,6 +33,7 @@ import json
 import math
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +43,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TRACE = ROOT.parent / "shared" / "data" / "traces" / "hta" / "nccl_2rank_rank1_large.json.gz"
+PHASES = ("imports", "pool start", "rank work", "diagnosis", "report", "exit")
 CACHE = ROOT / ".bench-cache"
 KEYS = ("idle_time", "compute_time", "non_compute_time", "kernel_time")
 
@@ -47,12 +54,12 @@ def _peak_mb() -> float:
     return max(own, children) / 1024.0
 
 
-def job_folder(ranks: int) -> Path:
-    folder = CACHE / f"ranks-{ranks}"
+def job_folder(ranks: int, trace: Path) -> Path:
+    folder = CACHE / f"ranks-{ranks}-{trace.name.split('.')[0]}"
     if len(list(folder.glob("rank*.pt.trace.json.gz"))) == ranks:
         return folder
     folder.mkdir(parents=True, exist_ok=True)
-    doc = json.loads(gzip.decompress(TRACE.read_bytes()))
+    doc = json.loads(gzip.decompress(trace.read_bytes()))
     for rank in range(ranks):
         doc["distributedInfo"] = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": ranks}
         data = json.dumps(doc).encode()
@@ -107,8 +114,25 @@ def _largest_process_mb(proc: subprocess.Popen[bytes]) -> float:
 def _analyze(folder: Path, out: str) -> subprocess.Popen[bytes]:
     return subprocess.Popen(
         [str(Path(sys.executable).parent / "stepscope"), "analyze", str(folder), "-o", out],
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, "STEPSCOPE_PHASES": "1"},
     )  # fmt: skip
+
+
+def split(stderr: str, began: float, ended: float) -> dict[str, float]:
+    """The command's time by phase, from the stamps it printed (the machine's monotonic clock, as this process's)."""
+    line = next((x for x in stderr.splitlines() if x.startswith("phases: ")), None)
+    if line is None:
+        return {}
+    t = json.loads(line[len("phases: ") :])
+    first = t.get("first rank began", t["ranks began"])
+    return {
+        "imports": t["imported"] - began,
+        "pool start": first - t["ranks began"],
+        "rank work": t["ranks done"] - first,
+        "diagnosis": t["diagnosed"] - t["ranks done"],
+        "report": t["report written"] - t["diagnosed"],
+        "exit": ended - t["report written"],
+    }
 
 
 def side_ours(folder: Path) -> dict[str, Any]:
@@ -117,17 +141,21 @@ def side_ours(folder: Path) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as out:
         t0 = time.perf_counter()
         proc = _analyze(folder, out)
-        if proc.wait() != 0:
-            raise RuntimeError("stepscope analyze failed")
-        seconds = time.perf_counter() - t0
+        _, err = proc.communicate()
+        ended = time.perf_counter()
+        if proc.returncode != 0:
+            raise RuntimeError(f"stepscope analyze failed: {err.decode()[-2000:]}")
+        seconds = ended - t0
+        phases = split(err.decode(), t0, ended)
         report = json.loads((Path(out) / "report.json").read_text())
     with tempfile.TemporaryDirectory() as out:
         proc = _analyze(folder, out)
         sampled = _largest_process_mb(proc)
-        if proc.wait() != 0:
+        proc.communicate()
+        if proc.returncode != 0:
             raise RuntimeError("stepscope analyze failed")
     ranks = {int(r["rank"]): {k: float(r[k]) for k in KEYS} for r in report["ranks"]}
-    return {"seconds": seconds, "peak_rss_mb": max(_peak_mb(), sampled), "ranks": ranks}
+    return {"seconds": seconds, "peak_rss_mb": max(_peak_mb(), sampled), "ranks": ranks, "phases": phases}
 
 
 SIDES = {"hta": side_hta, "ours": side_ours}
@@ -160,37 +188,41 @@ def main() -> int:
     p.add_argument("folder", nargs="?", type=Path)
     p.add_argument("--side", choices=sorted(SIDES))
     p.add_argument("--ranks", type=int, default=8)
-    p.add_argument("--repeat", type=int, default=2, help="fresh runs per side, interleaved; the fastest is kept")
+    p.add_argument("--repeat", type=int, default=3, help="fresh runs per side, interleaved; the median counts")
+    p.add_argument("--trace", type=Path, default=TRACE, help="the trace copied to every rank")
     p.add_argument("--prepare", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.side:
         print(json.dumps(SIDES[args.side](args.folder)))
         return 0
     if args.prepare:
-        job_folder(args.ranks)
+        job_folder(args.ranks, args.trace)
         return 0
     # written by a child: the sides are children of this process, and Linux hands a parent's peak RSS down
     # through fork + exec, so this process must stay small
-    subprocess.run([sys.executable, __file__, "--prepare", "--ranks", str(args.ranks)], check=True, cwd=ROOT)
-    folder = CACHE / f"ranks-{args.ranks}"
+    prepare = [sys.executable, __file__, "--prepare", "--ranks", str(args.ranks), "--trace", str(args.trace)]
+    subprocess.run(prepare, check=True, cwd=ROOT)
+    folder = job_folder(args.ranks, args.trace)
     runs: dict[str, list[dict[str, Any]]] = {"hta": [], "ours": [], "ours-1": []}
     for _ in range(args.repeat):
         runs["hta"].append(run_once("hta", folder))
         runs["ours"].append(run_once("ours", folder))
         runs["ours-1"].append(run_once("ours", folder, {"STEPSCOPE_ANALYZER_WORKERS": "1"}))
     best = {
-        k: min(v, key=lambda r: r["seconds"]) | {"peak_rss_mb": max(r["peak_rss_mb"] for r in v)}
+        k: sorted(v, key=lambda r: r["seconds"])[len(v) // 2] | {"peak_rss_mb": max(r["peak_rss_mb"] for r in v)}
         for k, v in runs.items()
     }
     hta, ours, one = best["hta"], best["ours"], best["ours-1"]
-    hta_whole = min(r["seconds"] + r["import_s"] for r in runs["hta"])
+    hta_whole = statistics.median(r["seconds"] + r["import_s"] for r in runs["hta"])
     speed, mem = hta["seconds"] / ours["seconds"], ours["peak_rss_mb"] / hta["peak_rss_mb"]
-    print(f"{args.ranks} ranks x {TRACE.name} (54 MB JSON each); best of {args.repeat}; load {os.getloadavg()[0]:.1f}")
+    print(f"{args.ranks} ranks x {args.trace.name}; median of {args.repeat} interleaved; load {os.getloadavg()[0]:.1f}")
     print(f"  HTA      : {hta['seconds']:.2f} s analysis ({hta_whole:.2f} s with its imports), largest process "
           f"{hta['peak_rss_mb']:.0f} MB")  # fmt: skip
     print(f"  ours     : {ours['seconds']:.2f} s, largest process {ours['peak_rss_mb']:.0f} MB (default workers; the "
           "whole command: interpreter start, imports, analysis, report)")  # fmt: skip
     print(f"  ours (1) : {one['seconds']:.2f} s, largest process {one['peak_rss_mb']:.0f} MB (one process)")
+    parts = {k: statistics.median(r["phases"].get(k, 0.0) for r in runs["ours"]) for k in PHASES}
+    print("  split    : " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()) + " (medians, default workers)")
     print(f"  speed    : {speed:.1f}x HTA's analysis alone (bar >= 20x) {'OK' if speed >= 20 else 'BELOW BAR'}; "
           f"{hta_whole / ours['seconds']:.1f}x with both sides' imports; "
           f"workers vs one process {one['seconds'] / ours['seconds']:.2f}x")  # fmt: skip

@@ -100,7 +100,7 @@ def pull(cluster: Any, token: str) -> list[RankSteps]:
 
 def soak(minutes: float) -> int:
     from stepscope_local.cluster import LocalCluster
-    from stepscope_local.demo import wait_operator_healthy, wait_ready_pods
+    from stepscope_local.demo_session import wait_operator_healthy, wait_ready_pods
     from stepscope_local.install import MASTER_TOKEN, install, start_operator
     from stepscope_local.manifests import training_job
     from stepscope_local.ports import free_port

@@ -1,5 +1,6 @@
-"""Shared test fixtures: repository paths and the shared HTA trace corpus; hypothesis profiles (`make fuzz` selects
-the long one with HYPOTHESIS_PROFILE=fuzz)."""
+"""Shared test fixtures: repository paths and the HTA test traces committed with the tests
+(tests/analyzer_job/fixtures/hta, see its README); hypothesis profiles (`make fuzz` selects the long one with
+HYPOTHESIS_PROFILE=fuzz)."""
 
 from __future__ import annotations
 
@@ -14,14 +15,7 @@ settings.register_profile("fuzz", max_examples=5000, deadline=None, suppress_hea
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "default"))
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-SHARED_TRACES = next(
-    (
-        p / "shared" / "data" / "traces" / "hta"
-        for p in (REPO_ROOT.parent, REPO_ROOT.parent.parent)
-        if (p / "shared").is_dir()
-    ),
-    REPO_ROOT.parent / "shared" / "data" / "traces" / "hta",
-)
+HTA_TRACES = REPO_ROOT / "tests" / "analyzer_job" / "fixtures" / "hta"
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +24,7 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def shared_traces() -> Path:
-    if not SHARED_TRACES.is_dir():
-        pytest.skip(f"shared trace corpus not found at {SHARED_TRACES}")
-    return SHARED_TRACES
+def hta_traces() -> Path:
+    """Real Kineto GPU traces (HTA's public test data, some cut to their first steps) and HTA 0.5's outputs on them
+    (golden/<trace>/)."""
+    return HTA_TRACES

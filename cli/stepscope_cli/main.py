@@ -46,7 +46,7 @@ PARSERS: dict[str, tuple[str, str]] = {
     "install-hook": ("stepscope_sidecar.install", "build_parser"),
     "analyze": ("stepscope_analyzer.commands.cli", "analyze_parser"),
     "diff": ("stepscope_analyzer.diff.command", "diff_parser"),
-    "analyzer-job": ("stepscope_analyzer.commands.session_job", "job_parser"),
+    "analyzer-job": ("stepscope_analyzer.commands.job_args", "job_parser"),
     "fetch": ("stepscope_cli.commands.open_session", "fetch_parser"),
     "open": ("stepscope_cli.commands.open_session", "open_parser"),
     "local-cluster": ("stepscope_local.cli", "build_parser"),

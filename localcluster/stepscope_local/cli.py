@@ -32,8 +32,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import (
     BUCKETS,
     INSTALL_NAMESPACE,
@@ -47,6 +47,9 @@ from stepscope_local.operator_health import log_tail, wait_operator_ready
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group
 from stepscope_local.supervision import Watched, check, record_pid, stop_recorded
+
+if TYPE_CHECKING:
+    from stepscope_local.cluster import LocalCluster
 
 DEFAULT_WORKDIR = Path(".demo/local-cluster")
 RECORDED = {"operator": "operator", "object-store": "moto_server"}
@@ -193,6 +196,8 @@ def run_foreground(args: argparse.Namespace) -> int:
     stop_recorded(workdir, RECORDED)  # what an earlier cluster in this workdir left running
     operator: _Operator | None = None
     try:
+        from stepscope_local.cluster import LocalCluster  # the emulator, S3 and the runner: only to run a cluster
+
         with LocalCluster(workdir=workdir / "cluster", nodes=nodes, buckets=tuple(args.bucket)) as cluster:
             install(cluster)
             described = "not started (--no-operator)"

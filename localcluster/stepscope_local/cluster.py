@@ -9,16 +9,18 @@ import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from stepscope_local.kube import EmulatorServer
 from stepscope_local.kube.identity import service_account_user
 from stepscope_local.runner import Runner
 from stepscope_local.runner.pods import RunnerConfig
 from stepscope_local.s3 import ACCESS_KEY, REGION, SECRET_KEY, S3Server
 from stepscope_storage.endpoints import ENV_OSS_ENDPOINT_TEMPLATE
+
+if TYPE_CHECKING:
+    from stepscope_local.kube.server import EmulatorServer
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 CRD_PATH = REPO_ROOT / "crds" / "profilesessions.stepscope.dev.yaml"
@@ -47,7 +49,9 @@ class LocalCluster:
         self.workdir = workdir
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.logs_dir = workdir / "logs"
-        self.api = EmulatorServer(workdir=workdir / "kube")
+        from stepscope_local.kube.server import EmulatorServer  # kmock: loaded by a command that runs a cluster
+
+        self.api: EmulatorServer = EmulatorServer(workdir=workdir / "kube")
         self.s3 = S3Server(log_path=workdir / "moto.log") if with_s3 else None
         self._buckets = buckets
         self._nodes = nodes

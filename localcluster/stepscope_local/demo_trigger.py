@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope_local.cluster import REPO_ROOT, LocalCluster
-from stepscope_local.demo import (
+from stepscope_local.demo_session import (
     API,
     follow_session,
     report_outcome,

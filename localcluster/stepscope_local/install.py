@@ -20,10 +20,13 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from stepscope_local.cluster import LocalCluster
 from stepscope_local.manifests import DEMO_DIR, load_all, script_configmap
 from stepscope_local.ports import free_port
+
+if TYPE_CHECKING:
+    from stepscope_local.cluster import LocalCluster
 
 OPERATOR_NAMESPACE, OPERATOR_ACCOUNT = "stepscope-system", "stepscope-operator"  # as the Helm chart installs it
 INSTALL_NAMESPACE = OPERATOR_NAMESPACE

@@ -11,10 +11,13 @@ import subprocess
 import time
 import urllib.request
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from stepscope_local.cluster import LocalCluster
 from stepscope_local.install import OPERATOR_ACCOUNT, OPERATOR_NAMESPACE
 from stepscope_local.kube.identity import service_account_user
+
+if TYPE_CHECKING:
+    from stepscope_local.cluster import LocalCluster
 
 TAIL_LINES = 30
 WATCHED = "profilesessions"

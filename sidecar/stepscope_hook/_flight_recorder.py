@@ -20,6 +20,8 @@ import tempfile
 import time
 from typing import Any, Callable, Dict, List, Optional
 
+from ._paths import job_roots, portable_path, stdlib_dir
+
 FLIGHT_RECORDER_FILE = "flight_recorder.json.gz"
 WRITTEN = "written"
 MAX_ENTRIES = 20_000  # whatever the buffer size, the written dump stays bounded
@@ -62,12 +64,24 @@ def _jsonable(value: Any, depth: int = 0) -> Any:
     return str(value)[:MAX_TEXT]
 
 
+def _frames(frames: List[Any], roots: List[str], stdlib: str) -> List[Any]:
+    """The innermost MAX_FRAMES frames, their paths relative to the job's folders or site-packages (`_paths`)."""
+    out = []
+    for frame in frames[:MAX_FRAMES]:
+        if isinstance(frame, dict) and isinstance(frame.get("filename"), str):
+            out.append(dict(frame, filename=portable_path(frame["filename"], roots, stdlib)))
+        else:
+            out.append(frame)
+    return out
+
+
 def _entries(data: Dict[str, Any]) -> List[Any]:
     entries = list(data.get("entries") or [])[-MAX_ENTRIES:]
+    roots, stdlib = job_roots(), stdlib_dir()
     out = []
     for entry in entries:
         if isinstance(entry, dict) and isinstance(entry.get("frames"), list):
-            out.append(_jsonable(dict(entry, frames=entry["frames"][:MAX_FRAMES])))
+            out.append(_jsonable(dict(entry, frames=_frames(entry["frames"], roots, stdlib))))
         else:
             out.append(_jsonable(entry))
     return out

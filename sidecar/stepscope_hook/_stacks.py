@@ -2,6 +2,7 @@
 
 The main thread comes first (that is where a training loop is stuck); the thread that writes the dump -- the
 hook's own watchdog -- is left out. faulthandler's dump is added only when the Python stacks could not be taken.
+Source paths are written relative to the job's folders or site-packages (`_paths`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import traceback
 from types import TracebackType
 from typing import List, Optional
 
+from ._paths import portable_lines
+
 WATCHDOG_THREAD = "stepscope-watchdog"
 
 
@@ -27,7 +30,7 @@ def format_all_stacks(seconds_since_last_step: float, header: str = "") -> str:
         lines.append("python stacks unavailable: %r" % (exc,))
         lines.append("--- faulthandler ---")
         lines.append(_faulthandler_dump())
-    return "\n".join(lines) + "\n"
+    return portable_lines("\n".join(lines) + "\n")
 
 
 def format_exit_stacks(exc: Optional[BaseException], tb: Optional[TracebackType], header: str = "") -> str:
@@ -41,7 +44,7 @@ def format_exit_stacks(exc: Optional[BaseException], tb: Optional[TracebackType]
         lines.extend(_thread_stacks())
     except Exception as err:
         lines.append("python stacks unavailable: %r" % (err,))
-    return "\n".join(lines) + "\n"
+    return portable_lines("\n".join(lines) + "\n")
 
 
 def _preamble(seconds_since_last_step: Optional[float], header: str) -> List[str]:

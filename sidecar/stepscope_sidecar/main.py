@@ -6,8 +6,7 @@ import argparse
 import logging
 import os
 from pathlib import Path
-
-from aiohttp import web
+from typing import TYPE_CHECKING
 
 from stepscope_contract.constants import (
     DEFAULT_SIDECAR_PORT,
@@ -18,14 +17,11 @@ from stepscope_contract.constants import (
     ENV_STORAGE_ENDPOINT,
 )
 from stepscope_contract.storage import StorageUriError
-from stepscope_sidecar import nvml
-from stepscope_sidecar.agent import Agent
-from stepscope_sidecar.agent_metrics import Metrics
-from stepscope_sidecar.app import build_app
-from stepscope_sidecar.auth import TokenError, load_token
-from stepscope_sidecar.capture import AgentConfig
-from stepscope_sidecar.destinations import DestinationPolicy
 from stepscope_storage.store import DEFAULT_MULTIPART_CHUNK, DEFAULT_MULTIPART_THRESHOLD, TransferSettings
+
+if TYPE_CHECKING:
+    from stepscope_sidecar.agent import Agent
+    from stepscope_sidecar.destinations import DestinationPolicy
 
 log = logging.getLogger("stepscope.sidecar")
 
@@ -85,6 +81,10 @@ def _write_port(path: str, port: int) -> None:
 async def _serve(args: argparse.Namespace, agent: Agent, token: str, destinations: DestinationPolicy) -> None:
     import asyncio
 
+    from aiohttp import web
+
+    from stepscope_sidecar.app import build_app
+
     agent.resume()  # what an earlier process of this sidecar left unfinished in the hook directory
     runner = web.AppRunner(build_app(agent, token, destinations), handle_signals=True)
     await runner.setup()
@@ -107,6 +107,14 @@ def main(argv: list[str]) -> int:
     import signal
 
     args = parse_args(argv)
+    # the agent's modules (aiohttp, the storage clients), once the arguments are parsed: `--help` loads none of them
+    from stepscope_sidecar import nvml
+    from stepscope_sidecar.agent import Agent
+    from stepscope_sidecar.agent_metrics import Metrics
+    from stepscope_sidecar.auth import TokenError, load_token
+    from stepscope_sidecar.capture import AgentConfig
+    from stepscope_sidecar.destinations import DestinationPolicy
+
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         token = load_token(args.token_file)

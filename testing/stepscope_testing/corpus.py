@@ -32,7 +32,9 @@ from stepscope_testing.gpu_pipeline_jobs import write_job as write_gpu_pipeline
 from stepscope_testing.pipeline_jobs import PipeJob
 from stepscope_testing.pipeline_jobs import run_job as run_pipeline
 
-HTA_TRACES = Path("/work/shared/data/traces/hta")
+HTA_TRACES = Path(__file__).resolve().parents[2] / "tests" / "analyzer_job" / "fixtures" / "hta"
+"""where the GPU scenarios' source traces are read (HTA's public test data, committed with the tests);
+bench/diagnosis_accuracy.py --traces points it at a folder of the full traces"""
 QUIET = (3.0, 600.0)
 """before each real gloo job: wait up to 10 minutes for a 1-minute load average of at most 3 (the machine is
 shared; the load it ran under is recorded in truth.json)"""

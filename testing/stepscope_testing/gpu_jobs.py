@@ -1,6 +1,6 @@
 """Multi-rank GPU jobs derived from one real Kineto trace through a collective timing model.
 
-A real rank's trace (e.g. the HTA test traces in /work/shared/data/traces/hta, MIT License, Copyright Meta
+A real rank's trace (e.g. the HTA test traces in tests/analyzer_job/fixtures/hta, MIT License, Copyright Meta
 Platforms) is replicated to `world` ranks and re-timed:
 - its recorded steps can be repeated (`repeat`) so that there are enough steps to compare;
 - each rank's compute kernels and memory ops take `scale[r]` times as long, times jitter: a per-rank device

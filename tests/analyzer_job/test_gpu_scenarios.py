@@ -66,11 +66,11 @@ def test_gpu_figures_hold_together(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("world", "rank", "factor"), [(4, 2, 4.0), (8, 5, 3.0)])
-def test_slow_memory_copies_on_a_gpu_rank_are_memory(shared_traces: Path, tmp_path: Path, world: int, rank: int,
+def test_slow_memory_copies_on_a_gpu_rank_are_memory(hta_traces: Path, tmp_path: Path, world: int, rank: int,
                                                      factor: float) -> None:  # fmt: skip
     """One rank's copies alone take 3-4x as long (pageable host memory): the excess shows in its input phase
     (host time) but is GPU memory ops, so the cause is memory, and the evidence names each copy once."""
-    source = str(shared_traces / "nccl_8rank_rank3.json.gz")  # a recommendation model: ~12% of a step in copies
+    source = str(hta_traces / "nccl_8rank_rank3.json.gz")  # a recommendation model: ~12% of a step in copies
     job = GpuJob(name="copies", source=source, world=world, copy_scale={rank: factor}, seed=world)
     d = _analyse(job, tmp_path).diagnosis
     assert [(s.rank, s.cause) for s in d.slow_ranks] == [(rank, Cause.MEMORY)], d.verdict
@@ -79,8 +79,8 @@ def test_slow_memory_copies_on_a_gpu_rank_are_memory(shared_traces: Path, tmp_pa
     assert "memory copies" in d.verdict
 
 
-def test_slower_gpu_including_its_copies_is_still_compute(shared_traces: Path, tmp_path: Path) -> None:
+def test_slower_gpu_including_its_copies_is_still_compute(hta_traces: Path, tmp_path: Path) -> None:
     """A rank whose kernels and copies are all 1.3x slower (a throttled GPU): compute, not memory."""
-    job = GpuJob(name="throttled", source=str(shared_traces / "nccl_8rank_rank3.json.gz"), world=4, scale={1: 1.3})
+    job = GpuJob(name="throttled", source=str(hta_traces / "nccl_8rank_rank3.json.gz"), world=4, scale={1: 1.3})
     d = _analyse(job, tmp_path).diagnosis
     assert [(s.rank, s.cause) for s in d.slow_ranks] == [(1, Cause.COMPUTE)], d.verdict

@@ -14,7 +14,7 @@ import pytest
 
 from stepscope_cli.commands.check_report import CheckResult, Outcome, exit_code, render
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import wait_operator_healthy
+from stepscope_local.demo_session import wait_operator_healthy
 from stepscope_local.install import install, start_operator
 from stepscope_local.ports import free_port
 from stepscope_local.runner.pods import kill_group

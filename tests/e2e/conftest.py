@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from stepscope_local.cluster import LocalCluster
-from stepscope_local.demo import wait_operator_healthy, wait_ready_pods
+from stepscope_local.demo_session import wait_operator_healthy, wait_ready_pods
 from stepscope_local.install import install, start_operator
 from stepscope_local.manifests import s3_location, training_job
 from stepscope_local.ports import free_port

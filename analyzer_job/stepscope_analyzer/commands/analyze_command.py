@@ -11,7 +11,8 @@ import argparse
 import importlib
 import sys
 
-from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
+from stepscope_analyzer import phases
+from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
 from stepscope_analyzer.ranks.pipeline import discover
 from stepscope_analyzer.ranks.session_file import session_document
 from stepscope_analyzer.ranks.storage_io import StorageError, location_of, open_store
@@ -30,6 +31,7 @@ def _import_finish() -> None:
 
 def run(args: argparse.Namespace, started: float) -> int:
     """The command for parsed arguments; `started`: when the command began (the report's analysis time)."""
+    phases.mark("imported")
     try:
         location = location_of(args.source)
         connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
@@ -50,12 +52,17 @@ def run(args: argparse.Namespace, started: float) -> int:
         progress(note)
     document = session_document(store, args.source) if layout.session else None
     capture_id = document.capture_id if document is not None else None  # node summaries must be of this capture
+    phases.mark("ranks began")
     gathered = gather_all(
         store, layout, top_n=args.top_n, progress=progress, while_waiting=_import_finish, capture_id=capture_id
     )
+    phases.mark("ranks done")
     if not any(o.skipped is None for o in gathered.outcomes):
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
     from stepscope_analyzer.commands.analyze_finish import finish  # loaded already unless there were no workers
 
-    return finish(args, store, layout, gathered, started)
+    try:
+        return finish(args, store, layout, gathered, started)
+    finally:
+        phases.report()

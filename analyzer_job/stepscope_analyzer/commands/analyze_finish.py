@@ -13,11 +13,12 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from stepscope_analyzer.commands.cli import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
-from stepscope_analyzer.commands.output_files import write_files
+from stepscope_analyzer import phases
+from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
 from stepscope_analyzer.commands.report_file import save_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.evidence.files import evidence_files
+from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.ranks.discovery import Layout
 from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.session_file import session_document
@@ -63,6 +64,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, gathered: Gat
         flight_recorder=dumps,
         python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
     )
+    phases.mark("diagnosed")
     out = Path(args.output)
     report = with_trace_links(report, location_of(str(out.resolve()))).model_copy(update={"ranks_table": RANKS_TABLE})
     if document is not None:
@@ -74,6 +76,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, gathered: Gat
         save_report_json(report, out / REPORT_JSON)
         gathered.table.save_csv_gz(out / RANKS_TABLE)
         write_files(out, {**evidence.files, REPORT_HTML: html_bytes(report)})
+        phases.mark("report written")
     except OSError as exc:
         print(f"stepscope analyze: cannot write the report to {out}: {exc}", file=sys.stderr)
         return EXIT_BAD_SOURCE

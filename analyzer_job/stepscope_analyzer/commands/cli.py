@@ -1,27 +1,16 @@
 """`stepscope analyze` (local runs) and the entry of `stepscope analyzer-job` (see session_job.py).
 
-Kept light: `stepscope analyze` starts the rank workers' fork server (fork_server) first thing (unless asked for its
-help), then parses its arguments and imports the command's modules, so that both import at once on two CPUs; a
-command that then fails on its arguments only leaves the server to exit with it."""
+Kept light: `stepscope analyze` parses its arguments, then imports the command's modules; the rank workers' fork
+server starts once the traces are found, as the first one is read (ranks/pipeline), and only for a job that uses
+workers."""
 
 from __future__ import annotations
 
 import argparse
 import gc
-import sys
 import time
 
-from stepscope_analyzer.workers import fork_server
-
-EXIT_OK = 0
-EXIT_NO_TRACES = 1
-EXIT_BAD_SOURCE = 2
-EXIT_PARTIAL = 3
-"""the report was written, but at least one rank could not be analysed (error or missing); see its errors"""
-
-
-def progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+from stepscope_analyzer.commands.console import EXIT_PARTIAL
 
 
 def analyze_parser() -> argparse.ArgumentParser:
@@ -65,8 +54,6 @@ def analyze_parser() -> argparse.ArgumentParser:
 
 def analyze_main(argv: list[str]) -> int:
     started = time.perf_counter()
-    if not {"-h", "--help"} & set(argv):
-        fork_server.start_early()  # the workers' imports run beside this process's own, from here on
     args = analyze_parser().parse_args(argv)
     from stepscope_analyzer.commands.analyze_command import run
 
@@ -79,7 +66,10 @@ def analyze_main(argv: list[str]) -> int:
 
 
 def job_main(argv: list[str]) -> int:
-    """`stepscope analyzer-job` (session_job.py), imported only for that command."""
+    """`stepscope analyzer-job` (session_job.py), imported only for that command once its arguments parse."""
+    from stepscope_analyzer.commands.job_args import job_parser
+
+    job_parser().parse_args(argv)  # `--help` and usage errors exit here
     from stepscope_analyzer.commands.session_job import job_main as run
 
     return run(argv)

@@ -31,6 +31,7 @@ from pydantic import ValidationError
 
 from stepscope_analyzer import tool_version
 from stepscope_analyzer.commands.gate_step import run_gate, without_gate, write_index_entry
+from stepscope_analyzer.commands.job_args import job_parser
 from stepscope_analyzer.commands.report_file import store_report_json
 from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
@@ -87,30 +88,6 @@ class JobError(RuntimeError):
 
 def _log(message: str) -> None:
     print(f"stepscope analyzer-job: {message}", file=sys.stderr, flush=True)
-
-
-def job_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="stepscope analyzer-job",
-        description="analyse a ProfileSession's traces",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    p.add_argument(
-        "--session-json", required=True, help="the session as the operator accepted it (a SessionDocument, JSON)"
-    )
-    p.add_argument(
-        "--mode",
-        choices=["all", "map", "reduce", "delete"],
-        default="all",
-        help="all: one Job; map: per-rank shards; reduce; delete: the session's artifacts",
-    )
-    p.add_argument("--shards", type=int, default=1, help="number of map shards (Indexed Job completions)")
-    p.add_argument("--index", type=int, default=None, help="map shard index (unset: $JOB_COMPLETION_INDEX or 0)")
-    p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
-    p.add_argument(
-        "--outcome-file", default=None, help="where the outcome goes as well (the container's termination message)"
-    )
-    return p
 
 
 def open_session(document: SessionDocument) -> tuple[StorageLocation, Store]:

@@ -46,6 +46,7 @@ _THREAD = re.compile(r"^Thread (?P<ident>\S+) \((?P<name>.*)\):\s*$")
 _FAULT_THREAD = re.compile(r"^(?:Current thread|Thread) (?P<ident>0x[0-9a-fA-F]+) \(most recent call first\):")
 # `File "...", line 12, in fn` (traceback) or `File "...", line 12 in fn` (faulthandler)
 _FRAME = re.compile(r'^\s*File "(?P<file>[^"]*)", line (?P<line>\d+),? in (?P<fn>\S+)')
+# matched against "/" + the path: the hook writes paths relative to site-packages, the stdlib or the job's folders
 _LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "/stepscope_hook/", "<frozen ", "<string>")
 _OWN = ("/stepscope_hook/", "stepscope_hook/_")
 _TORCH_FILES = ("distributed_c10d.py", "c10d_logger.py")
@@ -65,7 +66,7 @@ class StackFrame:
 
     @property
     def library(self) -> bool:
-        return any(marker in self.filename for marker in _LIBRARY)
+        return any(marker in "/" + self.filename for marker in _LIBRARY)
 
 
 @dataclass
@@ -179,7 +180,7 @@ def _training_frame(frames: list[StackFrame]) -> StackFrame | None:
         if not frame.library:
             return frame
     for frame in reversed(frames):
-        if "/torch/" not in frame.filename and not any(m in frame.filename for m in _OWN):
+        if "/torch/" not in "/" + frame.filename and not any(m in frame.filename for m in _OWN):
             return frame
     return frames[-1] if frames else None
 
@@ -191,7 +192,7 @@ def position(stacks: ParsedStacks) -> Position:
     frames = main.frames
     for i in range(len(frames) - 1, -1, -1):
         frame = frames[i]
-        path = frame.filename.replace("\\", "/")
+        path = "/" + frame.filename.replace("\\", "/")
         in_torch = "/torch/" in path or path.endswith(_TORCH_FILES)
         if frame.function in COLLECTIVES and in_torch:
             issued = _training_frame(frames[:i])

@@ -4,8 +4,25 @@ diff_reports (compare.py) is pure: two contract Reports in, a contract DiffResul
 into a Report, page.py draws diff.html, command.py is the command line.
 """
 
-from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
-from stepscope_analyzer.diff.page import diff_html_bytes, render_diff_html
-from stepscope_analyzer.diff.sides import SideError, load_side
+from __future__ import annotations
 
+import importlib
+from typing import Any
+
+_HOMES = {
+    "DiffConfig": "compare",
+    "diff_reports": "compare",
+    "diff_html_bytes": "page",
+    "render_diff_html": "page",
+    "SideError": "sides",
+    "load_side": "sides",
+}
 __all__ = ["DiffConfig", "SideError", "diff_html_bytes", "diff_reports", "load_side", "render_diff_html"]
+
+
+def __getattr__(name: str) -> Any:
+    """The names above, imported from their module when first asked for: `stepscope diff --help` (diff.command)
+    loads none of the comparison, the page or the trace analysis."""
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{_HOMES[name]}"), name)

@@ -7,17 +7,14 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from stepscope_analyzer.commands.output_files import write_files
-from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
-from stepscope_analyzer.diff.page import diff_html_bytes, signed_us
-from stepscope_analyzer.diff.pr_summary import change_label, change_where, decided_on, junit, markdown, rule_text
-from stepscope_analyzer.diff.sides import DIFF_TOP_N, SideError, load_side
-from stepscope_analyzer.report import model_json_bytes
-from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult, DiffVerdict
+from stepscope_analyzer.diff.defaults import DIFF_TOP_N
+from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffVerdict
 from stepscope_contract.storage import AddressingStyle
-from stepscope_contract.text_escaping import one_line
-from stepscope_storage import Connection
+
+if TYPE_CHECKING:
+    from stepscope_contract.diff import DiffResult
 
 EXIT_PASSED = 0
 EXIT_REGRESSED = 1
@@ -80,6 +77,10 @@ def diff_parser() -> argparse.ArgumentParser:
 
 
 def _summary_lines(diff: DiffResult, out: Path) -> list[str]:
+    from stepscope_analyzer.diff.page import signed_us
+    from stepscope_analyzer.diff.pr_summary import change_label, change_where, decided_on, rule_text
+    from stepscope_contract.text_escaping import one_line
+
     lines = [f"{diff.verdict.value}: {one_line(diff.reason)}", f"the gate: {rule_text(diff)}"]
     for what, estimate, interval, above in decided_on(diff):
         lines.append(
@@ -100,6 +101,15 @@ def _summary_lines(diff: DiffResult, out: Path) -> list[str]:
 
 def diff_main(argv: list[str]) -> int:
     args = diff_parser().parse_args(argv)
+    # the command's work, imported once its arguments are parsed (`--help` and a usage error load none of it)
+    from stepscope_analyzer.diff.compare import DiffConfig, diff_reports
+    from stepscope_analyzer.diff.page import diff_html_bytes
+    from stepscope_analyzer.diff.pr_summary import junit, markdown
+    from stepscope_analyzer.diff.sides import SideError, load_side
+    from stepscope_analyzer.output_files import write_files
+    from stepscope_analyzer.report import model_json_bytes
+    from stepscope_storage import Connection
+
     connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
     try:
         baseline = load_side(args.baseline, connection, top_n=args.top_n, progress=_progress)

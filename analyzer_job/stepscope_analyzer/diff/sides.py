@@ -13,15 +13,12 @@ from pathlib import PurePosixPath
 
 from pydantic import ValidationError
 
-from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.diff.defaults import DIFF_TOP_N
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, TooLargeError, location_of, open_store
-from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Report
 from stepscope_contract.storage import REPORT_JSON, StorageLocation, StorageUriError, report_location
 from stepscope_storage import Credentials, EndpointSettings
 
-DIFF_TOP_N = 500
-"""names kept per rank and category when the diff analyses traces (a report.json keeps its own --top-n)"""
 MAX_REPORT_BYTES = 64 * 1024 * 1024
 MAX_ERROR_CHARS = 400
 
@@ -64,6 +61,9 @@ def load_side(
 ) -> Report:
     """The Report of one side; raises SideError when the source cannot give one. `settings`: endpoint, region and
     addressing style (a Connection or a session's StorageSpec); keys from the environment (Credentials.from_env)."""
+    from stepscope_analyzer.ranks.pipeline import discover, summarize_all  # the analysis, only for trace sources
+    from stepscope_analyzer.reduce.reduction import reduce_outcomes
+
     try:
         location = location_of(source)
         store = open_store(location, settings, Credentials.from_env())

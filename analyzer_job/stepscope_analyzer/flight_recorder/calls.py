@@ -4,13 +4,11 @@ completed, how long it had been in flight when the dump was taken, and the Pytho
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
-from stepscope_analyzer.flight_recorder.dump import Dump, Entry, Frame
+from stepscope_analyzer.flight_recorder.call_site import call_site
+from stepscope_analyzer.flight_recorder.dump import Dump, Entry
 from stepscope_contract.ranks import format_rank_set
 
-# Frames of these packages are the machinery between the training code and the collective, not the call site.
-_LIBRARY_MARKERS = ("/site-packages/", "/dist-packages/", "/torch/", "/stepscope_hook/", "/lib/python3")
 DEFAULT_GROUP_DESCS = frozenset({"default_pg"})
 # Dumps the hook wrote because the training stood still or ended: what is in flight there will not complete.
 STOPPED_REASONS = frozenset({"hang", "exit"})
@@ -60,34 +58,6 @@ def group_label(name: str, desc: str) -> str:
     if desc and desc != "undefined":
         return desc if desc in DEFAULT_GROUP_DESCS or desc == name else f"{desc} (process group {name})"
     return f"process group {name}"
-
-
-def is_library(filename: str) -> bool:
-    path = filename.replace("\\", "/")
-    return any(marker in path for marker in _LIBRARY_MARKERS) or path.startswith("<")
-
-
-def format_frame(frame: Frame) -> str:
-    return f"{PurePosixPath(frame.filename.replace(chr(92), '/')).name}:{frame.line} in {frame.name}"
-
-
-def call_site_frame(frames: list[Frame]) -> Frame | None:
-    """The innermost frame of the training code (frames run innermost first); for code installed as a package,
-    the innermost frame outside torch; else the innermost frame."""
-    for frame in frames:
-        if frame.filename and not is_library(frame.filename):
-            return frame
-    for frame in frames:
-        path = frame.filename.replace("\\", "/")
-        if frame.filename and "/torch/" not in path and "/stepscope_hook/" not in path:
-            return frame
-    return frames[0] if frames else None
-
-
-def call_site(frames: list[Frame]) -> str | None:
-    """'file.py:line in function' of `call_site_frame`."""
-    frame = call_site_frame(frames)
-    return format_frame(frame) if frame is not None else None
 
 
 def _completed(dump: Dump, entry: Entry, seq: int) -> bool:

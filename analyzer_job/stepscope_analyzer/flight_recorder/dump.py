@@ -19,6 +19,7 @@ from typing import Annotated, Any
 import msgspec
 from msgspec import Meta
 
+from stepscope_analyzer.flight_recorder.call_site import call_site_frame
 from stepscope_analyzer.parse.stream import InflateError, inflate_bounded
 
 MAX_COMPRESSED_BYTES = 32 * 1024 * 1024
@@ -219,10 +220,8 @@ class Interner:
 
 
 def compact(dump: Dump, interner: Interner | None = None) -> Dump:
-    """The dump with each entry's frames cut to the one that names its call site (calls.call_site_frame) and its
+    """The dump with each entry's frames cut to the one that names its call site (call_site.call_site_frame) and its
     repeated values shared through `interner`; nothing the analysis reads changes."""
-    from stepscope_analyzer.flight_recorder.calls import call_site_frame
-
     table = interner if interner is not None else Interner()
     entries = [
         msgspec.structs.replace(

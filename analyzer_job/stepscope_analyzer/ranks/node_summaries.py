@@ -1,7 +1,7 @@
 """A rank summarised where its trace was recorded, and the central analysis' use of that summary.
 
 The sidecar runs `python -m stepscope_analyzer.ranks.node_summaries --rank R --top-n N --capture-id ID TRACE OUT`
-right after a capture, at a lower priority than the training (nice) and on one CPU: the same `rank_pool.compute` the
+right after a capture, at a lower priority than the training (nice) and on one CPU: the same `trace_work.compute` the
 central analysis runs on the trace (parse + RankReport), written as a contract NodeSummary (with this analyzer's
 version and top-N, the trace's SHA-256 and size, and the capture id) and uploaded beside the trace as
 `traces/rank<R>/summary.json`. A summary beyond its declared shape (stepscope_contract.node_summary_shape) is written
@@ -44,7 +44,8 @@ from pydantic_core import from_json
 
 from stepscope_analyzer import limits, tool_version
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
-from stepscope_analyzer.workers.rank_pool import Computed, compute
+from stepscope_analyzer.ranks.trace_work import compute
+from stepscope_analyzer.workers.rank_pool import Computed
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.manifest import RankManifest
 from stepscope_contract.node_summary_shape import (

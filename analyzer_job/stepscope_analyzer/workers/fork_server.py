@@ -1,12 +1,10 @@
 """The rank workers' fork server (rank_pool), started as early as a command knows it will use workers.
 
-The fork server is a fresh interpreter that imports the parser and the analyses once (PRELOAD, ~0.3 s of CPU) and
-then forks a worker per rank. Started first thing by `stepscope analyze`, it does those imports on another CPU while
-the command imports its own modules (pydantic models, storage clients: 0.3-0.5 s), instead of after them: the
-first rank starts ~0.3 s sooner. (The analyzer Job starts it when its pool starts: a map shard analyses hundreds of
-ranks, against which 0.3 s is nothing.) The preload ends by freezing what it created (preload_frozen): the workers'
-garbage collector then leaves those shared objects alone (8-rank bench: 66-69k -> 64-66k page faults, 2.45-2.70 ->
-2.28-2.34 s of CPU over all processes), and the server exits ~50 ms sooner. This module imports nothing heavy itself.
+The fork server is a fresh interpreter that imports the parser and the analyses once (PRELOAD) and then forks a
+worker per rank. `stepscope analyze` starts it as it reads the first trace (ranks/pipeline), so that the server's
+imports run beside that read on another CPU; a job too small for a pool never starts it. The preload ends by
+freezing what it created (preload_frozen): the workers' garbage collector then leaves those shared objects alone,
+and the server exits sooner (bench/ranks_vs_hta.py measures both). This module imports nothing heavy itself.
 """
 
 from __future__ import annotations
@@ -20,7 +18,7 @@ from stepscope_analyzer.workers.cpu_quota import worker_count
 PRELOAD = [
     "stepscope_analyzer.parse",
     "stepscope_analyzer.analyses",
-    "stepscope_analyzer.workers.rank_pool",
+    "stepscope_analyzer.ranks.trace_work",  # the work the pool sends (by name) and the pool's own types
     "stepscope_analyzer.workers.preload_frozen",  # last: freezes what the others created
 ]
 

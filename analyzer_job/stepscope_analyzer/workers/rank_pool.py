@@ -1,6 +1,7 @@
-"""Parsing and summarising ranks' traces in worker processes, one per usable CPU (cpu_quota).
+"""Ranks' traces worked on in worker processes, one per usable CPU (cpu_quota): the pool, not the work.
 
-Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport (or the error text) out. Reading
+Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport (or the error text) out, by the
+caller's `work` function (ranks.trace_work.compute parses and summarises). Reading
 from storage and everything that needs the store stay in the calling process, which keeps at most two traces per
 worker in flight, so its memory holds a few stored (gzip) traces while each worker holds one inflated trace at a
 time: the per-worker peak is the serial path's peak for the largest trace (the imported code, ~47 MB, plus the
@@ -19,13 +20,13 @@ in a fresh process, so only the rank that kills its process is marked failed and
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.error_text import error_text
 from stepscope_analyzer.workers import fork_server
 from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import RankReport
@@ -41,6 +42,7 @@ class Computed:
     summary: RankReport | None
     error: str | None
     rank: int | None
+    began: float | None = None  # when a worker began it (time.perf_counter: the machine's monotonic clock)
 
 
 @dataclass(frozen=True)
@@ -51,30 +53,15 @@ class Task:
     name_rank: int | None
 
 
-def compute(
-    trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None = None
-) -> Computed:
-    """Parse and summarise one trace on `cpus` CPUs (None: every usable one; more than one: parse_trace's inflate
-    and scan threads, summarize_parsed's phases thread); any failure is the rank's error text, never an exception."""
-    # imported here, not with this module: a worker has them from the fork server's preload, and a command that
-    # only hands traces to workers never loads them
-    from stepscope_analyzer.analyses import summarize_parsed
-    from stepscope_analyzer.parse import parse_trace
-
-    rank = fixed_rank if fixed_rank is not None else name_rank
-    try:
-        parsed = parse_trace(trace, inflate_thread=None if cpus is None else cpus > 1, scan_threads=cpus)
-        if fixed_rank is None and parsed.rank is not None:
-            rank = parsed.rank
-        summary = summarize_parsed(parsed, rank=rank if rank is not None else 0, top_n=top_n, threads=cpus)
-    except Exception as exc:  # a bad rank never stops the others
-        return Computed(None, error_text(exc), rank)
-    return Computed(summary, None, rank)
+Work = Callable[[bytes, int | None, int | None, int, int | None], Computed]
+"""what a worker does with a task: (trace, fixed_rank, name_rank, top_n, cpus) -> Computed; a module-level function
+(it is sent to the workers by name), e.g. ranks.trace_work.compute"""
 
 
-def _in_worker(task: Task, top_n: int, table: limits.Limits, cpus: int | None) -> Computed:
+def _in_worker(task: Task, top_n: int, table: limits.Limits, cpus: int | None, work: Work) -> Computed:
+    began = time.perf_counter()
     limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
-    return compute(task.trace, task.fixed_rank, task.name_rank, top_n, cpus)
+    return replace(work(task.trace, task.fixed_rank, task.name_rank, top_n, cpus), began=began)
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -82,18 +69,18 @@ def _executor(workers: int) -> ProcessPoolExecutor:
     return ProcessPoolExecutor(max_workers=workers, mp_context=context, max_tasks_per_child=RANKS_PER_WORKER)
 
 
-def _alone(task: Task, top_n: int) -> Computed:
+def _alone(task: Task, top_n: int, work: Work) -> Computed:
     """One task in a fresh process of its own: a death there is this rank's."""
     with _executor(1) as pool:
         try:
-            return pool.submit(_in_worker, task, top_n, limits.current(), None).result()  # parse_trace decides
+            return pool.submit(_in_worker, task, top_n, limits.current(), None, work).result()  # parse_trace decides
         except BrokenProcessPool:
             rank = task.fixed_rank if task.fixed_rank is not None else task.name_rank
             return Computed(None, "the process analysing this trace died (out of memory?)", rank)
 
 
 def _pool_run(
-    source: Iterator[Task], top_n: int, workers: int, while_waiting: Callable[[], object] | None
+    source: Iterator[Task], top_n: int, workers: int, work: Work, while_waiting: Callable[[], object] | None
 ) -> Generator[tuple[int, Computed], None, list[Task]]:
     """Run tasks from `source` in one pool until it runs out (returns []) or a worker dies (returns the tasks
     that were in the pool then: the suspects). `while_waiting` is called once, after the first tasks are handed
@@ -108,7 +95,7 @@ def _pool_run(
                 if task is None:
                     break
                 try:
-                    pending[pool.submit(_in_worker, task, top_n, limits.current(), cpus)] = task
+                    pending[pool.submit(_in_worker, task, top_n, limits.current(), cpus, work)] = task
                 except BrokenProcessPool:
                     suspects.append(task)
                     break
@@ -130,7 +117,12 @@ def _pool_run(
 
 
 def compute_all(
-    tasks: Iterable[Task], *, top_n: int, workers: int, while_waiting: Callable[[], object] | None = None
+    tasks: Iterable[Task],
+    *,
+    work: Work,
+    top_n: int,
+    workers: int,
+    while_waiting: Callable[[], object] | None = None,
 ) -> Iterator[tuple[int, Computed]]:
     """(task index, result) as they finish; tasks are pulled lazily, at most IN_FLIGHT_PER_WORKER per worker.
     `while_waiting`, if given, is called (at most once) as soon as the workers have their first tasks: work of the
@@ -138,12 +130,12 @@ def compute_all(
     source = iter(tasks)
     first = True
     while True:
-        suspects: list[Task] = yield from _pool_run(source, top_n, workers, while_waiting if first else None)
+        suspects: list[Task] = yield from _pool_run(source, top_n, workers, work, while_waiting if first else None)
         first = False
         if not suspects:
             return
         for task in suspects:
-            yield task.index, _alone(task, top_n)
+            yield task.index, _alone(task, top_n, work)
 
 
-__all__ = ["Computed", "Task", "compute", "compute_all"]
+__all__ = ["Computed", "Task", "Work", "compute_all"]

@@ -38,7 +38,6 @@ from stepscope_contract.storage import (
     StorageLocation,
     StorageUriError,
 )
-from stepscope_cli.commands.check import Cluster, Context, credentials_of, storage_settings
 from stepscope_storage import Connection, open_store
 from stepscope_storage.failure_fix import with_fix
 from stepscope_storage.fetch import Fetched, fetch_session

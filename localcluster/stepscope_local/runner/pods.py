@@ -22,10 +22,9 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from stepscope_local.kube.errors import ApiError
-from stepscope_local.kube.store import Store
 from stepscope_local.runner.containers import (
     VENV_BIN,
     ContainerConfigError,
@@ -34,6 +33,9 @@ from stepscope_local.runner.containers import (
     decode_secret,
     rewrite_path,
 )
+
+if TYPE_CHECKING:
+    from stepscope_local.kube.store import Store
 
 logger = logging.getLogger(__name__)
 POLL_S = 0.1

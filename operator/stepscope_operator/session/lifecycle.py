@@ -40,10 +40,10 @@ from stepscope_contract.status_wire import (
 )
 from stepscope_contract.storage import REPORT_HTML, REPORT_JSON, RankFile, rank_file_of, report_location
 from stepscope_contract.wire import CaptureOptions, CaptureRequest, SessionRef, StorageDestination
-from stepscope_operator.sidecars import bounded_each
-from stepscope_operator.session import pod_faults
-from stepscope_operator.sidecars import poll_pacing
 from stepscope_operator.runtime import metrics as prometheus_metrics
+from stepscope_operator.runtime.config import OperatorConfig
+from stepscope_operator.runtime.kube import Kube
+from stepscope_operator.session import pod_faults
 from stepscope_operator.session import status as st
 from stepscope_operator.session.analyzer_jobs import (
     build_job,
@@ -53,9 +53,6 @@ from stepscope_operator.session.analyzer_jobs import (
     outcome_from_pods,
     shard_count,
 )
-from stepscope_operator.runtime.config import OperatorConfig
-from stepscope_operator.runtime.kube import Kube
-from stepscope_operator.sidecars.client import Reply, SidecarClient, StartBodies
 from stepscope_operator.session.targets import (
     JOBSET_API,
     TRAINJOB_API,

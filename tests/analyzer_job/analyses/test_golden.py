@@ -1,4 +1,4 @@
-"""Every trace in the shared HTA corpus matches HTA 0.5's golden outputs (within 1% per rank)."""
+"""Every HTA test trace in fixtures/hta matches HTA 0.5's golden outputs on it (within 1% per rank)."""
 
 from __future__ import annotations
 
@@ -29,23 +29,23 @@ def _close(ours: float, golden: float, rel: float = 0.01, abs_tol: float = 0.01)
     return math.isclose(ours, golden, rel_tol=rel, abs_tol=abs_tol)
 
 
-def _report(shared_traces: Path, trace: str) -> RankReport:
+def _report(hta_traces: Path, trace: str) -> RankReport:
     if trace not in _CACHE:
-        path = next(shared_traces.glob(f"{trace}*.json.gz"))
+        path = next(hta_traces.glob(f"{trace}*.json.gz"))
         _CACHE[trace] = summarize_trace(path, top_n=10**6)
     return _CACHE[trace]
 
 
-def _rows(shared_traces: Path, trace: str, name: str) -> list[dict[str, str]]:
-    with (shared_traces / "golden" / trace / name).open() as fh:
+def _rows(hta_traces: Path, trace: str, name: str) -> list[dict[str, str]]:
+    with (hta_traces / "golden" / trace / name).open() as fh:
         return list(csv.DictReader(fh))
 
 
 @pytest.mark.timeout(60)
 @pytest.mark.parametrize("trace", TRACES)
-def test_temporal_breakdown_matches_hta(shared_traces: Path, trace: str) -> None:
-    report = _report(shared_traces, trace)
-    (golden,) = _rows(shared_traces, trace, "temporal_breakdown.csv")
+def test_temporal_breakdown_matches_hta(hta_traces: Path, trace: str) -> None:
+    report = _report(hta_traces, trace)
+    (golden,) = _rows(hta_traces, trace, "temporal_breakdown.csv")
     assert report.rank == int(golden["rank"])
     assert report.device == "cuda"
     for ours, col in [
@@ -61,9 +61,9 @@ def test_temporal_breakdown_matches_hta(shared_traces: Path, trace: str) -> None
 
 
 @pytest.mark.parametrize("trace", TRACES)
-def test_comm_comp_overlap_matches_hta(shared_traces: Path, trace: str) -> None:
-    report = _report(shared_traces, trace)
-    (golden,) = _rows(shared_traces, trace, "comm_comp_overlap.csv")
+def test_comm_comp_overlap_matches_hta(hta_traces: Path, trace: str) -> None:
+    report = _report(hta_traces, trace)
+    (golden,) = _rows(hta_traces, trace, "comm_comp_overlap.csv")
     value = golden["comp_comm_overlap_pctg"]
     if value == "":  # HTA: NaN when there are no communication kernels
         assert report.communication_time == 0.0
@@ -74,10 +74,10 @@ def test_comm_comp_overlap_matches_hta(shared_traces: Path, trace: str) -> None:
 
 
 @pytest.mark.parametrize("trace", TRACES)
-def test_kernel_breakdown_matches_hta(shared_traces: Path, trace: str) -> None:
-    report = _report(shared_traces, trace)
+def test_kernel_breakdown_matches_hta(hta_traces: Path, trace: str) -> None:
+    report = _report(hta_traces, trace)
     ours = {(k.name, k.kernel_type): k for k in report.top_kernels}
-    golden = _rows(shared_traces, trace, "gpu_kernel_breakdown_all_kernels.csv")
+    golden = _rows(hta_traces, trace, "gpu_kernel_breakdown_all_kernels.csv")
     assert len(ours) == len(golden)
     for row in golden:
         k = ours[(row["name"], row["kernel_type"])]
@@ -91,10 +91,10 @@ def test_kernel_breakdown_matches_hta(shared_traces: Path, trace: str) -> None:
 
 
 @pytest.mark.parametrize("trace", TRACES)
-def test_idle_time_breakdown_matches_hta(shared_traces: Path, trace: str) -> None:
-    report = _report(shared_traces, trace)
+def test_idle_time_breakdown_matches_hta(hta_traces: Path, trace: str) -> None:
+    report = _report(hta_traces, trace)
     golden: dict[int, dict[str, float]] = {}
-    for row in _rows(shared_traces, trace, "idle_time_breakdown.csv"):
+    for row in _rows(hta_traces, trace, "idle_time_breakdown.csv"):
         golden.setdefault(int(row["stream"]), {})[row["idle_category"]] = float(row["idle_time"])
     ours = {s.stream: s for s in report.idle_breakdown_by_stream}
     assert set(ours) == set(golden)
@@ -109,8 +109,8 @@ def test_idle_time_breakdown_matches_hta(shared_traces: Path, trace: str) -> Non
 
 
 @pytest.mark.parametrize("trace", TRACES)
-def test_rank_summary_is_consistent(shared_traces: Path, trace: str) -> None:
-    r = _report(shared_traces, trace)
+def test_rank_summary_is_consistent(hta_traces: Path, trace: str) -> None:
+    r = _report(hta_traces, trace)
     assert r.steps.count >= 2 and r.steps.median_us > 0 and len(r.steps.durations_us) == r.steps.count
     assert r.gpu_utilization is not None and 0.0 < r.gpu_utilization <= 1.0
     assert math.isclose(r.gpu_utilization, 1 - r.idle_time / r.kernel_time)
@@ -132,7 +132,7 @@ def test_rank_summary_is_consistent(shared_traces: Path, trace: str) -> None:
     assert r.host_time > 0
 
 
-def test_process_groups_come_from_record_param_comms(shared_traces: Path) -> None:
-    r = _report(shared_traces, "nccl_2rank_rank0")
+def test_process_groups_come_from_record_param_comms(hta_traces: Path) -> None:
+    r = _report(hta_traces, "nccl_2rank_rank0")
     assert {c.process_group for c in r.collectives} == {"0:default_pg"}
     assert r.world_size == 2

@@ -76,8 +76,8 @@ def test_real_traces_parse_the_same_and_natively(trace: Path, monkeypatch: pytes
     assert taken and all(taken)  # every chunk of a real trace takes the fast path
 
 
-def test_the_shared_traces_parse_the_same(shared_traces: Path) -> None:
-    for trace in sorted(shared_traces.glob("*.json.gz"))[:4]:
+def test_the_hta_traces_parse_the_same(hta_traces: Path) -> None:
+    for trace in sorted(hta_traces.glob("*.json.gz"))[:4]:
         with native.enabled(False):
             slow = parse_trace(trace)
         assert differences(parse_trace(trace).events, slow.events) == [], trace.name

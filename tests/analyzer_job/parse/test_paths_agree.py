@@ -17,8 +17,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
 
 @pytest.mark.parametrize("trace", ["sampled_128rank_rank0.json.gz", "nccl_2rank_rank0.json.gz"])
-def test_typed_and_generic_paths_agree(shared_traces: Path, trace: str) -> None:
-    data = read_trace_bytes(shared_traces / trace)
+def test_typed_and_generic_paths_agree(hta_traces: Path, trace: str) -> None:
+    data = read_trace_bytes(hta_traces / trace)
     fast = parse_bytes(data, chunk_bytes=1 << 20)
     builder = ColumnBuilder()
     builder.add(orjson.loads(data)["traceEvents"])

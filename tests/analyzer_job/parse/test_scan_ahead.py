@@ -121,10 +121,8 @@ def test_a_truncated_or_oversized_trace_fails_alike_and_leaves_no_thread() -> No
     assert threading.active_count() == before
 
 
-def test_the_shared_large_trace_scanned_ahead_is_the_one_thread_parse(shared_traces: Path) -> None:
-    path = shared_traces / "nccl_2rank_rank1_large.json.gz"
-    if not path.is_file():
-        pytest.skip(f"{path} not found")
+def test_the_large_hta_trace_scanned_ahead_is_the_one_thread_parse(hta_traces: Path) -> None:
+    path = hta_traces / "nccl_2rank_rank1_large.json.gz"
     _assert_same(parse_trace(path, scan_threads=1), parse_trace(path, inflate_thread=True, scan_threads=2))
 
 

@@ -11,14 +11,14 @@ from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.node_summaries import summarise_trace
 from stepscope_contract.report import Bottleneck, KernelStat, RankReport
 
-HTA = Path(__file__).parents[4] / "shared" / "data" / "traces" / "hta" / "sampled_128rank_rank0.json.gz"
 FIXTURES = Path(__file__).parents[1] / "fixtures"
+HTA = FIXTURES / "hta" / "sampled_128rank_rank0.json.gz"  # a GPU rank of HTA's public test data
 
 
 def _summary_json() -> bytes:
-    trace = HTA if HTA.is_file() else sorted(FIXTURES.glob("cpu_jobs/*/*.pt.trace.json.gz"))[0]
-    summary = summarise_trace(trace.read_bytes(), 0, 50).summary
+    summary = summarise_trace(HTA.read_bytes(), 0, 50).summary
     assert summary is not None
+    assert summary.top_kernels and summary.top_functions, "the tests need a GPU trace: kernels and CPU functions"
     return summary.model_dump_json().encode()
 
 

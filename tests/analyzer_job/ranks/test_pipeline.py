@@ -1,5 +1,5 @@
-"""The pipeline on local folders: the shared HTA corpus as a plain folder (duplicate ranks renumbered, traces of
-different jobs told apart), traces of one job recorded at two times, a session folder with ranks missing below
+"""The pipeline on local folders: the HTA test traces (fixtures/hta) as a plain folder (duplicate ranks renumbered,
+traces of different jobs told apart), traces of one job recorded at two times, a session folder with ranks missing below
 the announced world size, traces gathered in subfolders, and traces that say no rank."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ pytestmark = pytest.mark.integration
 
 
 @pytest.mark.timeout(120)
-def test_shared_hta_folder_is_analysed_rank_by_rank(shared_traces: Path) -> None:
-    loc = location_of(str(shared_traces))
+def test_hta_folder_is_analysed_rank_by_rank(hta_traces: Path) -> None:
+    loc = location_of(str(hta_traces))
     layout = discover(LocalStore(), loc)
     assert not layout.session
     names = sorted(i.name for i in layout.inputs)
-    assert names == sorted(p.name for p in shared_traces.glob("*.json.gz"))  # golden/ is not read
+    assert names == sorted(p.name for p in hta_traces.glob("*.json.gz"))  # golden/ and the maker script are not read
     outcomes = summarize_all(LocalStore(), layout)
     assert all(o.summary.status.value == "ok" for o in outcomes), [o.summary.error for o in outcomes]
     report = reduce_outcomes(outcomes)

@@ -1,5 +1,5 @@
-"""The rank workers' fork server starts before `stepscope analyze` imports its heavy modules, and only when the
-command will use workers."""
+"""The rank workers' fork server starts only when a command uses workers: for a job of three traces or more, as the
+first trace is read; the analyze entry point imports nothing heavy."""
 
 from __future__ import annotations
 
@@ -133,3 +133,34 @@ def test_the_analyze_command_hands_out_ranks_before_it_loads_the_reduce_step() -
         "2",
     )
     assert out.splitlines() == ["[]", "['stepscope_analyzer.analyses', 'stepscope_analyzer.diagnosis.status_summary']"]
+
+
+@pytest.mark.parametrize(("ranks", "pool"), [(2, False), (3, True)])
+def test_the_server_starts_as_the_first_trace_is_read_and_not_for_a_small_job(
+    tmp_path: Path, ranks: int, pool: bool
+) -> None:
+    """No server before the traces are found; for two traces none at all (each is parsed in the command's own
+    process on every CPU), for three it starts (where there is more than one CPU to give workers)."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "gloo_2rank_rank0.pt.trace.json.gz"
+    for rank in range(ranks):
+        shutil.copy(fixture, tmp_path / f"rank{rank}.pt.trace.json.gz")
+    out = _run(
+        f"""
+        from multiprocessing import forkserver
+        from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+        from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+        from stepscope_analyzer.workers.cpu_quota import worker_count
+        if __name__ == "__main__":
+            store = LocalStore()
+            layout = discover(store, location_of({str(tmp_path)!r}))
+            before = forkserver._forkserver._forkserver_pid is not None
+            outcomes = summarize_all(store, layout)
+            after = forkserver._forkserver._forkserver_pid is not None
+            ok = all(o.summary.status.value == "ok" for o in outcomes)
+            print(before, after, worker_count({ranks}) > 1, ok, len(outcomes))
+        """,
+        "",
+    )
+    before, after, cpus, ok, count = out.split()
+    assert (before, ok, count) == ("False", "True", str(ranks))
+    assert after == str(pool and cpus == "True")

@@ -12,6 +12,7 @@ import pytest
 from stepscope_analyzer import limits
 from stepscope_analyzer.ranks.pipeline import discover, each_outcome, summarize_all
 from stepscope_analyzer.ranks.storage_io import location_of
+from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.workers.rank_pool import Task, compute_all
 from stepscope_contract.report import RankStatus, Report
@@ -101,7 +102,7 @@ def test_while_waiting_runs_once_after_the_first_tasks_are_handed_out(gloo_trace
     def hook() -> None:
         seen.append((len(pulled), len(results)))
 
-    for index, computed in compute_all(source(), top_n=5, workers=2, while_waiting=hook):
+    for index, computed in compute_all(source(), work=compute, top_n=5, workers=2, while_waiting=hook):
         assert computed.error is None
         results.append(index)
     assert sorted(results) == list(range(5))
@@ -128,5 +129,5 @@ def test_summarize_all_passes_while_waiting_to_the_pool(
     )
     assert len(outcomes) == len(gloo_traces)
     assert len(count) == calls
-    assert list(compute_all(iter(()), top_n=5, workers=2, while_waiting=lambda: count.append(None))) == []
+    assert list(compute_all(iter(()), work=compute, top_n=5, workers=2, while_waiting=lambda: count.append(None))) == []
     assert len(count) == calls
