@@ -8,7 +8,7 @@ import os
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # pydantic reads the entry points of every installed distribution, looking for plugins, when it builds its first
-# model (~25 ms of the command's start-up, on the path before the first rank starts); the analyzer uses none.
+# model (on the command's start-up path, before the first rank starts); the analyzer uses none.
 os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
 
 

@@ -57,7 +57,7 @@ PARSERS: dict[str, tuple[str, str]] = {
 
 
 def version() -> str:
-    import importlib.metadata  # only here: ~30 ms of every command's start-up (stepscope analyze's first rank waits)
+    import importlib.metadata  # only here: it costs every command's start-up (stepscope analyze's first rank waits)
 
     try:
         return importlib.metadata.version("stepscope")

@@ -18,7 +18,7 @@ ignored, so a newer sidecar may add fields. A line (camelCase keys; absent keys:
 - temperatureC: GPU core temperature. throttleReasons: NVML's clocks-event (throttle) reasons bit mask, decoded
   with THROTTLE_REASONS below.
 - name, powerLimitW and smClockMaxMHz do not change during a capture: the sidecar writes them in the first
-  samples only; pcie* every 10th sample (each query takes ~20 ms).
+  samples only; pcie* every 10th sample (each query takes tens of milliseconds).
 """
 
 from __future__ import annotations

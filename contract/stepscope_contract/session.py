@@ -27,7 +27,8 @@ class CamelModel(BaseModel):
 
     These models (the session's, the wire's, the trigger's) build their validators on first use (defer_build): a
     process pays only for the ones it validates. `stepscope analyze` on a folder of traces validates none of them,
-    and building them all at import was ~40 ms of CPU before it could hand its first rank to the workers."""
+    and building them all at import would cost CPU before it could hand its first rank to the workers
+    (`STEPSCOPE_PHASES=1 stepscope analyze` prints the command's phases)."""
 
     model_config = ConfigDict(
         defer_build=True, alias_generator=to_camel, populate_by_name=True, extra="forbid", use_enum_values=False

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-PCIE_EVERY = 10  # PCIe throughput queries take ~20 ms each: sample them every 10th tick
+PCIE_EVERY = 10  # PCIe throughput queries take tens of milliseconds each: sample them every 10th tick
 STATIC_TICKS = 3  # name, max SM clock and power limit do not change: written in the first samples only
 
 

@@ -21,7 +21,7 @@ def memory_usage(ev: TraceColumns, windows: StepWindows | None) -> MemoryUsage |
     allocator events."""
     if not ev.memory:
         return None
-    flat = itertools.chain.from_iterable(ev.memory)  # (ts, allocated, reserved, device) each: ~6x asarray's speed
+    flat = itertools.chain.from_iterable(ev.memory)  # (ts, allocated, reserved, device) each: fromiter, not asarray
     rows = np.fromiter(flat, dtype=np.float64, count=4 * len(ev.memory)).reshape(-1, 4)
     cuda = rows[:, 3] == CUDA
     rows = rows[cuda] if cuda.any() else rows[~cuda]

@@ -2,7 +2,7 @@
 
 Two halves, so that the workers start sooner: this module reads the source and hands the ranks to the workers
 (pipeline), importing neither the diagnosis nor the report; the other half (analyze_finish: reduce, diagnose,
-write the report, with numpy and jinja2 ~0.25 s of imports) is imported while the workers parse the first ranks.
+write the report, with numpy's and jinja2's imports) is imported while the workers parse the first ranks.
 """
 
 from __future__ import annotations

@@ -60,8 +60,8 @@ def analyze_main(argv: list[str]) -> int:
     try:
         return run(args, started)
     finally:
-        # The interpreter's exit collects garbage over every object still alive (modules, the analysis): ~70 ms
-        # after the report is written. Frozen objects are left out of those collections; exit handlers still run.
+        # The interpreter's exit collects garbage over every object still alive (modules, the analysis), after
+        # the report is written. Frozen objects are left out of those collections; exit handlers still run.
         gc.freeze()
 
 

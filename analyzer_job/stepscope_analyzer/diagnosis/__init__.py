@@ -6,7 +6,7 @@ from stepscope_analyzer.diagnosis.hangs import HangEvidence, collective_in_stack
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 
 # The CR status summary (diagnosis.status_summary) is imported from its module where it is used (the analyzer Job):
-# with the session spec it needs, it was ~50 ms of `stepscope analyze`'s imports, which its first rank waits for.
+# with the session spec it needs, it would add to `stepscope analyze`'s imports, which its first rank waits for.
 
 __all__ = [
     "DiagnosisConfig",

@@ -1,6 +1,6 @@
 """Decompressed bytes of a trace, block by block, so the whole JSON text never has to be in memory at once.
 
-gzip is inflated with ISA-L (`isal`, 4.8x the stdlib's zlib on the shared traces; the stdlib when isal is not
+gzip is inflated with ISA-L (`isal`, several times the stdlib's zlib; the stdlib when isal is not
 installed) on a background thread (both release the GIL), overlapping with JSON decoding on the caller's thread;
 the queue between them is bounded, which bounds memory. Inflation stops with a LimitExceededError as soon as the
 output passes the trace's cap (limits.Limits.inflate_cap: total size and inflate ratio), so a gzip bomb costs no

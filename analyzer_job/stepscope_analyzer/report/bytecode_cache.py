@@ -1,5 +1,5 @@
-"""The report templates' compiled code, kept between runs: compiling report.html.j2 costs ~70 ms, a third of the
-serial tail of `stepscope analyze` after the ranks are done; loading it back costs ~1 ms.
+"""The report templates' compiled code, kept between runs: compiling report.html.j2 is a large part of the serial
+tail of `stepscope analyze` after the ranks are done (`STEPSCOPE_PHASES=1` prints it); loading it back is cheap.
 
 jinja2's FileSystemBytecodeCache keeps it in a directory of the user's own (by default `<tmp>/_jinja2-cache-<uid>`,
 mode 0700, refused when another user owns it); an entry is used only while its template's source checksum and the

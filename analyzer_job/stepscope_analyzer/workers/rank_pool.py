@@ -4,10 +4,10 @@ Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport 
 caller's `work` function (ranks.trace_work.compute parses and summarises). Reading
 from storage and everything that needs the store stay in the calling process, which keeps at most two traces per
 worker in flight, so its memory holds a few stored (gzip) traces while each worker holds one inflated trace at a
-time: the per-worker peak is the serial path's peak for the largest trace (the imported code, ~47 MB, plus the
-trace's columns, ~64 bytes per kept event, and the decoded events of one 256 KiB chunk: ~70 MB for the 54 MB HTA
-trace), bounded by the same limits table (limits.py), which the workers receive with every task. The workers import
-no storage or session models.
+time: the per-worker peak is the serial path's peak for the largest trace (the imported code, plus the trace's
+columns, tens of bytes per kept event, and the decoded events of one 256 KiB chunk: bench/ranks_vs_hta.py prints
+the largest process), bounded by the same limits table (limits.py), which the workers receive with every task.
+The workers import no storage or session models.
 
 Workers start from a fork server (fork_server, started early by the commands) that has imported the parser and
 analyses once, and each analyses up to RANKS_PER_WORKER ranks before a fresh one takes its place. A worker that runs

@@ -90,7 +90,7 @@ class FidelityEmulator(kmock.KubernetesEmulator):
             return aiohttp.web.Response(text="ok")
         if parts == ["version"]:
             return _json(self._version())
-        if parts[0] == "openapi":  # built off the loop: the first build reads Kubernetes' definitions (~0.5 s)
+        if parts[0] == "openapi":  # built off the loop: the first build reads Kubernetes' definitions
             return await asyncio.to_thread(self._openapi, raw, parts[1:])
         if parts[0] == "api":
             if len(parts) == 1:
