@@ -12,7 +12,6 @@ import json
 from dataclasses import dataclass, field
 
 from stepscope_analyzer.evidence.merged_trace import RankTrace, merge
-from stepscope_analyzer.evidence.speedscope import speedscope_bytes
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.stream import InflateError, inflate_bounded
 from stepscope_analyzer.ranks.discovery import Layout
@@ -87,5 +86,7 @@ def evidence_files(store: Store, layout: Layout, report: Report) -> EvidenceFile
     if data is not None:
         out.files[MERGED_LINK] = data
     if report.python_profile is not None:
+        from stepscope_analyzer.evidence.speedscope import speedscope_bytes  # it loads the analyses: only here
+
         out.files[SPEEDSCOPE_FILE] = speedscope_bytes(report.python_profile)
     return out
