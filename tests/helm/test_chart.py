@@ -176,14 +176,14 @@ def test_operator_env_follows_the_interface_default() -> None:
     # every STEPSCOPE_ variable the chart sets is one the operator or the webhook reads
     sources = (
         "".join(
-            (REPO / "operator" / "stepscope_operator" / f).read_text()
+            (REPO / f).read_text()
             for f in (
-                "config.py",
-                "injection.py",
-                "webhook.py",
-                "storage_defaults.py",
-                "onboarding.py",
-                "runtime_secrets_handlers.py",
+                "operator/stepscope_operator/runtime/config.py",
+                "operator/stepscope_operator/webhook/injection.py",
+                "operator/stepscope_operator/webhook/admission.py",
+                "contract/stepscope_contract/storage_defaults.py",
+                "operator/stepscope_operator/onboarding/namespaces.py",
+                "operator/stepscope_operator/handlers/runtime_secrets.py",
             )
         )
         + (REPO / "contract" / "stepscope_contract" / "constants.py").read_text()
