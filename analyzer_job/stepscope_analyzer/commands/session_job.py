@@ -6,7 +6,7 @@ folder (session.json) and from then on reads it from there, as `stepscope analyz
 - map: summarises ranks i::n (i from JOB_COMPLETION_INDEX) into summaries/rank-<r>.json (contract RankReport),
   and their compact numbers into summaries/facts-<i>-of-<n>.json (ranks/facts.py: the shard's partial);
 - reduce: merges the n partials into the ranks table, reads again in full the summaries of the ranks the diagnosis
-  compares (reduce/candidates.py) and of the ranks not analysed, diagnoses, writes report/{report.json,
+  compares (ranks/candidates.py) and of the ranks not analysed, diagnoses, writes report/{report.json,
   ranks.csv.gz, report.html, outcome.json}; without every partial, it reads every summary once (ranks/two_pass.py);
 - all: both in one pod;
 - delete: the cleanup Job of a session being deleted (cleanup.py): its folder, recomputed from DOC.
@@ -52,7 +52,7 @@ from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.rank_reading import read_rank
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_analyzer.ranks.two_pass import Gathered, gather, gather_all
-from stepscope_analyzer.reduce.candidates import FULL_COMPARE, compared_rows
+from stepscope_analyzer.ranks.candidates import FULL_COMPARE, compared_rows
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_contract.analysis_documents import (

@@ -85,7 +85,7 @@ def diagnose(
     many of its ranks were seen; `other_jobs` says which ranks were left out as another job's (they are errors,
     not counted as ranks that could not be analysed); `flight_recorder` (rank -> dump) are the ranks' Flight
     Recorder dumps, read for hangs and desyncs. `analysed`: how many ranks were analysed when `ranks` holds only
-    those the reduce compares in full (reduce/candidates.py), else the ranks with status ok.
+    those the reduce compares in full (ranks/candidates.py), else the ranks with status ok.
     """
     cfg = config or DiagnosisConfig()
     facts = job_facts(

@@ -79,7 +79,7 @@ class JobFacts:
     """... and ranks that uploaded nothing"""
     other_jobs: str | None = None
     analysed_count: int | None = None
-    """how many ranks were analysed when `ok` holds only those the reduce compares in full (reduce/candidates.py)"""
+    """how many ranks were analysed when `ok` holds only those the reduce compares in full (ranks/candidates.py)"""
     found: Found = Found()
     _memo: _Memo = field(default_factory=_Memo, compare=False, repr=False)
 

@@ -4,7 +4,7 @@ The reduce reads every rank's summary once and keeps of it only these numbers: i
 device, world size, step count) and the figures the ranks are compared on (step times, the time breakdown, the mean
 step's phases). Numbers live in typed arrays, one per column (8 bytes a value), and the few strings as codes into one
 list of distinct values, so the table costs a few hundred bytes per rank whatever the summaries hold. From the table
-the reduce chooses which ranks it reads again in full (reduce/candidates.py), computes the distributions
+the reduce chooses which ranks it reads again in full (ranks/candidates.py), computes the distributions
 (reduce/distributions.py), and writes ranks.csv.gz, the drill-down table beside report.json (docs/report-format.md).
 Tables of the map step's shards merge by concatenation (`extend`) and travel as JSON (`to_json`/`from_json`).
 """

@@ -6,7 +6,7 @@ small and the report names it. Analysed ranks are kept whole too while there are
 diagnosis of a job of that size reads every rank in full, as it always has). Past the budget the analysed ranks are
 let go, each with how to read it again: a rank summarised on its node from its summary.json (read again from
 storage), a rank whose trace was parsed here from a spool file of its compressed summary (the parse is not redone).
-Pass two (`gather`'s end) reads again the ranks reduce/candidates.py chooses from the table. Memory: the table, the
+Pass two (`gather`'s end) reads again the ranks ranks/candidates.py chooses from the table. Memory: the table, the
 ranks not analysed, and `budget` summaries at most, whatever the number of ranks.
 """
 
@@ -31,7 +31,7 @@ from stepscope_analyzer.ranks.pipeline import (
     within_stacks_budget,
 )
 from stepscope_analyzer.ranks.storage_io import Store
-from stepscope_analyzer.reduce.candidates import FULL_COMPARE, compared_rows
+from stepscope_analyzer.ranks.candidates import FULL_COMPARE, compared_rows
 from stepscope_contract.report import RankError, RankReport, RankStatus
 
 __all__ = ["Gathered", "Spool", "gather", "gather_all", "gathered_from"]
