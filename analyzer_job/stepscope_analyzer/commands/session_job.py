@@ -37,6 +37,7 @@ from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.diff.step_samples import median_and_p90
 from stepscope_analyzer.evidence.files import evidence_files
+from stepscope_analyzer.ranks.candidates import FULL_COMPARE, compared_rows
 from stepscope_analyzer.ranks.facts import FactsTable
 from stepscope_analyzer.ranks.pipeline import (
     Layout,
@@ -52,7 +53,6 @@ from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.rank_reading import read_rank
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, open_store, read_bounded
 from stepscope_analyzer.ranks.two_pass import Gathered, gather, gather_all
-from stepscope_analyzer.ranks.candidates import FULL_COMPARE, compared_rows
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes, with_trace_links
 from stepscope_contract.analysis_documents import (

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import IO
 
+from stepscope_analyzer.ranks.candidates import FULL_COMPARE, compared_rows
 from stepscope_analyzer.ranks.compact import Compactor
 from stepscope_analyzer.ranks.discovery import Layout, RankInput
 from stepscope_analyzer.ranks.facts import FactsTable
@@ -31,7 +32,6 @@ from stepscope_analyzer.ranks.pipeline import (
     within_stacks_budget,
 )
 from stepscope_analyzer.ranks.storage_io import Store
-from stepscope_analyzer.ranks.candidates import FULL_COMPARE, compared_rows
 from stepscope_contract.report import RankError, RankReport, RankStatus
 
 __all__ = ["Gathered", "Spool", "gather", "gather_all", "gathered_from"]

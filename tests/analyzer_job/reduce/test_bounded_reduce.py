@@ -10,11 +10,11 @@ import math
 
 import pytest
 
+from stepscope_analyzer.ranks.candidates import compared_rows
 from stepscope_analyzer.ranks.discovery import RankInput
 from stepscope_analyzer.ranks.facts import COLUMNS, FLOAT_COLUMNS, FactsTable
 from stepscope_analyzer.ranks.pipeline import RankOutcome
 from stepscope_analyzer.ranks.two_pass import Gathered, gather
-from stepscope_analyzer.ranks.candidates import compared_rows
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_analyzer.report import html_bytes, model_json_bytes
 from stepscope_contract.report import REPORT_RANKS_IN_FULL, Cause, RankReport, RankStatus
