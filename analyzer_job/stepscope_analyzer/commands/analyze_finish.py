@@ -12,6 +12,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stepscope_analyzer import phases
 from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_OK, EXIT_PARTIAL, progress
@@ -20,7 +21,6 @@ from stepscope_analyzer.diagnosis import DiagnosisConfig
 from stepscope_analyzer.evidence.files import evidence_files
 from stepscope_analyzer.output_files import write_files
 from stepscope_analyzer.ranks.discovery import Layout
-from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.session_file import session_document
 from stepscope_analyzer.ranks.storage_io import Store, location_of
 from stepscope_analyzer.ranks.two_pass import Gathered
@@ -30,6 +30,17 @@ from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.report import CaptureInfo, RankStatus, SessionInfo
 from stepscope_contract.storage import RANKS_TABLE, REPORT_HTML, REPORT_JSON
+
+if TYPE_CHECKING:
+    from stepscope_analyzer.analyses.folded_stacks import FoldedStacks
+    from stepscope_contract.report import RankError
+
+
+def _python_stacks(store: Store, layout: Layout, ranks: list[int]) -> tuple[dict[int, FoldedStacks], list[RankError]]:
+    """The named ranks' sampled Python stacks (their reader loads the analyses: imported only when asked)."""
+    from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
+
+    return load_python_stacks(store, layout, ranks)
 
 
 def diagnosis_config(args: argparse.Namespace, document: SessionDocument | None) -> DiagnosisConfig:
@@ -62,7 +73,7 @@ def finish(args: argparse.Namespace, store: Store, layout: Layout, gathered: Gat
         include_missing=layout.session,
         notes=layout.notes,
         flight_recorder=dumps,
-        python_stacks=lambda ranks: load_python_stacks(store, layout, ranks),
+        python_stacks=lambda ranks: _python_stacks(store, layout, ranks),
     )
     phases.mark("diagnosed")
     out = Path(args.output)
