@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.analyses.folded_stacks import FoldedStacks
 from stepscope_analyzer.diagnosis import DiagnosisConfig, diagnose, with_collective_waits
-from stepscope_analyzer.diagnosis.python_lines import host_named, peers_of, with_python_lines
 from stepscope_analyzer.error_text import MAX_ERROR_CHARS
 from stepscope_analyzer.flight_recorder import Dump, load_dumps
 from stepscope_analyzer.ranks.discovery import Layout
@@ -26,7 +25,10 @@ from stepscope_analyzer.report import build_report
 from stepscope_contract.python_stacks import MAX_PEERS, PythonProfile
 from stepscope_contract.report import Diagnosis, RankError, RankReport, RankStatus, Report, SessionInfo
 
-StacksLoader = Callable[[list[int]], tuple[dict[int, FoldedStacks], list[RankError]]]
+if TYPE_CHECKING:
+    from stepscope_analyzer.analyses.folded_stacks import FoldedStacks
+
+StacksLoader = Callable[[list[int]], "tuple[dict[int, FoldedStacks], list[RankError]]"]
 """reads the sampled Python stacks of the ranks asked for (ranks.python_stacks_io.load_python_stacks)"""
 
 __all__ = ["facts_of", "flight_recorder_dumps", "missing_rank_ranges", "missing_ranks", "reduce_outcomes"]
@@ -85,6 +87,9 @@ def python_evidence(
     diagnosis: Diagnosis, summaries: list[RankReport], load: StacksLoader
 ) -> tuple[Diagnosis, PythonProfile | None, list[RankError]]:
     """The host-named slow ranks' Python lines against their peers (only those ranks' stacks are read)."""
+    # the Python lines load the analyses (folded stacks): imported when the evidence is made, not with this module
+    from stepscope_analyzer.diagnosis.python_lines import host_named, peers_of, with_python_lines
+
     named = [s.rank for s in diagnosis.slow_ranks if host_named(s)]
     if not named:
         return diagnosis, None, []
