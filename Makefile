@@ -57,8 +57,12 @@ tools: $(HELM) ## fetch the pinned helm binary into .tools/
 browser: ## headless Chromium for the report's browser test (Debian's chromium, apt-get when missing)
 	@sh tools/install_browser.sh || echo "make browser: no Chromium; the browser test will be skipped"
 
+# make test: two workers (most of the suite waits on real processes), then the tests that record real jobs and judge
+# their timing (marker solo), alone
+TEST_WORKERS ?= 2
 test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
-	$(BIN)/python -m pytest $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not solo" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -m solo $(PYTEST_ARGS)
 
 QUICK := tests/contract tests/storage tests/analyzer_job/parse tests/analyzer_job/analyses \
 	tests/analyzer_job/diagnosis tests/test_import_graph.py

@@ -16,7 +16,7 @@ from stepscope_analyzer.reduce.reduction import reduce_outcomes
 from stepscope_contract.report import Cause, Report
 from stepscope_testing.gloo_jobs import GlooJob, run_job
 
-pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.integration, pytest.mark.solo, pytest.mark.timeout(300)]
 
 
 def _analyse(job: GlooJob, tmp_path: Path) -> Report:

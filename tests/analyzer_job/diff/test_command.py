@@ -16,7 +16,7 @@ import pytest
 from stepscope_contract.diff import ChangeKind, DiffResult, DiffVerdict
 from stepscope_contract.report import Report
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.solo]
 
 GATE_JOB = Path(__file__).resolve().parent / "gate_job.py"
 ADDED_ROUNDS = 96  # about +300% of a step on an idle machine: beyond the gate if a neighbour slows one run 2x
