@@ -5,7 +5,6 @@ planted in it is refused."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from pathlib import Path
 
@@ -16,13 +15,13 @@ from hypothesis import strategies as st
 from stepscope_contract.storage import FetchLayout, parse_storage_uri
 from stepscope_storage.fetch import local_target
 from stepscope_storage.store import StorageError
+from stepscope_testing.fuzzing import fuzz_briefly
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fetch_paths import BASES, check_session
 
 pytestmark = [pytest.mark.fuzz]
 TARGET = Path(__file__).resolve().parent / "fuzz_fetch.py"
-SECONDS = 4
 
 _SEGMENT = st.sampled_from(["..", ".", "", "a", "traces", "report", "/", "\0", "\udcff", "~", "rank0"]) | st.text(
     max_size=12
@@ -71,15 +70,4 @@ def test_a_link_in_the_download_folder_is_not_followed_out(tmp_path: Path) -> No
 @pytest.mark.timeout(120)
 def test_the_fetch_path_survives_a_few_seconds_of_coverage_guided_fuzzing(tmp_path: Path) -> None:
     pytest.importorskip("atheris")
-    corpus = tmp_path / "corpus"
-    flags = [f"-max_total_time={SECONDS}", "-max_len=4096", "-rss_limit_mb=1024", "-timeout=20"]
-    result = subprocess.run(
-        [sys.executable, str(TARGET), *flags, f"-artifact_prefix={tmp_path}/", str(corpus)],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        check=False,
-    )
-    log = result.stdout + result.stderr
-    assert result.returncode == 0, log[-4000:]
-    assert "Done" in log and "crash-" not in log, log[-2000:]
+    fuzz_briefly(TARGET, tmp_path, max_len=4096, rss_limit_mb=1024)
