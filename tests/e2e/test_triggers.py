@@ -25,7 +25,7 @@ from trigger_manifests import API, write_trigger
 
 from stepscope_testing.machine_speed import SpeedProbe, explained
 
-pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.e2e, pytest.mark.solo, pytest.mark.timeout(600)]
 
 
 def apply_trigger(env: Env, name: str, job: str, conditions: dict[str, Any], cooldown: int) -> None:
