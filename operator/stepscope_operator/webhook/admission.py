@@ -152,8 +152,10 @@ class _Envelope(msgspec.Struct):
 _ENVELOPE = msgspec.json.Decoder(_Envelope)
 
 
-class _Counted(msgspec.Struct):
-    """A list element, skipped unbuilt (the shape decode only counts them)."""
+class _Counted(msgspec.Struct, gc=False):
+    """A list element, skipped unbuilt (the shape decode only counts them). Untracked by the garbage collector: tens
+    of thousands of them would otherwise start collections of the whole operator heap, on whichever thread (the
+    event loop's included) allocates next."""
 
 
 class _SpecShape(msgspec.Struct):
