@@ -193,26 +193,19 @@ class Kube:
 
     async def patch_json(self, path: str, ops: list[dict[str, Any]]) -> None:
         """A JSON Patch (RFC 6902) of the object at `path`."""
-
-        def call() -> None:
-            self._api.call_api(
-                path,
-                "PATCH",
-                header_params={"Accept": "application/json", "Content-Type": "application/json-patch+json"},
-                body=ops,
-                auth_settings=["BearerToken"],
-                _preload_content=False,
-            )
-
-        await asyncio.to_thread(call)
+        await self._patch(path, ops, "application/json-patch+json")
 
     async def patch_merge(self, path: str, patch: dict[str, Any]) -> None:
+        """A JSON merge patch (RFC 7386) of the object at `path`."""
+        await self._patch(path, patch, "application/merge-patch+json")
+
+    async def _patch(self, path: str, body: Any, content_type: str) -> None:
         def call() -> None:
             self._api.call_api(
                 path,
                 "PATCH",
-                header_params={"Accept": "application/json", "Content-Type": "application/merge-patch+json"},
-                body=patch,
+                header_params={"Accept": "application/json", "Content-Type": content_type},
+                body=body,
                 auth_settings=["BearerToken"],
                 _preload_content=False,
             )
