@@ -1,5 +1,5 @@
-"""`stepscope demo` end to end (needs the operator): the verdict names the planted rank; the session's folder is
-kept beside the report, and HTA loads its traces folder as it is; nothing is left running."""
+"""`stepscope demo` end to end (needs the operator): the verdict names the planted rank and is told once; the
+session's folder is kept beside the report, and HTA loads its traces folder as it is; nothing is left running."""
 
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
+    told = report["diagnosis"]["verdict"][:80]
+    assert out.count(told) == 1, out[-4000:]  # the verdict, once
     _columns(out, "host", "load_batch")  # where rank 2 spends its excess, not where the others wait for it
     (slow,) = [s for s in report["diagnosis"]["slow_ranks"] if s["rank"] == 2]  # the planted line, from sampled stacks
     (top, *_) = slow["python_lines"]  # the script as the pod runs it: <its folder>/train_ddp.py
