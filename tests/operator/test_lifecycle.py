@@ -153,6 +153,7 @@ def test_job_reference_and_one_sidecar_down(api: EmulatorServer, operator: Opera
         final = wait_for(api, "jobref", ("Succeeded", "PartiallySucceeded", "Failed"))
         assert final["status"]["phase"] == "PartiallySucceeded", final["status"]
         assert "train-1" in final["status"]["message"]
+        assert times_told(final["status"], "train-1") == 1, final["status"]  # Captured keeps only its count
 
 
 def test_restart_during_capture_sends_no_duplicate_starts(api: EmulatorServer, tmp_path: Path) -> None:

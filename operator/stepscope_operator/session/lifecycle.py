@@ -20,6 +20,7 @@ from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.session import (
     AnalysisStage,
+    ConditionStatus,
     ConditionType,
     JobKind,
     Phase,
@@ -654,6 +655,10 @@ def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
     t.cond(ConditionType.COMPLETE, True, "AnalyzerJobFailed" if note else phase.value, "")
     t.cond(ConditionType.FAILED, False, phase.value, "")
     message = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
+    captured = condition(t.status.conditions, ConditionType.CAPTURED)
+    if failures and phase is Phase.PARTIALLY_SUCCEEDED and captured is not None:  # the message tells them from here
+        count = captured.message.partition("; ")[0]  # "N/M usable", as _all_terminal wrote it
+        t.cond(ConditionType.CAPTURED, captured.status is ConditionStatus.TRUE, captured.reason, count)
     if handed.regressed is not None:
         message = st.with_gate(message, summary, handed.regressed.reason)
     t.finished(phase, f"{note}; {message}" if note else message)
