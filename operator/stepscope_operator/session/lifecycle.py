@@ -633,6 +633,14 @@ def _told_standstill(t: Tick, summary: ReportSummary) -> list[TargetStatus]:
     return list(t.status.targets)
 
 
+def _captured_count_only(t: Tick) -> None:
+    """The Captured condition without the targets not captured, once the session's message tells them."""
+    captured = condition(t.status.conditions, ConditionType.CAPTURED)
+    if captured is not None:
+        count = captured.message.partition("; ")[0]  # "N/M usable", as _all_terminal wrote it
+        t.cond(ConditionType.CAPTURED, captured.status is ConditionStatus.TRUE, captured.reason, count)
+
+
 def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
     """The report is in: Succeeded, or PartiallySucceeded when some target was not captured."""
     states = t.status.targets
@@ -655,10 +663,8 @@ def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
     t.cond(ConditionType.COMPLETE, True, "AnalyzerJobFailed" if note else phase.value, "")
     t.cond(ConditionType.FAILED, False, phase.value, "")
     message = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
-    captured = condition(t.status.conditions, ConditionType.CAPTURED)
-    if failures and phase is Phase.PARTIALLY_SUCCEEDED and captured is not None:  # the message tells them from here
-        count = captured.message.partition("; ")[0]  # "N/M usable", as _all_terminal wrote it
-        t.cond(ConditionType.CAPTURED, captured.status is ConditionStatus.TRUE, captured.reason, count)
+    if failures and phase is Phase.PARTIALLY_SUCCEEDED:
+        _captured_count_only(t)
     if handed.regressed is not None:
         message = st.with_gate(message, summary, handed.regressed.reason)
     t.finished(phase, f"{note}; {message}" if note else message)
