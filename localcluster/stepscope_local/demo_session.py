@@ -148,12 +148,12 @@ def explain_failure(status: dict[str, Any], workdir: Path) -> None:
         if (failed and cond.get("status") == "True") or (not failed and cond.get("status") == "False"):
             message = f": {cond['message']}" if cond.get("message") else ""  # a failure's why is the session's
             say(f"condition {cond.get('type')}={cond.get('status')}: {cond.get('reason')}{message}")
+    told = str(status.get("message") or "")
     for target in status.get("targets") or []:
         if target.get("state") not in ("Captured",):
-            say(
-                f"target {target.get('pod')} (rank {target.get('rank')}): {target.get('state')} "
-                f"{target.get('message', '')}"
-            )
+            why = str(target.get("message") or "")
+            why = "" if why in told else f" {why}"  # the session's message names it already: told once
+            say(f"target {target.get('pod')} (rank {target.get('rank')}): {target.get('state')}{why}")
     say(f"logs: {workdir / 'operator.log'} and {workdir / 'cluster' / 'logs'}")
 
 
