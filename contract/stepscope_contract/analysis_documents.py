@@ -169,7 +169,7 @@ def termination_message(outcome: AnalysisOutcome, most: int = MAX_TERMINATION_ME
     if regressed is not None:
         regressed = regressed.model_copy(update={"message": _cut(regressed.message, room)})
     summary = last.summary
-    if summary is not None:
+    if summary is not None and summary.verdict is not None:
         summary = summary.model_copy(update={"verdict": _cut(summary.verdict, room)})
     cut = last.model_copy(update={"message": _cut(last.message, room), "summary": summary, "regressed": regressed})
     text = cut.to_json()

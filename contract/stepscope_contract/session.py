@@ -453,7 +453,11 @@ GATE_RESULTS = {"passed": "Passed", "improved": "Improved", "regressed": "Regres
 class ReportSummary(CamelModel):
     """The few lines of the report that belong in `kubectl get`."""
 
-    verdict: Annotated[str, Field(max_length=1024)] = ""
+    verdict: Annotated[str, Field(max_length=1024)] | None = Field(
+        default=None,
+        description="the analysis' verdict as the analyzer hands it back (AnalysisOutcome); a session's status "
+        "tells it once, in status.message, and leaves it out here",
+    )
     slowest_rank: Annotated[int, Field(ge=0)] | None = None
     slowest_node: Annotated[str, Field(max_length=253)] | None = None
     cause: Annotated[str, Field(max_length=64)] | None = None

@@ -89,11 +89,12 @@ def set_condition(
 def apply_outcome(
     status: ProfileSessionStatus, outcome: AnalysisOutcome, *, now: datetime, generation: int | None = None
 ) -> None:
-    """Set what an analysis concluded on `status`: ReportReady (ReportWritten or AnalysisFailed with the reason),
-    the Regressed condition of a gated session, the summary and the report's URLs (only those it has)."""
+    """Set what an analysis concluded on `status`: ReportReady (ReportWritten with where the report is, or
+    AnalysisFailed), the Regressed condition of a gated session, the summary and the report's URLs (only those it
+    has). The verdict, or why the analysis failed, is the session's message (the caller's), told once: neither
+    ReportReady nor the summary repeats it."""
     reason = "ReportWritten" if outcome.ok else "AnalysisFailed"
-    # written: where (the verdict is the session's message, told once); failed: why
-    message = (f"report.html: {outcome.report_url}" if outcome.report_url else "") if outcome.ok else outcome.message
+    message = f"report.html: {outcome.report_url}" if outcome.ok and outcome.report_url else ""
     status.conditions = set_condition(
         status.conditions, ConditionType.REPORT_READY, outcome.ok, reason=reason, message=message, now=now,
         generation=generation,
@@ -105,7 +106,7 @@ def apply_outcome(
             now=now, generation=generation,
         )  # fmt: skip
     if outcome.summary is not None:
-        status.summary = outcome.summary
+        status.summary = outcome.summary.model_copy(update={"verdict": None})
     if outcome.report_url is not None:
         status.report_url = outcome.report_url
     if outcome.report_json_url is not None:

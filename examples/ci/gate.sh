@@ -24,7 +24,7 @@ echo "step:         median $(get '{.status.summary.medianStepMs}') ms, p90 $(get
 report=$(get '{.status.reportURL}')
 echo "report:       $report"
 if [ "$phase" = Failed ]; then
-  echo "gate: the session failed"
+  echo "gate: no decision: no report"
   exit 2
 fi
 if [ -z "$(get '{.spec.baseline}')" ]; then  # the run that records the baseline names none: nothing to compare
@@ -34,10 +34,10 @@ fi
 regressed=$(get '{.status.conditions[?(@.type=="Regressed")].status}')
 level=$(get '{.spec.gate.confidence}')
 level=$(awk -v c="${level:-0.9}" 'BEGIN { printf "%g%% interval (its lower end: %g%% confidence)", 100 * c, 50 * (1 + c) }')
-# the numbers the gate decided on: Regressed=True when the lower end of either interval is above the gate
-echo "gate:         $(get '{.status.summary.gateResult}') ($(get '{.status.summary.gateFigure}')); regressed when the" \
-  "lower end of the ${level} is above +$(get '{.spec.gate.maxRegressionPercent}')%;" \
-  "decided by: $(get '{.status.summary.gateDecidedBy}')"
+# the numbers the gate decided on (its result and figure end the phase line's message: told once): Regressed=True
+# when the lower end of either interval is above the gate
+echo "rule:         regressed when the lower end of the ${level} is above" \
+  "+$(get '{.spec.gate.maxRegressionPercent}')%; decided by: $(get '{.status.summary.gateDecidedBy}')"
 echo "  steps:      $(get '{.status.summary.regressionPercent}')% (interval $(get '{.status.summary.regressionLowPercent}')% to $(get '{.status.summary.regressionHighPercent}')%)"
 work=$(get '{.status.summary.addedWorkPercent}')
 if [ -n "$work" ]; then

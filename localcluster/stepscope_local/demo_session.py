@@ -31,6 +31,8 @@ if TYPE_CHECKING:
 
 API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
+REPORTED = ("Succeeded", "PartiallySucceeded")
+"""the phases that end with a report: the session's message is its verdict"""
 
 
 def say(text: str) -> None:
@@ -144,13 +146,14 @@ def explain_failure(status: dict[str, Any], workdir: Path) -> None:
     for cond in status.get("conditions") or []:
         failed = cond.get("type") == "Failed"
         if (failed and cond.get("status") == "True") or (not failed and cond.get("status") == "False"):
-            say(f"condition {cond.get('type')}={cond.get('status')}: {cond.get('reason')}: {cond.get('message')}")
+            message = f": {cond['message']}" if cond.get("message") else ""  # a failure's why is the session's
+            say(f"condition {cond.get('type')}={cond.get('status')}: {cond.get('reason')}{message}")
+    told = str(status.get("message") or "")
     for target in status.get("targets") or []:
         if target.get("state") not in ("Captured",):
-            say(
-                f"target {target.get('pod')} (rank {target.get('rank')}): {target.get('state')} "
-                f"{target.get('message', '')}"
-            )
+            why = str(target.get("message") or "")
+            why = "" if why in told else f" {why}"  # the session's message names it already: told once
+            say(f"target {target.get('pod')} (rank {target.get('rank')}): {target.get('state')}{why}")
     say(f"logs: {workdir / 'operator.log'} and {workdir / 'cluster' / 'logs'}")
 
 
@@ -194,19 +197,14 @@ def fetch_session_folder(cluster: LocalCluster, status: dict[str, Any], out_dir:
 def report_outcome(
     cluster: LocalCluster, obj: dict[str, Any] | None, workdir: Path, *, tools_hint: bool = False
 ) -> tuple[str | None, Path | None]:
-    """Print the session's phase, verdict, report and session folder (and how to open the traces in HTA and
-    TensorBoard); explain a failure; return the phase and the report's path."""
+    """Print the session's phase, verdict (its message: told once), report and session folder (and how to open the
+    traces in HTA and TensorBoard); explain a failure; return the phase and the report's path."""
     status = (obj or {}).get("status") or {}
     phase = status.get("phase")
     message = str(status.get("message") or "")
-    summary = status.get("summary") or {}
-    verdict = str(summary.get("verdict") or "")
-    head = verdict.rstrip(" .")
-    if head and message.startswith(head):  # the message opens with the verdict: told once, on its own line
-        message = message[len(head) :].lstrip(" .;")
-    say(f"session phase: {phase}" + (f" ({message})" if message else ""))
-    if verdict:
-        say(f"verdict: {verdict}")
+    say(f"session phase: {phase}")
+    if message:
+        say(f"{'verdict' if phase in REPORTED else 'message'}: {message}")
     report = fetch_report(cluster, status, workdir) if phase in TERMINAL else None
     if report is not None:
         say(f"report: {report}")

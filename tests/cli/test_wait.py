@@ -83,3 +83,28 @@ def test_wait_for_prints_progress_once_per_change_and_stops_when_finished() -> N
     assert wait_for(lambda: (404, None), 60, False, printed.append) == UNUSABLE
     assert wait_for(lambda: (200, _session("Capturing")), 0, False, printed.append) == UNUSABLE
     assert printed[-1] == "timed out after 0s"
+
+
+VERDICT = "Rank 2 on node node-1 slows the job by 31% (host: a stall before each step); 4 of 4 ranks analysed"
+
+
+@pytest.mark.parametrize(
+    ("phase", "conds", "named", "summary"),
+    [
+        ("Succeeded", (FINISHED, _cond("Regressed", "True", "Regressed", "regressed: added work +28.3%")), True, {}),
+        ("Succeeded", (FINISHED,), False, {"slowRanks": [2], "slowestRank": 2}),
+        ("Failed", (_cond("Finished", "True", "Failed", "no report (NoTargets)"),), False, {}),
+    ],
+)
+def test_each_thing_is_told_once(phase: str, conds: tuple[dict[str, Any], ...], named: bool, summary: Any) -> None:
+    """The verdict (the session's message), the gate's reason and the phase are each printed once, also from a
+    status whose summary repeats the verdict (as an operator of an earlier release wrote it)."""
+    obj = _session(phase, *conds, named=named, **summary)
+    obj["status"]["message"] = VERDICT + ("; gate: Regressed, +28.3% added work." if named else "")
+    obj["status"]["summary"]["verdict"] = VERDICT
+    printed: list[str] = []
+    wait_for(lambda: (200, obj), 60, False, printed.append)
+    text = "\n".join(printed)
+    assert text.count(VERDICT) == 1 and text.count(phase) == 1, printed
+    for cond in conds:
+        assert not cond["message"] or text.count(cond["message"]) <= 1, printed

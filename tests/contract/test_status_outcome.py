@@ -1,7 +1,7 @@
 """The analysis' part of a session's status, set by the operator from the outcome the analyzer Job handed back
 (status_wire.apply_outcome through the one condition setter): ReportReady set and the other conditions kept, the
-transition time moving only with the status, Regressed beside ReportReady, one message cap, and the merge patch
-holding only what changed."""
+transition time moving only with the status, Regressed beside ReportReady, one message cap, the merge patch
+holding only what changed, and the verdict or a failure's why left to the session's message (told once)."""
 
 from __future__ import annotations
 
@@ -37,8 +37,8 @@ def test_report_ready_is_added_and_the_other_conditions_kept() -> None:
     ready = patch["conditions"][1]
     assert ready["type"] == "ReportReady" and ready["status"] == "True" and ready["observedGeneration"] == 3
     assert ready["reason"] == "ReportWritten"
-    assert patch["summary"] == {"verdict": "fine", "slowestRank": 2, "slowRanks": [], "hungRanks": [],
-                                "erroredRanks": []}  # fmt: skip
+    # the verdict is the session's message (the operator's): the summary does not repeat it
+    assert patch["summary"] == {"slowestRank": 2, "slowRanks": [], "hungRanks": [], "erroredRanks": []}
     assert patch["reportURL"] == "s3://b/r.html" and patch["reportJSONURL"] == "s3://b/r.json"
     ProfileSessionStatus.model_validate(patch)
 
@@ -55,6 +55,7 @@ def test_transition_time_changes_only_with_the_status() -> None:
     apply_outcome(flipped, AnalysisOutcome(ok=False, message="boom"), now=NOW)
     c = flipped.conditions[0]
     assert c.status is ConditionStatus.FALSE and c.reason == "AnalysisFailed" and c.last_transition_time == NOW
+    assert c.message == ""  # why it failed is the session's message, told once
     assert flipped.summary is None and flipped.report_url is None  # a failure leaves no report fields
 
 
@@ -73,5 +74,6 @@ def test_one_message_cap_for_every_condition() -> None:
     status = _status([])
     long = "x" * 40_000
     gate = RegressedVerdict(status=ConditionStatus.UNKNOWN, reason="BaselineNotFound", message=long)
-    apply_outcome(status, AnalysisOutcome(ok=False, message=long, regressed=gate), now=NOW)
+    url = "s3://b/" + "r" * 40_000
+    apply_outcome(status, AnalysisOutcome(ok=True, message=long, report_url=url, regressed=gate), now=NOW)
     assert [len(c.message) for c in status.conditions] == [MAX_MESSAGE, MAX_MESSAGE]

@@ -3,7 +3,8 @@ cluster, 2-rank gloo trainings. A baseline session (deleted once analysed: the s
 second session of the same training passes the gate (the pipeline script says the first is the baseline run), a
 session of a training with added work on every rank fails it (Regressed=True, the added region among the top
 changes, the Gate column of `kubectl get` Regressed beside the passed run's Passed) and the docs' pipeline script
-exits non-zero; a failed session is Finished at once; `stepscope wait` exits 0, 1 and 2 for the three."""
+exits non-zero; a failed session is Finished at once; `stepscope wait` exits 0, 1 and 2 for the three; `kubectl
+describe` and `stepscope wait` tell the verdict, the gate's reason and a failure's why once each."""
 
 from __future__ import annotations
 
@@ -89,6 +90,12 @@ def _wait_cmd(env: Any, name: str, timeout: float = 300) -> subprocess.Completed
     )  # fmt: skip
 
 
+def _told_once(output: str, *texts: str) -> None:
+    """Each of `texts` (its first 80 characters: describe and wait print it whole, on one line) is in `output` once."""
+    counts = {text[:80]: output.count(text[:80]) for text in texts}
+    assert all(n == 1 for n in counts.values()), (counts, output)
+
+
 def test_the_gate_through_the_cluster(e2e: Any) -> None:
     gate = {"baseline": {"session": "gate-base"}, "gate": {"maxRegressionPercent": GATE_PCT}}
     _start(e2e, "gate-train")
@@ -151,6 +158,12 @@ def test_the_gate_through_the_cluster(e2e: Any) -> None:
     assert " Regressed " in rows["gate-slow"] and summary["gateFigure"] in rows["gate-slow"], listed.stdout
     assert " Passed " in rows["gate-same"], listed.stdout
     assert slow["status"]["message"].endswith(f"; gate: Regressed, {summary['gateFigure']}."), slow["status"]
+    # kubectl describe tells the verdict once (the message), the gate's reason once (Regressed's message)
+    verdict = slow["status"]["message"].removesuffix(f"; gate: Regressed, {summary['gateFigure']}.")
+    described = e2e.cluster.kubectl("describe", "profilesession", "gate-slow", "-n", "default")
+    assert described.returncode == 0, described.stderr
+    _told_once(described.stdout, verdict, conditions["Regressed"]["message"])
+    assert f"analysed; report: {slow['status']['reportURL']}" in described.stdout, described.stdout
     e2e.stop_training("gate-train-slow")
 
     # a failed session (no target) is Finished at once: kubectl wait does not sit out its timeout
@@ -162,7 +175,10 @@ def test_the_gate_through_the_cluster(e2e: Any) -> None:
     )
     assert waited.returncode == 0 and "condition met" in waited.stdout, waited.stdout + waited.stderr
     assert time.monotonic() - started < 120
-    assert e2e.session("gate-failed")["status"]["phase"] == "Failed"
+    failed = e2e.session("gate-failed")["status"]
+    assert failed["phase"] == "Failed" and "nope" in failed["message"], failed
+    described = e2e.cluster.kubectl("describe", "profilesession", "gate-failed", "-n", "default")
+    _told_once(described.stdout, failed["message"])  # the why, once: the conditions carry its reason
 
     # stepscope wait: 0 passed, 1 regressed, 2 failed
     codes = {name: _wait_cmd(e2e, name) for name in ("gate-same", "gate-slow", "gate-failed")}
@@ -170,3 +186,6 @@ def test_the_gate_through_the_cluster(e2e: Any) -> None:
         n: r.stdout + r.stderr for n, r in codes.items()
     }
     assert "gate failed" in codes["gate-slow"].stdout and "added_work" in codes["gate-slow"].stdout
+    _told_once(codes["gate-slow"].stdout, verdict, conditions["Regressed"]["message"])
+    _told_once(codes["gate-failed"].stdout, failed["message"])
+    assert codes["gate-failed"].stdout.count("Failed") == 1, codes["gate-failed"].stdout  # the phase, once

@@ -1,5 +1,5 @@
-"""`stepscope demo` end to end (needs the operator): the verdict names the planted rank; the session's folder is
-kept beside the report, and HTA loads its traces folder as it is; nothing is left running."""
+"""`stepscope demo` end to end (needs the operator): the verdict names the planted rank and is told once; the
+session's folder is kept beside the report, and HTA loads its traces folder as it is; nothing is left running."""
 
 from __future__ import annotations
 
@@ -77,6 +77,8 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     assert (tmp_path / "report.html").stat().st_size > 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
+    told = report["diagnosis"]["verdict"][:80]
+    assert out.count(told) == 1, out[-4000:]  # the verdict, once
     _columns(out, "host", "load_batch")  # where rank 2 spends its excess, not where the others wait for it
     (slow,) = [s for s in report["diagnosis"]["slow_ranks"] if s["rank"] == 2]  # the planted line, from sampled stacks
     (top, *_) = slow["python_lines"]  # the script as the pod runs it: <its folder>/train_ddp.py
@@ -149,9 +151,10 @@ def test_demo_names_the_rank_that_holds_the_job_still(tmp_path: Path, mode: str,
     role = "desynced" if mode == "desync" else "hung"
     assert re.search(rf"Succeeded\s+0/4, rank 2 {role}, 3 waiting\s", rows[-1]), rows[-1]  # CAPTURED: culprit, waiting
     state = "Desync" if mode == "desync" else "Hung"  # the targets: the culprit's state, the others Waiting
-    told = dict(re.findall(r"target \S+ \(rank (\d)\): (\w+) ", out))
+    told = dict(re.findall(r"target \S+ \(rank (\d)\): (\w+)\b", out))
     assert told == {"0": "Waiting", "1": "Waiting", "2": state, "3": "Waiting"}, out[-3000:]
-    assert re.search(r"\(rank 0\): Waiting waits for rank 2 in all_reduce at train_ddp\.py:\d+", out), out[-3000:]
+    waiting = re.findall(r"Waiting: waits for rank 2 in all_reduce at train_ddp\.py:\d+", out)
+    assert len(waiting) == 1 and "(ranks 0" in out, out[-3000:]  # the three waiting ranks' reason, told once
     seen = _in_browser(tmp_path)
     assert "rank 2 holds the job up; ranks 0, 1, 3 wait for it" in seen["text"]
     assert len(seen["artifacts"]) == 8 and all(a["exists"] for a in seen["artifacts"]), seen["artifacts"]

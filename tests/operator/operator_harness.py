@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -136,6 +137,14 @@ def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: f
             return obj
         time.sleep(0.2)
     raise AssertionError(f"{name} never reached {phases}: {(obj or {}).get('status')}")
+
+
+def times_told(status: dict[str, Any], text: str) -> int:
+    """How often `text` is in what `kubectl describe` shows of a session's words: its message, its conditions'
+    messages and its summary."""
+    words = [status.get("message") or "", *(c.get("message") or "" for c in status.get("conditions") or [])]
+    words.append(json.dumps(status.get("summary") or {}))
+    return sum(w.count(text) for w in words)
 
 
 def finish_analysis(

@@ -1,13 +1,14 @@
 """The operator, the only writer of a session's status, writes what the analyzer Job handed back (its termination
 message) when the Job ends: the summary, the report's URL and ReportReady and Regressed, then Finished; a Job that
-fails without handing anything back gets ReportReady=False with the Job's own reason; a Job that failed after an earlier
-attempt handed back a report gives the report, and the status says the Job failed. Nothing else writes the status:
+fails without handing anything back gets ReportReady=False and the Job's own reason as its message; a Job that failed
+after an earlier attempt handed back a report gives the report, and the status says the Job failed; each is told
+once. Nothing else writes the status:
 the analyzer Job here is played by the test, which only sets the Job's and its pod's status, as Kubernetes would."""
 
 from __future__ import annotations
 
 import pytest
-from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, finish_analysis, session, wait_for
+from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, finish_analysis, session, times_told, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_contract.analysis_documents import AnalysisOutcome, RegressedVerdict
@@ -57,6 +58,9 @@ def test_the_handed_back_outcome_becomes_the_status(api: EmulatorServer, operato
     assert status["reportURL"] == f"s3://bucket/prefix/default/gated-{uid8}/report/report.html"
     assert status["reportJSONURL"] == f"s3://bucket/prefix/default/gated-{uid8}/report/report.json"
     assert status["message"] == "Rank 1 slows the job; gate: Regressed, +21.6% added work."  # one sentence
+    # told once: the Finished condition says the outcome in its own words, the summary leaves the verdict out
+    assert times_told(status, "Rank 1 slows the job") == 1, status
+    assert conditions["Finished"]["message"] == f"analysed; report: {status['reportURL']}", conditions["Finished"]
 
 
 def test_a_job_that_fails_without_an_outcome_gives_its_reason(api: EmulatorServer, operator: OperatorProcess) -> None:
@@ -69,7 +73,8 @@ def test_a_job_that_fails_without_an_outcome_gives_its_reason(api: EmulatorServe
     assert final["status"]["phase"] == "Failed"
     ready = _conditions(final)["ReportReady"]
     assert ready["status"] == "False" and ready["reason"] == "AnalysisFailed"
-    assert "DeadlineExceeded: Job was active longer than specified deadline" in ready["message"], ready
+    why = "DeadlineExceeded: Job was active longer than specified deadline"
+    assert why in final["status"]["message"] and times_told(final["status"], why) == 1, final["status"]
     assert "summary" not in final["status"] and "reportURL" not in final["status"]
     assert _conditions(final)["Finished"]["status"] == "True"
 
@@ -90,6 +95,7 @@ def test_a_failed_job_whose_earlier_attempt_wrote_the_report_is_said_so(
         "after an earlier attempt of it wrote this report"
     )
     complete = _conditions(final)["Complete"]
-    assert complete["reason"] == "AnalyzerJobFailed" and complete["message"].startswith(note), complete
+    assert complete["reason"] == "AnalyzerJobFailed", complete
     assert status["message"] == f"{note}; No slow rank: balanced.", status
+    assert times_told(status, note) == times_told(status, "No slow rank: balanced.") == 1, status
     assert _conditions(final)["ReportReady"]["status"] == "True"

@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 import yaml
-from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, finish_analysis, session, wait_for
+from operator_harness import (
+    API,
+    SIDECAR_TOKEN,
+    OperatorProcess,
+    add_pod,
+    finish_analysis,
+    session,
+    times_told,
+    wait_for,
+)
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -119,7 +128,8 @@ def test_invalid_spec_fails_naming_the_field(api: EmulatorServer, operator: Oper
     status = wait_for(api, "invalid", ("Failed",))["status"]
     accepted = next(c for c in status["conditions"] if c["type"] == "Accepted")
     assert accepted["status"] == "False" and accepted["reason"] == "InvalidSpec"
-    assert "spec.targets.ranks" in accepted["message"] and "7-5" in accepted["message"], accepted
+    assert "spec.targets.ranks" in status["message"] and "7-5" in status["message"], status
+    assert times_told(status, status["message"]) == 1, status  # the conditions carry the reason, not the why
 
 
 def test_no_matching_pods_says_what_was_searched(api: EmulatorServer, operator: OperatorProcess) -> None:
@@ -143,6 +153,7 @@ def test_job_reference_and_one_sidecar_down(api: EmulatorServer, operator: Opera
         final = wait_for(api, "jobref", ("Succeeded", "PartiallySucceeded", "Failed"))
         assert final["status"]["phase"] == "PartiallySucceeded", final["status"]
         assert "train-1" in final["status"]["message"]
+        assert times_told(final["status"], "train-1") == 1, final["status"]  # Captured keeps only its count
 
 
 def test_restart_during_capture_sends_no_duplicate_starts(api: EmulatorServer, tmp_path: Path) -> None:

@@ -5,7 +5,7 @@ selector that never matches fails once the wait is over, saying what was searche
 from __future__ import annotations
 
 import pytest
-from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, session, wait_for
+from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, session, times_told, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -40,4 +40,5 @@ def test_nothing_matching_fails_after_the_wait(api: EmulatorServer, operator: Op
     api.apply(session("never", {"selector": {"matchLabels": {"app": "absent"}}, "waitSeconds": 3}))
     status = wait_for(api, "never", ("Failed",))["status"]
     failed = _condition(status, "TargetsResolved")
-    assert failed["reason"] == "NoTargets" and "waited 3s" in failed["message"], failed
+    assert failed["reason"] == "NoTargets" and "waited 3s" in status["message"], (failed, status)
+    assert times_told(status, status["message"]) == 1, status  # the conditions carry the reason, not the why

@@ -290,7 +290,7 @@ def analyze_session(
         value, reason, text = gate.condition
         regressed = RegressedVerdict(status=value, reason=reason, message=text[:MAX_MESSAGE])
     outcome = AnalysisOutcome(
-        ok=True, message=summary.verdict[:MAX_MESSAGE], summary=summary, report_url=html_url,
+        ok=True, message=(summary.verdict or "")[:MAX_MESSAGE], summary=summary, report_url=html_url,
         report_json_url=json_url, regressed=regressed, analyzer_version=tool_version(),
     )  # fmt: skip
     write_outcome(store, location, outcome)

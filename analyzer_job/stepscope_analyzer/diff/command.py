@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -28,8 +29,13 @@ EXIT_CODES = {
 PRINTED_CHANGES = 5
 
 
-def _progress(message: str) -> None:
-    print(message, file=sys.stderr, flush=True)
+def _progress(side: str) -> Callable[[str], None]:
+    """Progress of reading one side, each line naming it: the two sides' lines never read as one told twice."""
+
+    def say(message: str) -> None:
+        print(f"{side}: {message}", file=sys.stderr, flush=True)
+
+    return say
 
 
 def _percent(text: str) -> float:
@@ -112,8 +118,8 @@ def diff_main(argv: list[str]) -> int:
 
     connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
     try:
-        baseline = load_side(args.baseline, connection, top_n=args.top_n, progress=_progress)
-        candidate = load_side(args.candidate, connection, top_n=args.top_n, progress=_progress)
+        baseline = load_side(args.baseline, connection, top_n=args.top_n, progress=_progress("baseline"))
+        candidate = load_side(args.candidate, connection, top_n=args.top_n, progress=_progress("candidate"))
     except SideError as exc:
         print(f"stepscope diff: {exc}", file=sys.stderr)
         return EXIT_UNUSABLE

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
+from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
     DNS_SUBDOMAIN,
     ConditionStatus,
@@ -80,7 +81,7 @@ def _numbers(status: ProfileSessionStatus, level: float = DEFAULT_LEVEL) -> list
 
 def judge(obj: dict[str, Any], ignore_slow_ranks: bool = False) -> tuple[int, list[str]] | None:
     """None while the session runs; then (exit code, lines to print after the progress line, which has told the
-    phase and the message already)."""
+    phase and the message, the verdict among it: the lines repeat neither)."""
     status = read_status(obj.get("status"))
     finished = condition(status.conditions, ConditionType.FINISHED)
     if not status.phase.terminal and (finished is None or finished.status is not ConditionStatus.TRUE):
@@ -91,7 +92,7 @@ def judge(obj: dict[str, Any], ignore_slow_ranks: bool = False) -> tuple[int, li
     if status.report_url:
         lines.append(f"report: {status.report_url}")
     if status.phase is Phase.FAILED:
-        return UNUSABLE, [*lines, "session failed"]
+        return UNUSABLE, [*lines, "no report"]
     gate = condition(status.conditions, ConditionType.REGRESSED)
     named = bool((obj.get("spec") or {}).get("baseline"))
     if gate is not None and gate.status is ConditionStatus.TRUE:
@@ -102,7 +103,7 @@ def judge(obj: dict[str, Any], ignore_slow_ranks: bool = False) -> tuple[int, li
     summary = status.summary
     if not ignore_slow_ranks and summary is not None and (summary.slow_ranks or summary.hung_ranks):
         which = summary.slow_ranks or summary.hung_ranks
-        return FAILED_GATE, [*lines, f"slow or hung rank(s) {which}: {summary.verdict}"]
+        return FAILED_GATE, [*lines, f"slow or hung rank(s) {format_rank_set(which)}"]
     return PASSED, [*lines, "passed"]
 
 

@@ -20,6 +20,7 @@ from stepscope_contract.constants import ACCEPTED_SPEC_ANNOTATION
 from stepscope_contract.errors import describe_validation_error
 from stepscope_contract.session import (
     AnalysisStage,
+    ConditionStatus,
     ConditionType,
     JobKind,
     Phase,
@@ -162,15 +163,21 @@ class Tick:
         self.status.message = message
 
     def fail(self, reason: str, message: str) -> None:
-        self.cond(ConditionType.FAILED, True, reason, message)
-        self.cond(ConditionType.COMPLETE, False, reason, message)
-        self.finished(Phase.FAILED, message, warning=True)
+        """Enter Failed: `message` (why) is the session's message; the conditions carry `reason`."""
+        self.cond(ConditionType.FAILED, True, reason, "")
+        self.cond(ConditionType.COMPLETE, False, reason, "")
+        self.finished(Phase.FAILED, message, warning=True, reason=reason)
 
-    def finished(self, phase: Phase, message: str, warning: bool = False) -> None:
-        """Enter a terminal phase; `Finished=True` is what a pipeline waits on, whatever the outcome."""
-        self.cond(ConditionType.FINISHED, True, phase.value, message)
+    def finished(self, phase: Phase, message: str, warning: bool = False, reason: str = "") -> None:
+        """Enter a terminal phase; `Finished=True` is what a pipeline waits on, whatever the outcome. `message` (the
+        verdict, or why it failed) is told once, as the session's message; the Finished condition and the event say
+        the outcome in their own words (st.finished_message)."""
+        outcome = st.finished_message(phase, self.status.report_url, self.status.artifacts_uri, reason)
+        self.cond(ConditionType.FINISHED, True, phase.value, outcome)
         self.status.completion_time = self.now
-        self.move(phase, message, warning=warning)
+        self.event(phase.value, outcome, warning)
+        self.status.phase = phase
+        self.say(message)
 
     def spec(self) -> ProfileSessionSpec:
         """The spec accepted at start (storage defaults filled in; later edits are ignored), else the current one."""
@@ -203,7 +210,7 @@ def _accept(t: Tick) -> bool:
         spec = effective_spec(ProfileSessionSpec.model_validate(t.body.get("spec") or {}), t.deps.config)
     except ValidationError as exc:
         message = f"invalid spec: {describe_validation_error(exc)}"
-        t.cond(ConditionType.ACCEPTED, False, "InvalidSpec", message)
+        t.cond(ConditionType.ACCEPTED, False, "InvalidSpec", "")  # why: the session's message
         t.status.observed_generation = t.generation
         t.fail("InvalidSpec", message)
         return False
@@ -335,7 +342,7 @@ async def _resolve(t: Tick) -> bool:
         reason = resolution.reason + (
             f" (waited {spec.targets.wait_seconds}s, targets.waitSeconds)" if spec.targets.wait_seconds else ""
         )
-        t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", reason)
+        t.cond(ConditionType.TARGETS_RESOLVED, False, "NoTargets", "")  # why: the session's message
         t.fail("NoTargets", reason)
         return False
     holders = await _holders(t, {x.pod for x in resolution.targets})
@@ -343,7 +350,7 @@ async def _resolve(t: Tick) -> bool:
         deadline = t.deadline()
         text = "; ".join(f"session {name} holds pod(s) {', '.join(pods_[:5])}" for name, pods_ in holders)
         if deadline is not None and t.now >= deadline:
-            t.cond(ConditionType.TARGETS_RESOLVED, False, "PodsBusy", text)
+            t.cond(ConditionType.TARGETS_RESOLVED, False, "PodsBusy", "")  # why: the session's message
             t.fail("PodsBusy", f"gave up waiting: {text}; one session profiles a pod at a time")
             return False
         t.cond(ConditionType.TARGETS_RESOLVED, False, "WaitingForSession", f"waiting: {text}")
@@ -519,7 +526,7 @@ async def _all_terminal(t: Tick, spec: ProfileSessionSpec, states: list[TargetSt
     summary = st.failure_summary(states)
     crash = st.crash_cause(states)
     if not usable:
-        t.cond(ConditionType.CAPTURED, False, "RankCrashed" if crash else "NothingCaptured", summary)
+        t.cond(ConditionType.CAPTURED, False, "RankCrashed" if crash else "NothingCaptured", "")  # why: the message
         if crash:
             t.fail("RankCrashed", f"{crash}; no rank uploaded anything to analyse: {summary}")
         else:
@@ -532,9 +539,9 @@ async def _all_terminal(t: Tick, spec: ProfileSessionSpec, states: list[TargetSt
         f"{len(usable)}/{len(states)} usable" + (f"; {summary}" if summary else ""),
     )
     if not spec.analysis.enabled:
-        t.cond(ConditionType.COMPLETE, True, "AnalysisDisabled", "traces captured; analysis disabled by the spec")
+        t.cond(ConditionType.COMPLETE, True, "AnalysisDisabled", "")
         t.cond(ConditionType.FAILED, False, "AnalysisDisabled", "")
-        t.finished(st.final_phase(states), "traces captured; analysis disabled")
+        t.finished(st.final_phase(states), "traces captured; analysis disabled by the spec")
         return
     summarised = len({s.pod for s in usable} & t.memo.summarised)
     await _start_analysis(t, spec, len(usable), summarised)
@@ -626,6 +633,14 @@ def _told_standstill(t: Tick, summary: ReportSummary) -> list[TargetStatus]:
     return list(t.status.targets)
 
 
+def _captured_count_only(t: Tick) -> None:
+    """The Captured condition without the targets not captured, once the session's message tells them."""
+    captured = condition(t.status.conditions, ConditionType.CAPTURED)
+    if captured is not None:
+        count = captured.message.partition("; ")[0]  # "N/M usable", as _all_terminal wrote it
+        t.cond(ConditionType.CAPTURED, captured.status is ConditionStatus.TRUE, captured.reason, count)
+
+
 def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
     """The report is in: Succeeded, or PartiallySucceeded when some target was not captured."""
     states = t.status.targets
@@ -643,11 +658,13 @@ def _complete(t: Tick, handed: AnalysisOutcome, note: str = "") -> None:
         role = "crashed" if crashed else "desynced" if summary.cause == "desync" else "hung"
         t.status.progress = st.progress(t.status.counts, culprit, role)
     failures = st.failure_summary(states)
-    # the verdict is the status message's, told once; the Complete condition says only how the Job's own outcome
-    # differs from the report's (`note`)
-    t.cond(ConditionType.COMPLETE, True, "AnalyzerJobFailed" if note else phase.value, note)
+    # the verdict (and `note`, how the Job's own outcome differs from the report's) is the status message's, told
+    # once; the Complete condition's reason names a note
+    t.cond(ConditionType.COMPLETE, True, "AnalyzerJobFailed" if note else phase.value, "")
     t.cond(ConditionType.FAILED, False, phase.value, "")
     message = verdict + (f" (not captured: {failures})" if phase is Phase.PARTIALLY_SUCCEEDED else "")
+    if failures and phase is Phase.PARTIALLY_SUCCEEDED:
+        _captured_count_only(t)
     if handed.regressed is not None:
         message = st.with_gate(message, summary, handed.regressed.reason)
     t.finished(phase, f"{note}; {message}" if note else message)

@@ -212,3 +212,16 @@ def with_gate(verdict: str, summary: ReportSummary | None, reason: str) -> str:
     figure = summary.gate_figure if summary is not None and summary.gate_figure else None
     told = f"{result}, {figure}" if figure else (result if result == reason else f"{result} ({reason})")
     return f"{verdict.rstrip(' .;')}; gate: {told}."
+
+
+def finished_message(phase: Phase, report_url: str | None, artifacts_uri: str | None, reason: str = "") -> str:
+    """The Finished condition's message: the outcome in its own words (analysed or not, where the report or the
+    traces are; a failure's reason), never the verdict or a failure's why, which the session's message tells once."""
+    if phase is Phase.FAILED:
+        return f"no report ({reason})" if reason else "no report"
+    partly = " what was captured" if phase is Phase.PARTIALLY_SUCCEEDED else ""
+    if report_url:
+        return f"analysed{partly}; report: {report_url}"
+    if artifacts_uri:
+        return f"not analysed; traces: {artifacts_uri}"
+    return f"analysed{partly}"

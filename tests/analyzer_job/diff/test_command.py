@@ -1,7 +1,8 @@
 """`stepscope diff` in a separate process on real gloo trainings (gate_job.py: one job records a baseline, an
 identical recording and one with added work on every rank, one after the other): the identical one passes, the
-added work fails and is named among the top changes, swapping the sides is an improvement (exit 0), a report.json
-and an s3:// URI are sides like a folder, and unusable inputs exit 2."""
+added work fails and is named among the top changes, each prints its verdict once and no progress line twice,
+swapping the sides is an improvement (exit 0), a report.json and an s3:// URI are sides like a folder, and unusable
+inputs exit 2."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from stepscope_contract.diff import ChangeKind, DiffResult, DiffVerdict
 from stepscope_contract.report import Report
+from stepscope_contract.text_escaping import one_line
 
 pytestmark = [pytest.mark.integration, pytest.mark.solo]
 
@@ -51,6 +53,14 @@ def _diff(out: Path) -> DiffResult:
     return DiffResult.model_validate_json((out / "diff.json").read_bytes())
 
 
+def _told_once(result: subprocess.CompletedProcess[str], d: DiffResult) -> None:
+    """The verdict's sentence (diff.json's reason) is printed once, and no line of progress twice."""
+    output = result.stdout + result.stderr
+    assert output.count(one_line(d.reason)[:80]) == 1, output
+    progress = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(progress) == len(set(progress)), progress
+
+
 @pytest.mark.timeout(900)
 def test_the_same_training_passes(runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "out"
@@ -62,6 +72,7 @@ def test_the_same_training_passes(runs: dict[str, Path], diff_cmd: list[str], tm
     assert (d.baseline.ranks_analysed, d.candidate.ranks_analysed) == (2, 2)
     assert (d.baseline.steps, d.candidate.steps) == (STEPS, STEPS)
     assert "added_work" not in {c.name for c in d.top_changes}
+    _told_once(result, d)
     assert (out / "diff.html").stat().st_size > 3000
 
 
@@ -92,6 +103,7 @@ def test_added_work_on_every_rank_fails_and_is_named(
     assert top["aten::tanh"].count_delta == pytest.approx(ADDED_ROUNDS)  # calls per step, per rank
     assert top["added_work"].count_delta == pytest.approx(1.0)
     assert "added_work" in result.stdout
+    _told_once(result, d)
     assert d.at_equal_op_speed and d.unchanged_ops >= 5 and d.step_regression_pct is not None
     # --wall-clock decides on the measured steps
     wall = tmp_path / "wall"
