@@ -87,7 +87,8 @@ def ranked(facts: JobFacts, found: Found) -> Ranked:
     working = [s.rank for s in slow if s.cause not in STANDSTILL]
     step_us = replay_base(numbers)
     if facts.layout is not None:
-        whatifs = what_ifs(facts.step_work, working, step_us)
+        host = frozenset(s.rank for s in slow if s.cause is Cause.HOST)
+        whatifs = what_ifs(facts.step_work, working, step_us, host)
     else:
         whatifs = dp_what_ifs(facts.ok, working, step_us)
     slow = with_replayed_excess(slow, whatifs, step_us)
