@@ -9,6 +9,8 @@ diagnosis.replay, the what-if is read as a difference: the recorded step less th
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stepscope_analyzer.diagnosis.stats import mean_interval
@@ -22,19 +24,24 @@ def _work(p: StepPhases) -> float:
     return p.data_loading + p.forward + p.backward + p.optimizer + p.other
 
 
-def _replayed(work: dict[int, list[float]], steps: int, changed: list[int], step_us: float) -> WhatIf:
-    """The what-if of the `changed` ranks each taking, every step, the median of the unchanged ranks' work."""
+def _saved(work: dict[int, list[float]], steps: int, changed: list[int]) -> list[float]:
+    """Each step's saving with the `changed` ranks each taking the median of the unchanged ranks' work."""
     saved = []
     for t in range(steps):
         now = {r: w[t] for r, w in work.items()}
         others = [w for r, w in now.items() if r not in changed] or list(now.values())
         like = float(np.median(others))
         saved.append(max(now.values()) - max({**now, **dict.fromkeys(changed, like)}.values()))
+    return saved
+
+
+def _replayed(work: dict[int, list[float]], steps: int, changed: list[int], step_us: float) -> WhatIf:
+    """The what-if of the `changed` ranks each taking, every step, the median of the unchanged ranks' work."""
     many = len(changed) > 1
     return replayed_what_if(
         ALL_LIKE_PEERS if many else "like_peers",
         "every slow rank ran like its peers" if many else f"rank {changed[0]} ran like its peers",
-        saved,
+        _saved(work, steps, changed),
         step_us,
     )
 
@@ -55,14 +62,30 @@ def replayed_what_if(kind: str, change: str, saved: list[float], step_us: float)
     )
 
 
+def _work_table(ranks: list[RankReport]) -> tuple[dict[int, list[float]], int] | None:
+    """Each rank's work per recorded step, where every rank has the same recorded steps."""
+    counts = {len(r.step_phases) for r in ranks}
+    if len(counts) != 1 or 0 in counts or len(ranks) < 2:
+        return None
+    return {r.rank: [_work(p) for p in r.step_phases] for r in ranks}, counts.pop()
+
+
+def dp_gain_of(ranks: list[RankReport]) -> Callable[[list[int]], float] | None:
+    """The mean replayed saving per step of any set of ranks running like the others (diagnosis.gain_shares)."""
+    table = _work_table(ranks)
+    if table is None:
+        return None
+    work, steps = table
+    return lambda changed: float(np.mean(_saved(work, steps, [r for r in changed if r in work])))
+
+
 def dp_what_ifs(ranks: list[RankReport], slow: list[int], step_us: float) -> list[WhatIf]:
     """A `like_peers` what-if for each slow rank, and an `all_like_peers` one for all of them together where there
     are several, where every rank has the same recorded steps."""
-    counts = {len(r.step_phases) for r in ranks}
-    if len(counts) != 1 or 0 in counts or len(ranks) < 2 or step_us <= 0:
+    table = _work_table(ranks)
+    if table is None or step_us <= 0:
         return []
-    work = {r.rank: [_work(p) for p in r.step_phases] for r in ranks}
-    steps = counts.pop()
+    work, steps = table
     changed = [s for s in dict.fromkeys(slow) if s in work]
     out = [_replayed(work, steps, [rank], step_us) for rank in changed]
     if len(changed) > 1:

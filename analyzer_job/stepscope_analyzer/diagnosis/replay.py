@@ -164,6 +164,12 @@ def all_like_peers(job: StepWork, ranks: list[int], host: frozenset[int] = froze
     return change
 
 
+def pipeline_gain_of(job: StepWork, host: frozenset[int] = frozenset()) -> Callable[[list[int]], float]:
+    """The mean replayed saving per step of any set of slow ranks running like their peers (diagnosis.gain_shares);
+    `host`: the slow ranks whose host work is what stands out."""
+    return lambda ranks: float(np.mean(savings(job, all_like_peers(job, ranks, host))))
+
+
 def balanced_stages(job: StepWork) -> Callable[[int, Work], Work]:
     def change(_: int, w: Work) -> Work:
         out = dict(w)

@@ -53,3 +53,27 @@ def test_two_slow_pipeline_workers_take_the_1f1b_replay_of_both_like_their_peers
     both = next(w for w in d.what_if if w.kind == "all_like_peers")
     assert both.step_us < min(w.step_us for w in d.what_if if w.kind == "like_peers")
     _same_figure_everywhere(ranks, d, both)
+
+
+@pytest.mark.parametrize(
+    "ranks",
+    [
+        synthetic_job(JobShape(), extra={2: {"compute": 30_000.0}, 5: {"compute": 20_000.0}}),
+        pipeline_job(PipeShape(pp=4, dp=4, rank_scale={13: 1.5, 6: 1.4})),
+    ],
+    ids=["data-parallel", "pipeline"],
+)
+def test_several_slow_ranks_share_out_their_combined_gain(ranks: list[RankReport]) -> None:
+    """Each slow rank's excess is its share of the replay of every slow rank like its peers (its saving added when
+    it joins the fixed ones, over every order): the shares add up to the job's gain, the slowest holds the most,
+    and the evidence quotes the share."""
+    d = diagnose(ranks)
+    both = next(w for w in d.what_if if w.kind == "all_like_peers")
+    assert len(d.slow_ranks) == 2
+    assert sum(s.excess_us for s in d.slow_ranks) == pytest.approx(both.gain_us, abs=0.5)
+    first, second = d.slow_ranks
+    assert first.excess_us > second.excess_us > 0
+    alone = {w.change: w.gain_us for w in d.what_if if w.kind == "like_peers"}
+    assert first.excess_us > alone[f"rank {first.rank} ran like its peers"]  # more than fixing it alone saves
+    for s in d.slow_ranks:
+        assert any("its share of the replayed gain" in e.detail for e in s.evidence)
