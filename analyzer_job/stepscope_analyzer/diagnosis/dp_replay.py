@@ -1,10 +1,11 @@
 """What-if replay of a data-parallel job's steps: the step time if a slow rank ran like its peers. Pure.
 
-Every rank runs its own work of a step (the step's phases less its wait on collectives) and then joins the
-others in the step's gradient collective, so a replayed step lasts as long as its slowest rank's work. A slow
-rank running like its peers takes, each step, the median of the other ranks' work that step; every slow rank
-running like its peers (the job's gain, diagnosis.replayed_gain), the median of the ranks that are not slow. As in
-diagnosis.replay, the what-if is read as a difference: the recorded step less the mean replayed saving.
+Every rank runs its own work of a step (the step's phases less its wait on collectives: its own communication
+counts, diagnosis.rank_costs) and then joins the others in the step's gradient collective, so a replayed step lasts
+as long as its slowest rank's work. A slow rank running like its peers takes, each step, the median of the other
+ranks' work that step; every slow rank running like its peers (the job's gain, diagnosis.replayed_gain), the median
+of the ranks that are not slow. As in diagnosis.replay, the what-if is read as a difference: the recorded step less
+the mean replayed saving.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.stats import mean_interval
 from stepscope_contract.report import RankReport, StepPhases, WhatIf
 
@@ -67,7 +69,14 @@ def _work_table(ranks: list[RankReport]) -> tuple[dict[int, list[float]], int] |
     counts = {len(r.step_phases) for r in ranks}
     if len(counts) != 1 or 0 in counts or len(ranks) < 2:
         return None
-    return {r.rank: [_work(p) for p in r.step_phases] for r in ranks}, counts.pop()
+    steps = counts.pop()
+    own = {s.rank: s.costs["communication"].tolist() for s in rank_samples(ranks) if s.per_step}
+    table = {}
+    for r in ranks:
+        comm = own.get(r.rank, [])
+        comm = comm if len(comm) == steps else [0.0] * steps
+        table[r.rank] = [_work(p) + c for p, c in zip(r.step_phases, comm, strict=True)]
+    return table, steps
 
 
 def dp_gain_of(ranks: list[RankReport]) -> Callable[[list[int]], float] | None:

@@ -10,11 +10,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope_analyzer.diagnosis.causes import STANDSTILL
-from stepscope_analyzer.diagnosis.dp_replay import dp_gain_of, dp_what_ifs
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.dp_replay import ALL_LIKE_PEERS, dp_gain_of, dp_what_ifs
 from stepscope_analyzer.diagnosis.evidence import with_saving
 from stepscope_analyzer.diagnosis.facts import Found, JobFacts
 from stepscope_analyzer.diagnosis.gain_shares import gain_shares
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, step_numbers
+from stepscope_analyzer.diagnosis.replay import REPLAYED as REPLAYED_WHAT_IF
 from stepscope_analyzer.diagnosis.replay import pipeline_gain_of, what_ifs, with_replayed_gains
 from stepscope_analyzer.diagnosis.replayed_gain import replay_base, with_replayed_gain
 from stepscope_analyzer.diagnosis.shape_verdict import with_finding_numbers
@@ -105,8 +107,39 @@ def _one_slow_rank(f: JobFinding, excess: dict[int, float]) -> int | None:
     return mine[0] if len(mine) == 1 else None
 
 
-def ranked(facts: JobFacts, found: Found) -> Ranked:
-    slow = list(found.slow_ranks)
+def clears_noise(w: WhatIf, z: float) -> bool:
+    """A replayed gain clears its noise: it is positive and at least `z` standard errors of the mean saving over
+    the steps (the what-if's interval is two either side)."""
+    se = max(w.gain_high_us - w.gain_us, 0.0) / 2.0 if w.gain_high_us is not None else 0.0
+    return w.gain_us > 0 and w.gain_us >= z * se
+
+
+def _not_cleared(
+    slow: list[SlowRank], findings: list[JobFinding], whatifs: list[WhatIf], shares: dict[int, float], z: float
+) -> tuple[set[int], set[Cause]]:
+    """The slow ranks and the findings whose replayed gain does not clear its noise (clears_noise), the same rule
+    in every layout: one slow rank by its own what-if, several by their combined one and each by its share (a rank
+    whose share is nothing adds nothing in any order of fixing them); a finding by the what-if whose gain is its.
+    What was not replayed keeps its detector's verdict."""
+    working = [s.rank for s in slow if s.cause not in STANDSTILL]
+    by_kind = {w.kind: w for w in whatifs}
+    ranks: set[int] = set()
+    if len(working) == 1:
+        w = _like_peers(whatifs, working[0])
+        ranks = {working[0]} if w is not None and not clears_noise(w, z) else set()
+    elif len(working) > 1 and (w := by_kind.get(ALL_LIKE_PEERS)) is not None:
+        ranks = set(working) if not clears_noise(w, z) else {r for r in working if r in shares and shares[r] <= 0}
+    causes = set()
+    for f in findings:
+        kind = REPLAYED_WHAT_IF.get(f.cause)
+        w = by_kind.get(kind) if kind is not None else None
+        if w is not None and not clears_noise(w, z):
+            causes.add(f.cause)
+    return ranks, causes
+
+
+def _ranked(facts: JobFacts, slow: list[SlowRank], found_findings: list[JobFinding], z: float) -> tuple[Ranked, bool]:
+    """The ranking of `slow` and the findings, and whether every one of them cleared its noise."""
     numbers = step_numbers(facts.ok, slow)
     working = [s.rank for s in slow if s.cause not in STANDSTILL]
     step_us = replay_base(numbers)
@@ -115,8 +148,23 @@ def ranked(facts: JobFacts, found: Found) -> Ranked:
         whatifs = what_ifs(facts.step_work, working, step_us, host)
     else:
         whatifs = dp_what_ifs(facts.ok, working, step_us)
-    slow = with_replayed_excess(slow, whatifs, step_us, _shares(facts, working, host))
-    findings = _rank_gains(with_replayed_gains(list(found.findings), whatifs), slow)
+    shares = _shares(facts, working, host)
+    drop_ranks, drop_causes = _not_cleared(slow, found_findings, whatifs, shares, z)
+    if drop_ranks or drop_causes:
+        kept = [s for s in slow if s.rank not in drop_ranks or s.cause in STANDSTILL]
+        return Ranked(kept, [f for f in found_findings if f.cause not in drop_causes], numbers, whatifs), False
+    slow = with_replayed_excess(slow, whatifs, step_us, shares)
+    findings = _rank_gains(with_replayed_gains(found_findings, whatifs), slow)
     findings = sorted(findings, key=lambda f: -f.gain_us)
     numbers = with_finding_numbers(with_replayed_gain(numbers, whatifs), findings, slow, facts.hang.hangs)
-    return Ranked(slow, findings, numbers, whatifs)
+    return Ranked(slow, findings, numbers, whatifs), True
+
+
+def ranked(facts: JobFacts, found: Found, settings: DiagnosisConfig | None = None) -> Ranked:
+    """The findings ranked by their replayed gain, without those whose gain does not clear its noise
+    (DiagnosisConfig.gain_noise_z); the ranking is replayed again for those that remain."""
+    z = (settings or DiagnosisConfig()).gain_noise_z
+    r, cleared = _ranked(facts, list(found.slow_ranks), list(found.findings), z)
+    if not cleared:
+        r, _ = _ranked(facts, r.slow, r.findings, z)
+    return r
