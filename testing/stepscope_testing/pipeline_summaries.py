@@ -33,6 +33,8 @@ class PipeShape:
     """stage -> factor on its compute (a heavy stage)"""
     rank_scale: dict[int, float] = field(default_factory=dict)
     """rank -> factor on its compute (a slow worker)"""
+    rank_host: dict[int, float] = field(default_factory=dict)
+    """rank -> µs of host work (plain Python) it runs each step after its last backward, before its stage's join"""
     microbatch_spread: float = 0.0
     """each microbatch's work drawn from [1 - spread, 1 + spread] of the mean, per replica and step (lengths)"""
     wait_as_host: bool = False
@@ -117,18 +119,20 @@ def pipeline_job(shape: PipeShape) -> list[RankReport]:
                 )
             stage_end, stage_busy = _replica_step(shape, dur)
             for s in range(shape.pp):
-                ends[s * shape.dp + replica], busy[s * shape.dp + replica] = stage_end[s], stage_busy[s]
+                rank = s * shape.dp + replica
+                ends[rank], busy[rank] = stage_end[s] + shape.rank_host.get(rank, 0.0), stage_busy[s]
         joins = {s: max(ends[s * shape.dp + d] for d in range(shape.dp)) for s in range(shape.pp)}
         step = max(joins.values()) + shape.transfer_us + shape.host_us
         durations.append(step)
         for rank in range(world):
             stage = rank // shape.dp
-            p2p = ends[rank] - busy[rank]
+            extra = shape.rank_host.get(rank, 0.0)
+            p2p = ends[rank] - busy[rank] - extra
             join_wait = joins[stage] - ends[rank]
             tail = step - joins[stage] - shape.transfer_us - shape.host_us  # waits for other stages' joins
             as_host = shape.wait_as_host and stage == shape.pp - 1
             blocked = p2p + shape.transfer_us + tail + (0.0 if as_host else join_wait)
-            host = shape.host_us + (join_wait if as_host else 0.0)
+            host = shape.host_us + extra + (join_wait if as_host else 0.0)
             fwd, bwd = work[rank]
             phases[rank].append(StepPhases(forward=fwd, backward=bwd, communication_wait=blocked, other=host))
     return [_report(shape, rank, phases[rank], durations) for rank in range(world)]

@@ -44,3 +44,21 @@ def test_a_healthy_ddp_job_on_a_loaded_machine_has_no_slow_rank() -> None:
     """The held-out part's false-alarm check: four DDP ranks sharing two busy cores, nothing planted."""
     d = analyse("cpu-dp4-balanced").diagnosis
     assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+def test_a_replica_whose_stage_runs_its_layers_twice_is_named_by_its_work() -> None:
+    """Item 1: rank 2 (stage 0, replica 1) applies each block twice on cores shared with a loaded machine. Its op
+    calls take no longer than its peer's (0.9x per call) and its wall-clock compute is its peer's, but it makes
+    1.7x its peer's calls: comparable work (calls x time per call) names it; its peer waits for it through its
+    replica's other stage."""
+    truth = json.loads((JOBS / "cpu-pp2dp2-rank2-twice" / "truth.json").read_text())
+    d = analyse("cpu-pp2dp2-rank2-twice").diagnosis
+    assert (
+        [(s.rank, s.cause.value) for s in d.slow_ranks]
+        == [(2, "compute")]
+        == [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
+    )
+    work = next(e for e in d.slow_ranks[0].evidence if e.metric == "op calls at their least")
+    assert work.value > 1.4 and "op calls per step" in work.detail, work.detail
+    assert d.verdict.startswith("Rank 2 slows the job"), d.verdict
+    assert [f.cause.value for f in d.findings] == truth["findings"]

@@ -41,6 +41,10 @@ class DiagnosisConfig:
     compute than the others)"""
     late_compute_ratio: float = 1.4
     """... its mean compute per step over the other ranks' (without CPU-contention stretches on CPU ranks)"""
+    gain_noise_z: float = 1.0
+    """a slow rank or a finding is reported only when the replay of the recorded steps gains time by at least this
+    many standard errors of its mean saving over the steps (diagnosis.ranking.clears_noise), in every layout; fitted
+    on the corpus' gloo_jobs part (bench/diagnosis_accuracy.py --fit gain_noise_z=...)"""
     noise_floor_percent: float = 0.5
     """the noise assumed is at least this share of the median step (timer and scheduling resolution)"""
     max_evidence: int = 6

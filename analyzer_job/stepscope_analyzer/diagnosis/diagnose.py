@@ -97,6 +97,6 @@ def diagnose(
         flight_recorder=flight_recorder,
         analysed=analysed,
     )
-    diagnosis = _diagnosis(facts, ranked(facts, detect_all(facts, cfg)), cfg)
+    diagnosis = _diagnosis(facts, ranked(facts, detect_all(facts, cfg), cfg), cfg)
     ok = facts.ok
     return with_comparisons(with_memory_evidence(with_gpu_evidence(diagnosis, ok), ok), ok)

@@ -1,16 +1,20 @@
 """What-if replay of a data-parallel job's steps: the step time if a slow rank ran like its peers. Pure.
 
-Every rank runs its own work of a step (the step's phases less its wait on collectives) and then joins the
-others in the step's gradient collective, so a replayed step lasts as long as its slowest rank's work. A slow
-rank running like its peers takes, each step, the median of the other ranks' work that step; every slow rank
-running like its peers (the job's gain, diagnosis.replayed_gain), the median of the ranks that are not slow. As in
-diagnosis.replay, the what-if is read as a difference: the recorded step less the mean replayed saving.
+Every rank runs its own work of a step (the step's phases less its wait on collectives: its own communication
+counts, diagnosis.rank_costs) and then joins the others in the step's gradient collective, so a replayed step lasts
+as long as its slowest rank's work. A slow rank running like its peers takes, each step, the median of the other
+ranks' work that step; every slow rank running like its peers (the job's gain, diagnosis.replayed_gain), the median
+of the ranks that are not slow. As in diagnosis.replay, the what-if is read as a difference: the recorded step less
+the mean replayed saving.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
+from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.stats import mean_interval
 from stepscope_contract.report import RankReport, StepPhases, WhatIf
 
@@ -22,19 +26,24 @@ def _work(p: StepPhases) -> float:
     return p.data_loading + p.forward + p.backward + p.optimizer + p.other
 
 
-def _replayed(work: dict[int, list[float]], steps: int, changed: list[int], step_us: float) -> WhatIf:
-    """The what-if of the `changed` ranks each taking, every step, the median of the unchanged ranks' work."""
+def _saved(work: dict[int, list[float]], steps: int, changed: list[int]) -> list[float]:
+    """Each step's saving with the `changed` ranks each taking the median of the unchanged ranks' work."""
     saved = []
     for t in range(steps):
         now = {r: w[t] for r, w in work.items()}
         others = [w for r, w in now.items() if r not in changed] or list(now.values())
         like = float(np.median(others))
         saved.append(max(now.values()) - max({**now, **dict.fromkeys(changed, like)}.values()))
+    return saved
+
+
+def _replayed(work: dict[int, list[float]], steps: int, changed: list[int], step_us: float) -> WhatIf:
+    """The what-if of the `changed` ranks each taking, every step, the median of the unchanged ranks' work."""
     many = len(changed) > 1
     return replayed_what_if(
         ALL_LIKE_PEERS if many else "like_peers",
         "every slow rank ran like its peers" if many else f"rank {changed[0]} ran like its peers",
-        saved,
+        _saved(work, steps, changed),
         step_us,
     )
 
@@ -55,14 +64,37 @@ def replayed_what_if(kind: str, change: str, saved: list[float], step_us: float)
     )
 
 
+def _work_table(ranks: list[RankReport]) -> tuple[dict[int, list[float]], int] | None:
+    """Each rank's work per recorded step, where every rank has the same recorded steps."""
+    counts = {len(r.step_phases) for r in ranks}
+    if len(counts) != 1 or 0 in counts or len(ranks) < 2:
+        return None
+    steps = counts.pop()
+    own = {s.rank: s.costs["communication"].tolist() for s in rank_samples(ranks) if s.per_step}
+    table = {}
+    for r in ranks:
+        comm = own.get(r.rank, [])
+        comm = comm if len(comm) == steps else [0.0] * steps
+        table[r.rank] = [_work(p) + c for p, c in zip(r.step_phases, comm, strict=True)]
+    return table, steps
+
+
+def dp_gain_of(ranks: list[RankReport]) -> Callable[[list[int]], float] | None:
+    """The mean replayed saving per step of any set of ranks running like the others (diagnosis.gain_shares)."""
+    table = _work_table(ranks)
+    if table is None:
+        return None
+    work, steps = table
+    return lambda changed: float(np.mean(_saved(work, steps, [r for r in changed if r in work])))
+
+
 def dp_what_ifs(ranks: list[RankReport], slow: list[int], step_us: float) -> list[WhatIf]:
     """A `like_peers` what-if for each slow rank, and an `all_like_peers` one for all of them together where there
     are several, where every rank has the same recorded steps."""
-    counts = {len(r.step_phases) for r in ranks}
-    if len(counts) != 1 or 0 in counts or len(ranks) < 2 or step_us <= 0:
+    table = _work_table(ranks)
+    if table is None or step_us <= 0:
         return []
-    work = {r.rank: [_work(p) for p in r.step_phases] for r in ranks}
-    steps = counts.pop()
+    work, steps = table
     changed = [s for s in dict.fromkeys(slow) if s in work]
     out = [_replayed(work, steps, [rank], step_us) for rank in changed]
     if len(changed) > 1:

@@ -25,6 +25,9 @@ WAIT_LABEL = "collective wait per step"
 NAMED = frozenset({"kernel", "memory", "cpu_op", "python", "user_annotation", "runtime", "host_gap", "collective"})
 """categories of the names that name_evidence lists (its detail starts with the category)"""
 
+CALLS_ALIKE = 0.05
+"""a call ratio within this of 1: the ranks make the same calls, the floors alone tell the work apart"""
+
 
 def named(e: Evidence) -> str | None:
     """The category of a name's evidence (name_evidence), None for the other evidence."""
@@ -78,12 +81,20 @@ def with_saving(evidence: list[Evidence], gain_us: float, how: str) -> list[Evid
 
 
 def floor_evidence(f: FloorEffect) -> Evidence:
-    """More work per op call, not waiting for a CPU: the rank's call floors against the other ranks'."""
-    detail = (
-        f"its op calls at their least over the recorded steps take {f.ratio:.2f}x the other ranks' (weighted median "
-        f"over {f.calls} calls; the floors of even and odd steps differ by up to {100 * math.expm1(f.noise):.0f}% "
-        "within a rank): it does more work per call; waiting for a CPU does not raise a call's least time"
-    )
+    """More work, not waiting for a CPU: the rank's op calls per step times their floors against the other ranks'."""
+    spread = f"the floors of even and odd steps differ by up to {100 * math.expm1(f.noise):.0f}% within a rank"
+    if abs(f.call_ratio - 1.0) < CALLS_ALIKE:
+        detail = (
+            f"its op calls at their least over the recorded steps take {f.ratio:.2f}x the other ranks' (weighted "
+            f"median over {f.calls} calls; {spread}): it does more work per call; waiting for a CPU does not raise a "
+            "call's least time"
+        )
+    else:
+        detail = (
+            f"its work per step is {f.ratio:.2f}x the other ranks': {f.call_ratio:.2f}x their op calls per step (at "
+            f"their time per call), each at {f.per_call:.2f}x their least time per call (weighted median over "
+            f"{f.calls} calls; {spread}): waiting for a CPU neither adds calls nor raises a call's least time"
+        )
     return Evidence(metric="op calls at their least", value=f.ratio, baseline=1.0, detail=detail)
 
 

@@ -1,4 +1,4 @@
-"""Does a CPU rank do more work per op call than the others? Its call floors against theirs. Pure.
+"""Does a CPU rank do more work than the others? Its op calls per step times their floors, against theirs. Pure.
 
 On a CPU the scheduler stretches some rank's ops for many steps in a row, so wall-clock compute cannot tell a rank
 that waits for a CPU from one that computes more; the contention correction (rank_costs) takes the stretches out,
@@ -14,6 +14,13 @@ follows the shortest input a rank drew, and healthy ranks' floors differ by as m
 noise is the largest such split over its ranks. A rank's floors stand out when their ratio reaches
 DiagnosisConfig.floor_ratio and its log is floor_noise_multiple times the job's noise: then its extra work is not
 waiting for a CPU. Every rank must carry floors of at least MIN_CALLS common calls, else nothing stands out.
+
+More work is also more calls of the same cost (a layer applied twice, a loop over more microbatches): the floors of
+the call slots every rank has cannot see it. Each op's calls per step (the rank's top functions) times the others'
+typical floor of one of its calls (the median of their slots' floors), summed over the ops every rank calls, is the
+work the rank's calls would take at the others' cost per call; over the others' own sum it is the rank's call
+ratio. The rank's work ratio, what `ratio` holds, is its floor ratio times its call ratio: comparable work, calls x
+time per call. Call counts are exact (a trace holds every call); the noise is the floors'.
 """
 
 from __future__ import annotations
@@ -40,11 +47,18 @@ MAX_WEIGHT_SHARE = 0.05
 class FloorEffect:
     rank: int
     ratio: float
-    """the rank's typical call floor over the other ranks' (weighted median)"""
+    """the rank's work over the other ranks': its per-call floor ratio times its call ratio"""
     noise: float
-    """the job's split-half noise of that ratio, as a log"""
+    """the job's split-half noise of the floor ratio, as a log"""
     calls: int
     """call slots compared"""
+    call_ratio: float = 1.0
+    """its calls per step, at the others' cost per call, over the others' (1.0 where calls are not counted)"""
+
+    @property
+    def per_call(self) -> float:
+        """the rank's typical call floor over the other ranks' (weighted median)"""
+        return self.ratio / self.call_ratio
 
     def stands_out(self, min_ratio: float, noise_multiple: float) -> bool:
         return self.ratio >= min_ratio and math.log(self.ratio) >= noise_multiple * self.noise
@@ -87,4 +101,43 @@ def floor_effects(ranks: list[RankReport]) -> dict[int, FloorEffect]:
         found[rank] = _log_ratio(floors[i], ref)
         split, _ = _log_ratio(cube[i, :, 1], np.maximum(cube[i, :, 2], 1e-9))
         noise = max(noise, abs(split))
-    return {r: FloorEffect(r, math.exp(lr), noise, n) for r, (lr, n) in found.items() if n >= MIN_CALLS}
+    calls = call_ratios(ranks)
+    return {
+        r: FloorEffect(r, math.exp(lr) * calls.get(r, 1.0), noise, n, calls.get(r, 1.0))
+        for r, (lr, n) in found.items()
+        if n >= MIN_CALLS
+    }
+
+
+def _per_call(r: RankReport) -> dict[str, tuple[float, float]]:
+    """op name -> (calls per step, the median floor of its call slots), for the ops with floors the rank counts."""
+    f = r.call_floors
+    if f is None or r.steps.count <= 0:
+        return {}
+    slots: dict[str, list[float]] = {}
+    for call, floor in zip(f.calls, f.floor_us, strict=True):
+        slots.setdefault(call.rpartition("#")[0], []).append(floor)
+    counts = {b.name: b.count for b in r.top_functions if b.count > 0}
+    return {op: (counts[op] / r.steps.count, float(np.median(v))) for op, v in slots.items() if op in counts}
+
+
+def call_ratios(ranks: list[RankReport]) -> dict[int, float]:
+    """Each rank's calls per step at the other ranks' cost per call, over the other ranks' (module docstring), over
+    the ops every rank counts; empty where they count none in common."""
+    tables = {r.rank: _per_call(r) for r in ranks}
+    if len(tables) < 2:
+        return {}
+    ops = sorted(set.intersection(*(set(t) for t in tables.values())))
+    if not ops:
+        return {}
+    order = sorted(tables)
+    calls = np.asarray([[tables[r][op][0] for op in ops] for r in order], dtype=np.float64)
+    cost = np.asarray([[tables[r][op][1] for op in ops] for r in order], dtype=np.float64)
+    out: dict[int, float] = {}
+    for i, rank in enumerate(order):
+        theirs_calls = np.median(np.delete(calls, i, axis=0), axis=0)
+        theirs_cost = np.median(np.delete(cost, i, axis=0), axis=0)
+        base = float(np.dot(theirs_calls, theirs_cost))
+        if base > 0:
+            out[rank] = float(np.dot(calls[i], theirs_cost)) / base
+    return out

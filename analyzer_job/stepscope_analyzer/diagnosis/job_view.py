@@ -30,13 +30,17 @@ class JobView:
     mean_step_us: float = 0.0
     floors: dict[int, FloorEffect] = field(default_factory=dict)
     """CPU ranks' call floors against the other ranks' (floor_test), where every rank carries them"""
+    replica_lateness: dict[int, float] = field(default_factory=dict)
+    """pipeline peers: how long the other replicas wait for this rank's replica per step (diagnosis.peers)"""
 
     def others_wait(self, rank: int) -> float:
         return self.others_waits[rank]
 
     def lateness(self, rank: int) -> float:
-        """How long the other ranks wait for this one per step (their median wait minus its own)."""
-        return self.others_waits[rank] - self.waits[rank]
+        """How long the other ranks wait for this one per step (their median wait minus its own); among pipeline
+        peers, at least how long the other replicas wait for its replica."""
+        own = self.others_waits[rank] - self.waits[rank]
+        return max(own, self.replica_lateness.get(rank, own))
 
 
 def _mine_and_theirs(values: dict[int, float]) -> dict[int, tuple[float, float]]:
@@ -82,13 +86,27 @@ def wall_excess(view: JobView, rank: int, cost: str) -> float:
     return mine - theirs
 
 
-def job_view(ranks: list[RankReport]) -> JobView:
+def _waits(samples: dict[int, RankSamples]) -> tuple[dict[int, float], dict[int, float]]:
+    """Each rank's mean wait per step (as ranks[] quotes it) and the median of the other ranks'."""
+    waits = {r: float(np.mean(s.wait)) for r, s in samples.items()}
+    return waits, {r: theirs for r, (_, theirs) in _mine_and_theirs(waits).items()}
+
+
+def latenesses(ranks: list[RankReport]) -> dict[int, float]:
+    """How long the other ranks wait for each rank per step (JobView.lateness without a replica's)."""
+    waits, others = _waits({s.rank: s for s in rank_samples(ranks)})
+    return {r: others[r] - w for r, w in waits.items()}
+
+
+def job_view(ranks: list[RankReport], replica_lateness: dict[int, float] | None = None) -> JobView:
+    """The view of `ranks`; `replica_lateness`: among pipeline peers, how long the other replicas wait for each
+    rank's replica (diagnosis.peers)."""
     samples = {s.rank: s for s in rank_samples(ranks)}
     pooled = np.concatenate([s.step_us for s in samples.values()])
-    waits = {r: float(np.mean(s.wait)) for r, s in samples.items()}  # per step, as ranks[] quotes it
-    others = {r: theirs for r, (_, theirs) in _mine_and_theirs(waits).items()}
+    waits, others = _waits(samples)
     wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
     blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
     median_step, mean_step = float(np.median(pooled)), float(np.mean(pooled))
     floors = floor_effects(ranks)
-    return JobView(samples, median_step, waits, others, wall, blocked, wait_is_measured(ranks), mean_step, floors)
+    return JobView(samples, median_step, waits, others, wall, blocked, wait_is_measured(ranks), mean_step, floors,
+                   dict(replica_lateness or {}))  # fmt: skip

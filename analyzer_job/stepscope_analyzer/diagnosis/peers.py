@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.job_view import latenesses
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
 from stepscope_contract.report import Evidence, RankReport, SlowRank, StepPhases
@@ -69,17 +70,33 @@ def waiting_not_work(peers: list[RankReport]) -> list[RankReport]:
     return out
 
 
+def replica_lateness(cohorts: list[list[RankReport]], layout: Layout) -> dict[int, float]:
+    """Each rank's replica's lateness: the most any of its ranks keeps its peers (the other replicas' ranks of its
+    stage) waiting per step. A slow rank of stage 0 delays its replica's later stages through the schedule, and the
+    other replicas wait for the replica at the join of whichever stage it reaches last: the wait shows there."""
+    own: dict[int, float] = {}
+    for cohort in cohorts:
+        own.update(latenesses(cohort))
+    most: dict[int, float] = {}
+    for rank, late in own.items():
+        replica = layout.replica.get(rank, 0)
+        most[replica] = max(most.get(replica, late), late)
+    return {rank: most[layout.replica.get(rank, 0)] for rank in own}
+
+
 def find_slow_peers(ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layout | None) -> list[SlowRank]:
-    """Slow ranks, each found against its peers only (every rank against every other without stages)."""
+    """Slow ranks, each found against its peers only (every rank against every other without stages); the other
+    replicas' waiting for a rank is its replica's (replica_lateness)."""
     if layout is None or layout.stages < 2:
         return find_slow_ranks(ranks, cfg)
     by_rank = {r.rank: r for r in ranks}
     peer_cfg = dataclasses.replace(cfg, wait_share=min(cfg.wait_share, PEER_WAIT_SHARE))
+    cohorts = [waiting_not_work([by_rank[r] for r in c]) for c in layout.peers(list(by_rank)) if len(c) >= 2]
+    late = replica_lateness(cohorts, layout)
     out: list[SlowRank] = []
-    for cohort in layout.peers(list(by_rank)):
-        if len(cohort) < 2:
-            continue  # a stage without replicas has no peers: only the stage comparison speaks of it
-        for s in find_slow_ranks(waiting_not_work([by_rank[r] for r in cohort]), peer_cfg):
+    for cohort_ranks in cohorts:  # a stage without replicas has no peers: only the stage comparison speaks of it
+        cohort = [r.rank for r in cohort_ranks]
+        for s in find_slow_ranks(cohort_ranks, peer_cfg, late):
             out.append(s.model_copy(update={"evidence": [*s.evidence, _peer_evidence(layout, s.rank, cohort)]}))
     out.sort(key=lambda s: (-s.excess_us, s.rank))
     return out

@@ -3,13 +3,16 @@
 Each recorded step is replayed through its dependencies: in every replica each stage runs its microbatches'
 forwards and backwards in the 1F1B order (min(S - s - 1, M) warm-up forwards, then one forward and one backward
 in turn, then the cool-down backwards), a forward after the previous stage's forward of the same microbatch (a P2P
-edge), a backward after the next stage's backward (the last stage's after its own forward); then the replicas of
-each stage join in their gradients' all_reduce, and the step ends when the last stage group has joined. A rank's
-microbatches take its recorded forward and backward time of that step, shared evenly over the microbatches (the
-traces time whole steps). The replayed step is a model: what-ifs are read as differences, the recorded step less
-(replayed now - replayed with the change), averaged over the steps.
+edge), a backward after the next stage's backward (the last stage's after its own forward); then each rank runs
+its host work of the step (data loading and other host time, less what its peers' compute shows to be waiting for
+them: diagnosis.peers.waiting_not_work), and the replicas of each stage join in their gradients' all_reduce; the
+step ends when the last stage group has joined. A rank's microbatches take its recorded forward and backward time
+of that step, shared evenly over the microbatches (the traces time whole steps). The replayed step is a model:
+what-ifs are read as differences, the recorded step less (replayed now - replayed with the change), averaged over
+the steps.
 
-What-ifs: a slow rank running like its peers (its time each step the median of its stage's other replicas'),
+What-ifs: a slow rank running like its peers (each step, the median of its stage's other replicas' time in the
+cost it is slow in: forward and backward, or host work for a host straggler),
 every slow rank like its peers together (the job's gain, diagnosis.replayed_gain),
 balanced stages (every stage of a replica doing the mean of that replica's stages that step), and every step's
 work at its median (each rank's time each step its median over the steps: inputs of one size). A stage
@@ -26,10 +29,11 @@ import numpy as np
 
 from stepscope_analyzer.diagnosis.dp_replay import ALL_LIKE_PEERS, replayed_what_if
 from stepscope_analyzer.diagnosis.layout import Layout
-from stepscope_contract.report import Cause, JobFinding, RankReport, WhatIf
+from stepscope_analyzer.diagnosis.peers import waiting_not_work
+from stepscope_contract.report import Cause, JobFinding, RankReport, StepPhases, WhatIf
 
-Work = dict[int, tuple[float, float]]
-"""rank -> (forward µs, backward µs) of one step"""
+Work = dict[int, tuple[float, float, float]]
+"""rank -> (forward µs, backward µs, host µs) of one step"""
 
 
 @dataclass(frozen=True)
@@ -75,29 +79,48 @@ def _replica_ends(stages: int, micro: int, work: list[tuple[float, float]]) -> l
     return free
 
 
+NO_WORK = (0.0, 0.0, 0.0)
+
+
+def tuple_median(rows: list[tuple[float, float, float]]) -> tuple[float, float, float]:
+    """Each of the three costs' median over `rows`."""
+    f, b, h = (float(np.median([row[i] for row in rows])) for i in range(3))
+    return f, b, h
+
+
 def replay_step(job: StepWork, work: Work) -> float:
     """The replayed duration of one step with `work` (see the module docstring)."""
     m = max(job.microbatches, 1)
     joins = [0.0] * job.stages
     for d in range(job.replicas):
-        per = []
+        per: list[tuple[float, float]] = []
+        host: list[float] = []
         for s in range(job.stages):
             rank = job.cells.get((s, d))
-            f, b = work.get(rank, (0.0, 0.0)) if rank is not None else (0.0, 0.0)
+            f, b, h = work.get(rank, NO_WORK) if rank is not None else NO_WORK
             per.append((f / m, b / m))
+            host.append(h)
         for s, end in enumerate(_replica_ends(job.stages, m, per)):
-            joins[s] = max(joins[s], end)
+            joins[s] = max(joins[s], end + host[s])
     return max(joins)
 
 
+def _host(p: StepPhases) -> float:
+    return p.data_loading + p.other
+
+
 def step_work(layout: Layout, ranks: list[RankReport], microbatches: int | None) -> StepWork | None:
-    """The recorded forward and backward time of every rank in every step, where every rank has the same steps."""
+    """The recorded forward, backward and host time of every rank in every step, where every rank has the same
+    steps (host time less the waiting for a peer that it holds: diagnosis.peers.waiting_not_work, per stage)."""
     counts = {len(r.step_phases) for r in ranks}
     if len(counts) != 1 or 0 in counts or layout.stages < 2:
         return None
     cells = {(layout.stage.get(r.rank, 0), layout.replica.get(r.rank, 0)): r.rank for r in ranks}
+    by_rank = {r.rank: r for r in ranks}
+    worked = [r for cohort in layout.peers(list(by_rank)) for r in waiting_not_work([by_rank[x] for x in cohort])]
     steps = [
-        {r.rank: (r.step_phases[t].forward, r.step_phases[t].backward) for r in ranks} for t in range(counts.pop())
+        {r.rank: (r.step_phases[t].forward, r.step_phases[t].backward, _host(r.step_phases[t])) for r in worked}
+        for t in range(counts.pop())
     ]
     return StepWork(layout.stages, layout.replicas, microbatches or 1, cells, steps)
 
@@ -112,7 +135,10 @@ def what_if(job: StepWork, change: Callable[[int, Work], Work], step_us: float) 
     return max(step_us - float(np.mean(savings(job, change))), 0.0)
 
 
-def like_peers(job: StepWork, rank: int, exclude: list[int] | None = None) -> Callable[[int, Work], Work]:
+def like_peers(
+    job: StepWork, rank: int, exclude: list[int] | None = None, host: bool = False
+) -> Callable[[int, Work], Work]:
+    """`rank` like its stage's other replicas in its forward and backward, or with `host` in its host work."""
     stage = next((s for (s, _), r in job.cells.items() if r == rank), None)
     peers = [r for (s, _), r in job.cells.items() if s == stage and r != rank]
     peers = [r for r in peers if r not in (exclude or [])] or peers
@@ -120,21 +146,28 @@ def like_peers(job: StepWork, rank: int, exclude: list[int] | None = None) -> Ca
     def change(_: int, w: Work) -> Work:
         if not peers:
             return w
-        f = float(np.median([w[p][0] for p in peers]))
-        b = float(np.median([w[p][1] for p in peers]))
-        return {**w, rank: (f, b)}
+        f, b, h = tuple_median([w[p] for p in peers])
+        mine = w[rank]
+        return {**w, rank: (mine[0], mine[1], h) if host else (f, b, mine[2])}
 
     return change
 
 
-def all_like_peers(job: StepWork, ranks: list[int]) -> Callable[[int, Work], Work]:
-    """Every rank of `ranks` like its stage's replicas that are not among them (all of them where none is left)."""
-    changes = [(r, like_peers(job, r, exclude=ranks)) for r in ranks]
+def all_like_peers(job: StepWork, ranks: list[int], host: frozenset[int] = frozenset()) -> Callable[[int, Work], Work]:
+    """Every rank of `ranks` like its stage's replicas that are not among them (all of them where none is left), in
+    host work for the ranks of `host`."""
+    changes = [(r, like_peers(job, r, exclude=ranks, host=r in host)) for r in ranks]
 
     def change(t: int, w: Work) -> Work:
         return {**w, **{r: one(t, w)[r] for r, one in changes}}
 
     return change
+
+
+def pipeline_gain_of(job: StepWork, host: frozenset[int] = frozenset()) -> Callable[[list[int]], float]:
+    """The mean replayed saving per step of any set of slow ranks running like their peers (diagnosis.gain_shares);
+    `host`: the slow ranks whose host work is what stands out."""
+    return lambda ranks: float(np.mean(savings(job, all_like_peers(job, ranks, host))))
 
 
 def balanced_stages(job: StepWork) -> Callable[[int, Work], Work]:
@@ -144,27 +177,25 @@ def balanced_stages(job: StepWork) -> Callable[[int, Work], Work]:
             members = [r for (_, rep), r in job.cells.items() if rep == d]
             f = float(np.mean([w[r][0] for r in members]))
             b = float(np.mean([w[r][1] for r in members]))
-            out.update({r: (f, b) for r in members})
+            out.update({r: (f, b, w[r][2]) for r in members})
         return out
 
     return change
 
 
 def median_work(job: StepWork) -> Callable[[int, Work], Work]:
-    medians = {
-        r: (float(np.median([w[r][0] for w in job.steps])), float(np.median([w[r][1] for w in job.steps])))
-        for r in job.steps[0]
-    }
+    medians = {r: tuple_median([w[r] for w in job.steps]) for r in job.steps[0]}
     return lambda _, w: {r: medians[r] for r in w}
 
 
-def what_ifs(job: StepWork | None, slow: list[int], step_us: float) -> list[WhatIf]:
-    """The step time under each what-if (a slow rank like its peers, balanced stages, work at its median)."""
+def what_ifs(job: StepWork | None, slow: list[int], step_us: float, host: frozenset[int] = frozenset()) -> list[WhatIf]:
+    """The step time under each what-if (a slow rank like its peers, balanced stages, work at its median); `host`:
+    the slow ranks whose host work, not their compute, is what stands out."""
     if job is None or step_us <= 0:
         return []
-    changes = [("like_peers", f"rank {r} ran like its peers", like_peers(job, r)) for r in slow]
+    changes = [("like_peers", f"rank {r} ran like its peers", like_peers(job, r, host=r in host)) for r in slow]
     if len(slow) > 1:
-        changes.append((ALL_LIKE_PEERS, "every slow rank ran like its peers", all_like_peers(job, slow)))
+        changes.append((ALL_LIKE_PEERS, "every slow rank ran like its peers", all_like_peers(job, slow, host)))
     changes += [
         ("balanced_stages", "the stages were balanced", balanced_stages(job)),
         ("median_work", "every step's work took its median", median_work(job)),

@@ -66,6 +66,7 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
     out: dict[int, list[Flag]] = {}
     wall_compute: dict[int, Effect] = {}
     wall_host: dict[int, Effect] = {}
+    tested_compute: dict[int, Effect] = {}
     for cost in COSTS:
         if cost == "communication" and not view.measured_wait:
             continue  # estimated waits leave every rank the same own communication time
@@ -79,11 +80,13 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
         if cost == "host":
             wall_host = wall_effects
         for e in effects(tested, noise_floor, residual, waiting):
+            if cost == "compute":
+                tested_compute[e.rank] = e
             wall = wall_excess(view, e.rank, cost)
             stands_out = e.z >= cfg.outlier_threshold and wall_effects[e.rank].z >= cfg.wall_corroboration_z
             if stands_out and e.consistent(cfg.consistency_alpha) and min(e.excess_us, wall) >= floor:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
-    _flag_floors(view, cfg, wall_compute, out)
+    _flag_floors(view, cfg, tested_compute, out)
     _flag_late(view, cfg, wall_compute, out)
     _flag_ops_outside(view, cfg, wall_host, out)
     return out
@@ -133,17 +136,20 @@ def _flag_late(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out
             out.setdefault(rank, []).append(Flag("compute", wall[rank], excess, late=means))
 
 
-def _flag_floors(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
-    """CPU ranks whose compute did not stand out once corrected for contention, but whose op calls at their least
-    take floor_ratio times the others' (floor_test): their wall-clock compute (`wall`: its test per rank) must stand
-    out (wall_corroboration_z), consistently over the steps and by the user's floor; the flag carries that test."""
+def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
+    """CPU ranks whose compute did not stand out once corrected for contention, but whose work (floor_test: op
+    calls per step times their least time) is floor_ratio times the others': its excess is the share of its
+    wall-clock compute that is extra work (its compute less the same over its work ratio), and must reach the
+    user's floor. The contention-corrected compute (`tested`: its test per rank) must lean the same way, above the
+    others' in most steps; wall-clock time is no check here, as on shared cores it holds as much waiting for a CPU
+    as work. The flag carries the corrected test."""
     for rank, f in view.floors.items():
         flagged = any(x.cost == "compute" for x in out.get(rank, []))
-        if flagged or not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple):
+        if flagged or rank not in tested or not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple):
             continue
-        e, excess = wall[rank], wall_excess(view, rank, "compute")
-        corroborated = e.z >= cfg.wall_corroboration_z and e.consistent(cfg.consistency_alpha)
-        if corroborated and excess >= cfg.floor_us(view.step_us):
+        e = tested[rank]
+        excess = (1.0 - 1.0 / f.ratio) * view.wall["compute"][rank][0]
+        if e.excess_us > 0 and 2 * e.steps_above > e.steps and excess >= cfg.floor_us(view.step_us):
             out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f))
 
 
@@ -229,11 +235,14 @@ def _flag_evidence(flag: Flag, view: JobView, rank: int, gain: float | None) -> 
     return out
 
 
-def find_slow_ranks(ranks: list[RankReport], cfg: DiagnosisConfig) -> list[SlowRank]:
-    """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job."""
+def find_slow_ranks(
+    ranks: list[RankReport], cfg: DiagnosisConfig, replica_lateness: dict[int, float] | None = None
+) -> list[SlowRank]:
+    """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job.
+    `replica_lateness`: among pipeline peers, how long the other replicas wait for each rank's replica."""
     if len(ranks) < 2:
         return []
-    view = job_view(ranks)
+    view = job_view(ranks, replica_lateness)
     by_rank = {r.rank: r for r in ranks}
     tables: dict[Cause, dict[int, dict[tuple[str, str], float]]] = {}
     result: list[SlowRank] = []

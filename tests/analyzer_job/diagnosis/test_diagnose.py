@@ -158,10 +158,10 @@ def test_two_stragglers_at_once_are_both_named() -> None:
     ranks = synthetic_job(JobShape(world_size=8), noise=0.02, extra={2: {"host": 30_000.0}, 5: {"compute": 20_000.0}})
     d = diagnose(ranks)
     assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.HOST), (5, Cause.COMPUTE)]
-    # fixing both (replayed) makes the job about as fast as removing the worst one's excess: it waits for the slowest
+    # fixing both (replayed) is the job's gain, and the two excesses are its shares: they add up to it
     both = next(w for w in d.what_if if w.kind == "all_like_peers")
     assert d.expected_step_us == pytest.approx(both.step_us, abs=0.1)
-    assert d.expected_step_us == pytest.approx(d.median_step_us - d.slow_ranks[0].excess_us, rel=0.03)
+    assert d.expected_step_us == pytest.approx(d.median_step_us - sum(s.excess_us for s in d.slow_ranks), abs=1.0)
     # fixing rank 2 alone leaves the job waiting for rank 5: it gains less than fixing both
     alone = next(w for w in d.what_if if w.change == "rank 2 ran like its peers")
     assert 0 < alone.gain_us < both.gain_us - 0.5 * d.slow_ranks[1].excess_us

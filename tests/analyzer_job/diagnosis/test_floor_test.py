@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from stepscope_analyzer.diagnosis.floor_test import MIN_CALLS, floor_effects
-from stepscope_contract.report import CallFloors, RankReport
+from stepscope_contract.report import Bottleneck, CallFloors, RankReport
 from stepscope_testing.synthetic import JobShape, synthetic_job
 
 pytestmark = pytest.mark.unit
@@ -62,3 +62,31 @@ def test_nothing_is_compared_without_floors_on_every_rank_or_enough_common_calls
     few = CallFloors(calls=CALLS[: MIN_CALLS - 1], floor_us=[100.0] * (MIN_CALLS - 1),
                      even_us=[100.0] * (MIN_CALLS - 1), odd_us=[100.0] * (MIN_CALLS - 1), steps=8)  # fmt: skip
     assert floor_effects(_ranks([few, few])) == {}
+
+
+def _counted(floors: CallFloors, calls_per_step: list[float], steps: int = 8) -> dict[str, object]:
+    """A rank's floors with its top functions counting each op's calls over `steps` steps."""
+    ops = [c.rpartition("#")[0] for c in floors.calls]
+    tops = [
+        Bottleneck(name=op, category="cpu_op", count=round(n * steps))
+        for op, n in zip(ops, calls_per_step, strict=True)
+    ]
+    return {"call_floors": floors, "top_functions": tops}
+
+
+def test_a_rank_that_makes_more_calls_at_the_same_cost_per_call_stands_out() -> None:
+    """A layer applied twice: the same floor per call, twice the calls of three ops in four. Work is calls x time per
+    call, so its ratio is its call ratio; the others' stays 1."""
+    ranks = synthetic_job(JobShape(world_size=4, steps=8), noise=0.02, seed=1)
+    twice = np.where(np.arange(len(CALLS)) % 4 == 0, 1.0, 2.0)
+    counts = [np.ones(len(CALLS))] * 3 + [twice]
+    ranks = [r.model_copy(update=_counted(_floors(np.ones(40), seed=i), c.tolist())) for i, (r, c) in
+             enumerate(zip(ranks, counts, strict=True))]  # fmt: skip
+    effects = floor_effects(ranks)
+    expected = float(
+        np.dot(twice, np.linspace(50.0, 2_000.0, len(CALLS))) / np.linspace(50.0, 2_000.0, len(CALLS)).sum()
+    )
+    assert effects[3].call_ratio == pytest.approx(expected, rel=0.05)
+    assert effects[3].per_call == pytest.approx(1.0, abs=0.05)
+    assert effects[3].ratio == pytest.approx(expected, rel=0.08) and effects[3].stands_out(1.4, 4.0)
+    assert all(not effects[r].stands_out(1.4, 4.0) and effects[r].call_ratio == pytest.approx(1.0) for r in range(3))

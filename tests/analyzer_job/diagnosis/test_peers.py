@@ -9,10 +9,12 @@ import pytest
 
 from stepscope_analyzer.diagnosis import diagnose
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.peers import waiting_not_work
+from stepscope_analyzer.diagnosis.job_view import latenesses
+from stepscope_analyzer.diagnosis.layout import Layout
+from stepscope_analyzer.diagnosis.peers import replica_lateness, waiting_not_work
 from stepscope_analyzer.diagnosis.rank_costs import with_collective_waits
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
-from stepscope_contract.report import Cause
+from stepscope_contract.report import Cause, ParallelLayout
 from stepscope_testing.pipeline_summaries import PipeShape, pipeline_job
 from stepscope_testing.synthetic import JobShape, synthetic_job
 
@@ -71,3 +73,30 @@ def test_the_verdict_keeps_the_slow_node() -> None:
     ranks = [r.model_copy(update={"node": f"node-{r.rank // 2}"}) for r in pipeline_job(SLOW_LAST_STAGE)]
     d = diagnose(ranks)
     assert d.verdict.startswith("Rank 13 on node node-6 slows the job")
+
+
+def test_the_other_replicas_wait_for_a_rank_through_its_whole_replica() -> None:
+    """A slow stage-0 worker delays its replica's stage 1 through the schedule: the other replicas may wait for the
+    replica at either stage's join. Each rank's replica lateness is the most any rank of its replica keeps its
+    own peers waiting, the same for every rank of a replica, and never below the rank's own."""
+    layout_job = pipeline_job(PipeShape(pp=2, dp=2, rank_scale={1: 1.6}, device="cpu"))
+    d = diagnose(layout_job)
+    assert d.layout is not None
+    stage = {x.rank: x.stage for x in d.layout.ranks}
+    replica = {x.rank: x.replica for x in d.layout.ranks}
+    by_rank = {r.rank: r for r in with_collective_waits(layout_job)}
+    cohorts = [waiting_not_work([by_rank[r] for r in sorted(by_rank) if stage[r] == s]) for s in (0, 1)]
+    own: dict[int, float] = {}
+    for cohort in cohorts:
+        own.update(latenesses(cohort))
+    late = replica_lateness(cohorts, _layout(d.layout))
+    for r, value in late.items():
+        mates = [x for x in late if replica[x] == replica[r]]
+        assert value == max(own[x] for x in mates) >= own[r]
+    assert late[1] > 0 and late[1] == late[next(x for x in late if x != 1 and replica[x] == replica[1])]
+
+
+def _layout(shape: ParallelLayout) -> Layout:
+    stage = {x.rank: x.stage for x in shape.ranks}
+    replica = {x.rank: x.replica for x in shape.ranks}
+    return Layout(shape.stages, shape.replicas, 1, stage, replica, {r: 0 for r in stage}, "test")
