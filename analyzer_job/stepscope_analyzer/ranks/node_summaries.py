@@ -16,11 +16,10 @@ what it does with its own `compute` result (node, pod, GPU metrics and manifest 
 report is the same.
 
 A summary is untrusted input (the pod's folder): read within max_node_summary_bytes (refused from its stored size),
-its values counted on the bytes before decoding (max_node_summary_values), checked against its declared
-shape by one typed, bounded decode (summary_shape_decoder: no NaN or Infinity, every cap, in C) before the model is
-built from the bytes (one that the decoder or the model refuses is decoded again and walked, shape_error, for the
-reason), and bound to the rank's trace and the session's capture
-(NodeSummary.binding_error, in the pipeline once the manifest is known). What every summary holds beyond
+its values counted on the bytes before decoding (max_node_summary_values), decoded by the model's own validator with
+the declared shape built in (summary_shape_decoder: no NaN or Infinity, every cap, checked as the model is built; one
+it refuses is decoded again and walked, shape_error, for the reason), and bound to the rank's trace and the session's
+capture (NodeSummary.binding_error, in the pipeline once the manifest is known). What every summary holds beyond
 max_node_summary_free_bytes draws on one budget per analysis (max_node_summary_total_bytes). A summary refused for
 any of these gives the rank an error naming the reason, and its trace is parsed here, bounded as traces are.
 """
@@ -47,7 +46,7 @@ from pydantic_core import from_json
 
 from stepscope_analyzer import limits, tool_version
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
-from stepscope_analyzer.ranks.summary_shape_decoder import value_bound, within_shape
+from stepscope_analyzer.ranks.summary_shape_decoder import bounded_validator, value_bound
 from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.workers.rank_pool import Computed
 from stepscope_contract.analysis_documents import NodeSummary
@@ -176,12 +175,14 @@ def _checked(data: bytes, budget: SummaryBudget) -> NodeSummary:
 
 
 def _model(data: bytes) -> NodeSummary:
-    """The summary in `data`: checked by one typed, bounded decode of its bytes, then built by the model's own; where
-    either refuses, the document decoded again and walked, for the reason in the shape's or the model's words."""
+    """The summary in `data`, built by one typed decode of its bytes that checks its declared shape as it goes; where
+    that refuses, the document decoded again and walked, for the reason in the shape's or the model's words."""
+    validator = bounded_validator()
     with _ONE_LARGE_AT_ONCE if len(data) > _LARGE else contextlib.nullcontext():
-        if within_shape(data):
+        if validator is not None:
             try:
-                return NodeSummary.model_validate_json(data)
+                summary: NodeSummary = validator.validate_json(data)
+                return summary
             except ValidationError:
                 pass
         return _walked(_decoded(data))

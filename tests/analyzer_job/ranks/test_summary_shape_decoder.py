@@ -1,8 +1,9 @@
 """The typed, bounded decode of a node summary (summary_shape_decoder) checks what node_summary_shape's walk checks:
-every list of every struct carries its cap from CAPS at its nesting level, every number its bound and every text its
-length; it refuses the documents the walk refuses (lists beyond their caps, lists that do not go together, NaN,
-Infinity and numbers beyond 2^53 anywhere, long texts and keys, unknown keys) and accepts an honest summary, from
-which the reader builds the very model the walk's path builds. Its value count is the contract's."""
+every list of every model carries its cap from CAPS at its nesting level, every number its bound and every text its
+length, in nested models too (their own validators are not reused); it refuses the documents the walk refuses (lists
+beyond their caps, lists that do not go together, NaN, Infinity and numbers beyond 2^53 anywhere, long texts and keys,
+unknown keys) and accepts an honest summary, from which the reader builds the very model the walk's path builds. Its
+value count is the contract's."""
 
 from __future__ import annotations
 
@@ -11,12 +12,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-import msgspec
 import pytest
+from pydantic import ValidationError
 
 from stepscope_analyzer.ranks import node_summaries
 from stepscope_analyzer.ranks.node_summaries import summarise_trace
-from stepscope_analyzer.ranks.summary_shape_decoder import _struct, value_bound, within_shape
+from stepscope_analyzer.ranks.summary_shape_decoder import PROBE, bounded_schema, bounded_validator, value_bound
 from stepscope_contract import node_summary_shape
 from stepscope_contract.analysis_documents import NodeSummary
 from stepscope_contract.node_summary_shape import (
@@ -28,37 +29,58 @@ from stepscope_contract.node_summary_shape import (
     NUMBER_BOUND,
     shape_error,
 )
+from stepscope_contract.report import RankReport
 
 TRACE = Path(__file__).parents[1] / "fixtures" / "gloo_2rank_rank1.pt.trace.json.gz"
 
 
-def _bounds(kind: Any, owner: str, field: str, level: int, seen: set[str]) -> set[str]:
-    """The 'Model.field' of every list met under `kind`, each checked to carry its cap; numbers and texts checked to
-    carry theirs."""
-    info = msgspec.inspect
-    if isinstance(kind, info.UnionType):
-        return set().union(*(_bounds(t, owner, field, level, seen) for t in kind.types))
-    if isinstance(kind, info.ListType):
-        assert kind.max_length == CAPS[f"{owner}.{field}"][level].most, (owner, field, level)
-        return {f"{owner}.{field}"} | _bounds(kind.item_type, owner, field, level + 1, seen)
-    if isinstance(kind, info.FloatType | info.IntType):
-        assert (kind.ge, kind.le) == (-NUMBER_BOUND, NUMBER_BOUND), (owner, field)
-    elif isinstance(kind, info.StrType):
-        assert kind.max_length == MAX_TEXT_CHARS, (owner, field)
-    elif isinstance(kind, info.StructType):
-        model = kind.cls.__name__.removeprefix("Bounded")
-        assert kind.forbid_unknown_fields, model
-        if model in seen:
-            return set()
-        seen.add(model)
-        return set().union(*(_bounds(f.type, model, f.name, 0, seen) for f in kind.fields))
-    else:
-        assert isinstance(kind, info.BoolType | info.NoneType), (owner, field, kind)
-    return set()
+def _bounds(schema: Any, owner: str, field: str, level: int) -> set[str]:
+    """The 'Model.field' of every list met in the core `schema`, each checked to carry its cap; numbers and texts
+    checked to carry theirs."""
+    if isinstance(schema, list):
+        return set().union(set(), *(_bounds(s, owner, field, level) for s in schema))
+    if not isinstance(schema, dict):
+        return set()
+    kind = schema.get("type")
+    found: set[str] = set()
+    if kind == "model":
+        owner, field, level = schema["cls"].__name__, "", 0
+        assert schema["config"]["extra_fields_behavior"] == "forbid", owner
+    elif kind == "model-field":
+        level = 0
+    elif kind == "list":
+        assert schema["max_length"] <= CAPS[f"{owner}.{field}"][level].most, (owner, field, level)
+        found.add(f"{owner}.{field}")
+        return found | _bounds(schema["items_schema"], owner, field, level + 1)
+    elif kind in ("float", "int"):
+        assert schema["ge"] >= -NUMBER_BOUND and schema["le"] <= NUMBER_BOUND, (owner, field)
+        assert kind == "int" or schema["allow_inf_nan"] is False, (owner, field)
+    elif kind == "str":
+        assert schema["max_length"] <= MAX_TEXT_CHARS, (owner, field)
+    if kind == "model-fields":
+        return set().union(set(), *(_bounds(f, owner, name, 0) for name, f in schema["fields"].items()))
+    return set().union(found, *(_bounds(v, owner, field, level) for k, v in schema.items() if k not in _NOT_SCHEMA))
+
+
+_NOT_SCHEMA = {"cls", "metadata", "serialization", "config", "function", "default", "default_factory", "members"}
 
 
 def test_every_list_number_and_text_carries_its_bound() -> None:
-    assert _bounds(msgspec.inspect.type_info(_struct(NodeSummary, {})), "", "", 0, set()) == set(CAPS)
+    schema, models = bounded_schema(NodeSummary)
+    assert _bounds(schema, "", "", 0) == set(CAPS)
+    assert {m.__name__ for m in models} >= {"NodeSummary", "RankReport", "RankManifest", "StepStats"}
+
+
+def test_the_bounds_apply_in_nested_models() -> None:
+    """pydantic-core compiles the bounded schema's models anew (not their own validators reused): the probe, a
+    number past NUMBER_BOUND in a nested model, is refused, and the same document within bounds is not."""
+    validator = bounded_validator()
+    assert validator is not None
+    with pytest.raises(ValidationError):
+        validator.validate_json(json.dumps(PROBE))
+    within = json.loads(json.dumps(PROBE).replace("1e+300", "1.0"))
+    assert validator.validate_json(json.dumps(within)) == NodeSummary.model_validate(within)
+    assert RankReport.model_validate({"rank": 0, "steps": {"durations_us": [1e300]}})  # the models themselves unchanged
 
 
 def _doc(summary: dict[str, object]) -> bytes:
@@ -102,6 +124,16 @@ def _honest() -> bytes:
     return node.model_dump_json(by_alias=True, exclude_none=True).encode()
 
 
+def within_shape(data: bytes) -> bool:
+    validator = bounded_validator()
+    assert validator is not None
+    try:
+        validator.validate_json(data)
+    except ValidationError:
+        return False
+    return True
+
+
 def test_an_honest_summary_is_within_its_shape_and_built_as_the_walk_builds_it() -> None:
     data = _honest()
     assert within_shape(data)
@@ -116,10 +148,9 @@ def test_what_the_decoder_refuses_is_still_read_with_the_walks_reason() -> None:
         node_summaries._model(_doc({"step_phases": [{}] * (MAX_SUMMARY_STEPS + 1)}))
     with pytest.raises(ValueError, match="NaN in the document: numbers must be finite"):
         node_summaries._model(_doc({"steps": {"median_us": 1.5}}).replace(b"1.5", b"NaN"))
-    snake = json.loads(_honest())
-    snake["analyzer_version"] = snake.pop("analyzerVersion")  # a field by its name: within the shape, not the decoder's
-    assert not within_shape(json.dumps(snake).encode())
-    assert node_summaries._model(json.dumps(snake).encode()) == NodeSummary.model_validate(snake)
+    wrong = {**json.loads(_honest()), "topN": 0}  # within the shape, refused by the model
+    with pytest.raises(ValueError, match="not a node summary: 1 validation error for NodeSummary\ntopN"):
+        node_summaries._model(json.dumps(wrong).encode())
 
 
 def test_the_value_count_is_the_contracts() -> None:
