@@ -64,8 +64,11 @@ class LocalStore:
             size = path.stat().st_size
             if size > most and not truncate:
                 raise TooLargeError(key, size)
+            limit = most if truncate else most + 1  # one byte more: a file that grew since its size was read
             with path.open("rb") as fh:
-                data = fh.read(most if truncate else most + 1)  # a file that grew since its size was read
+                data = fh.read(min(size + 1, limit))  # a buffer of the file's size, not of the limit
+                if len(data) > size:  # it grew: read on up to the limit
+                    data += fh.read(limit - len(data))
             if len(data) > most:
                 raise TooLargeError(key, len(data))
             return data
