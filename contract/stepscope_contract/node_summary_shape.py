@@ -1,4 +1,5 @@
-"""The declared shape of a node summary (analysis_documents.NodeSummary), checked before any model is built. Pure.
+"""The declared shape of a node summary (analysis_documents.NodeSummary), checked before any model is built or as it is
+built. Pure.
 
 A node summary comes from a training pod's folder in storage, so it is read as untrusted input, in three steps that
 each bound what the next one may build:
@@ -8,7 +9,9 @@ each bound what the next one may build:
    but the first follows a ',', '[' or '{', so the count bounds what decoding can build whatever the document holds);
 3. shape: `shape_error(document)` on the decoded JSON: every list within its cap in CAPS (one entry per list field of
    the models, per nesting level), the lists that hold one entry per step, call or point of equal length (PARALLEL),
-   every text within MAX_TEXT_CHARS, every number finite and within NUMBER_BOUND.
+   every text within MAX_TEXT_CHARS, every number finite and within NUMBER_BOUND. The analyzer checks the same in the
+   decode that builds the model (its ranks/summary_shape_decoder.py puts CAPS, PARALLEL and the bounds into the
+   model's validator) and walks with `shape_error` a document that decode refuses, for the reason.
 
 The sidecar's writer (the analyzer's node_summaries command) checks its own summary against the same shape and writes
 a refusal instead of a summary that breaks it, so an honest node never sends one the analyzer would refuse. The caps

@@ -19,6 +19,26 @@ def _replace_synced(tmp: Path, target: Path) -> None:
     os.replace(tmp, target)
 
 
+def _files_below(folder: Path, prefix: str = "") -> list[str]:
+    """The files below `folder` (symbolic links to files too), each as `prefix` + its path from `folder`; folders that
+    are symbolic links are not entered (as Path.rglob). Each directory entry says what it is: no file is stat-ed but
+    links."""
+    found: list[str] = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return found
+    for entry in entries:
+        try:
+            if entry.is_dir() and not entry.is_symlink():
+                found += _files_below(Path(entry.path), f"{prefix}{entry.name}/")
+            elif entry.is_file():
+                found.append(prefix + entry.name)
+        except OSError:
+            continue
+    return found
+
+
 class LocalStore:
     def __init__(self) -> None:
         self._counts = TransferCounts()
@@ -33,7 +53,8 @@ class LocalStore:
             return [str(root)]
         if not root.is_dir():
             raise StorageError(f"{root} is not a folder or a file")
-        return sorted(str(p) for p in root.rglob("*") if p.is_file())
+        base = "" if str(root) == "." else str(root).rstrip("/") + "/"  # str(root / name) for each name below
+        return sorted(_files_below(root, base))
 
     def read(self, key: str, most: int | None = None, truncate: bool = False) -> bytes:
         try:
@@ -43,8 +64,11 @@ class LocalStore:
             size = path.stat().st_size
             if size > most and not truncate:
                 raise TooLargeError(key, size)
+            limit = most if truncate else most + 1  # one byte more: a file that grew since its size was read
             with path.open("rb") as fh:
-                data = fh.read(most if truncate else most + 1)  # a file that grew since its size was read
+                data = fh.read(min(size + 1, limit))  # a buffer of the file's size, not of the limit
+                if len(data) > size:  # it grew: read on up to the limit
+                    data += fh.read(limit - len(data))
             if len(data) > most:
                 raise TooLargeError(key, len(data))
             return data

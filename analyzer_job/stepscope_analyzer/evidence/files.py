@@ -10,6 +10,9 @@ from __future__ import annotations
 import gzip
 import json
 from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
 
 from stepscope_analyzer.evidence.merged_trace import RankTrace, merge
 from stepscope_analyzer.parse.errors import TraceError
@@ -45,11 +48,21 @@ def _read(store: Store, key: str) -> list[dict[str, object]]:
     text, whole = inflate_bounded(store.read(key, most=MAX_SOURCE_BYTES), MAX_SOURCE_BYTES)
     if not whole:
         raise TraceError("its gzip stream is cut short")
-    document = json.loads(text)
+    try:
+        document = orjson.loads(text)
+    except orjson.JSONDecodeError:  # NaN, Infinity or integers past 64 bits, which the standard decoder takes
+        document = json.loads(text)
     events = document.get("traceEvents") if isinstance(document, dict) else None
     if not isinstance(events, list):
         raise TraceError("no traceEvents list")
     return [e for e in events if isinstance(e, dict)]
+
+
+def _encoded(document: Any) -> bytes:
+    try:
+        return orjson.dumps(document, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # integers past 64 bits
+        return json.dumps(document, separators=(",", ":")).encode()
 
 
 def _label(report: Report, rank: int) -> str:
@@ -74,7 +87,7 @@ def merged_trace(store: Store, layout: Layout, report: Report) -> tuple[bytes | 
         return None, report
     index = report.timeline.step_index if report.timeline is not None else None
     document, info = merge(traces, index)
-    data = gzip.compress(json.dumps(document, separators=(",", ":")).encode(), compresslevel=5)
+    data = gzip.compress(_encoded(document), compresslevel=5)
     info = info.model_copy(update={"link": MERGED_LINK})
     return data, report.model_copy(update={"merged_trace": info, "notes": report.notes + notes})
 

@@ -16,9 +16,10 @@ what it does with its own `compute` result (node, pod, GPU metrics and manifest 
 report is the same.
 
 A summary is untrusted input (the pod's folder): read within max_node_summary_bytes (refused from its stored size),
-its values counted on the bytes before decoding (max_node_summary_values), decoded without NaN or Infinity, checked
-against its declared shape before any model is built, and bound to the rank's trace and the session's capture
-(NodeSummary.binding_error, in the pipeline once the manifest is known). What every summary holds beyond
+its values counted on the bytes before decoding (max_node_summary_values), decoded by the model's own validator with
+the declared shape built in (summary_shape_decoder: no NaN or Infinity, every cap, checked as the model is built; one
+it refuses is decoded again and walked, shape_error, for the reason), and bound to the rank's trace and the session's
+capture (NodeSummary.binding_error, in the pipeline once the manifest is known). What every summary holds beyond
 max_node_summary_free_bytes draws on one budget per analysis (max_node_summary_total_bytes). A summary refused for
 any of these gives the rank an error naming the reason, and its trace is parsed here, bounded as traces are.
 """
@@ -26,6 +27,7 @@ any of these gives the rank an error naming the reason, and its trace is parsed 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import hashlib
 import json
@@ -44,6 +46,7 @@ from pydantic_core import from_json
 
 from stepscope_analyzer import limits, tool_version
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, read_bounded
+from stepscope_analyzer.ranks.summary_shape_decoder import bounded_validator, value_bound
 from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.workers.rank_pool import Computed
 from stepscope_contract.analysis_documents import NodeSummary
@@ -52,7 +55,6 @@ from stepscope_contract.node_summary_shape import (
     MAX_NODE_SUMMARY_BYTES,
     MAX_NODE_SUMMARY_VALUES,
     shape_error,
-    value_bound,
 )
 
 ENV_NODE_SUMMARIES = "STEPSCOPE_NODE_SUMMARIES"
@@ -149,10 +151,7 @@ def _decode_error(data: bytes, exc: ValueError) -> str:
 def _decoded(data: bytes) -> Any:
     """The JSON document, no NaN or Infinity; ValueError when it is not JSON (or nests beyond the decoder)."""
     try:
-        if len(data) <= _LARGE:
-            return from_json(data, allow_inf_nan=False, cache_strings="keys")
-        with _ONE_LARGE_AT_ONCE:
-            return from_json(data, allow_inf_nan=False, cache_strings="keys")
+        return from_json(data, allow_inf_nan=False, cache_strings="keys")
     except RecursionError as exc:
         raise ValueError("nested too deeply") from exc
     except ValueError as exc:
@@ -169,13 +168,27 @@ def _checked(data: bytes, budget: SummaryBudget) -> NodeSummary:
     if over is not None:
         raise ValueError(over)
     try:
-        return _model(_decoded(data))
+        return _model(data)
     except ValueError:
         budget.refund(len(data))
         raise
 
 
-def _model(document: Any) -> NodeSummary:
+def _model(data: bytes) -> NodeSummary:
+    """The summary in `data`, built by one typed decode of its bytes that checks its declared shape as it goes; where
+    that refuses, the document decoded again and walked, for the reason in the shape's or the model's words."""
+    validator = bounded_validator()
+    with _ONE_LARGE_AT_ONCE if len(data) > _LARGE else contextlib.nullcontext():
+        if validator is not None:
+            try:
+                summary: NodeSummary = validator.validate_json(data)
+                return summary
+            except ValidationError:
+                pass
+        return _walked(_decoded(data))
+
+
+def _walked(document: Any) -> NodeSummary:
     try:
         why = shape_error(document, NodeSummary)
     except RecursionError:

@@ -12,9 +12,11 @@ ranks not analysed, and `budget` summaries at most, whatever the number of ranks
 
 from __future__ import annotations
 
+import gc
 import tempfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import IO
 
@@ -176,13 +178,30 @@ def gather(
     parsed)."""
     state = _Pass(budget, reread_all, len(chosen))
     try:
-        for index, outcome in found:
-            if on_outcome is not None:
-                on_outcome(outcome)
-            state.take(index, outcome)
-        return state.second(chosen, reread)
+        with _collections_paused():
+            for index, outcome in found:
+                if on_outcome is not None:
+                    on_outcome(outcome)
+                state.take(index, outcome)
+            return state.second(chosen, reread)
     finally:
         state.spool.close()
+
+
+@contextmanager
+def _collections_paused() -> Iterator[None]:
+    """Python's automatic cyclic collections paused while the ranks are read, resumed after (as they were). Reading
+    makes no reference cycles (a summary is a tree of models, lists and dicts, freed by reference counting when let
+    go), but it makes many objects, and each collection of the oldest generation walks every object alive: the
+    summaries pass two holds among them."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def gather_all(
