@@ -127,7 +127,7 @@ def split(stderr: str, began: float, ended: float) -> dict[str, float]:
     first = t.get("first rank began", t["ranks began"])
     return {
         "imports": t["imported"] - began,
-        "pool start": first - t["ranks began"],
+        "pool start": first - t.get("pool requested", t["ranks began"]),
         "rank work": t["ranks done"] - first,
         "diagnosis": t["diagnosed"] - t["ranks done"],
         "report": t["report written"] - t["diagnosed"],

@@ -24,7 +24,6 @@ RUN pip wheel --no-deps --wheel-dir /wheels . \
  && python -m venv /opt/stepscope \
  && /opt/stepscope/bin/pip install -c requirements/constraints.txt "$(ls /wheels/stepscope-*.whl)[analyzer]" \
  && /opt/stepscope/bin/python -c "import stepscope_analyzer.parse._scan, stepscope_analyzer.analyses._interval_kernels" \
- && find /opt/stepscope -name '__pycache__' -prune -exec rm -rf {} + \
  && rm -rf /opt/stepscope/lib/python3.11/site-packages/pip /opt/stepscope/bin/pip*
 
 FROM ${PYTHON_IMAGE}
@@ -35,6 +34,12 @@ ENV PATH=/opt/stepscope/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1
 COPY --from=build /opt/stepscope /opt/stepscope
+# Bytecode ships in the image: the root filesystem may be read-only and PYTHONDONTWRITEBYTECODE is set, so a module
+# without it is compiled again by every process of every Job (the command and the rank workers' fork server each
+# import the analyzer, numpy and pydantic). pip wrote it for the packages above (COPY keeps the sources' times,
+# which it is checked against); the interpreter's own library is compiled here, best effort: a module left out is
+# compiled where it is imported, as without this line.
+RUN python -m compileall -q -j 0 -x '/(test|tests|idle_test)/' "$(python -c 'import sysconfig; print(sysconfig.get_path("stdlib"))')" || true
 # Non-root, matching the chart's securityContext (runAsUser 65532); the root filesystem may be read-only.
 USER 65532:65532
 CMD ["stepscope", "--help"]

@@ -27,9 +27,10 @@ import types
 import typing
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pydantic import BaseModel
+if TYPE_CHECKING:  # pydantic is loaded by whoever passes a model; the caps above need none (the analyzer's limits)
+    from pydantic import BaseModel
 
 KiB, MiB = 1 << 10, 1 << 20
 
@@ -179,6 +180,8 @@ def _shape_of(owner: str, name: str, annotation: Any, level: int = 0) -> _Shape:
         caps = CAPS[f"{owner}.{name}"]
         item = _shape_of(owner, name, typing.get_args(annotation)[0], level + 1)
         return _Shape(caps=(caps[level],), item=item)
+    from pydantic import BaseModel  # loaded already: a model's shape is being read
+
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):
         return model_shape(annotation)
     return _LEAF

@@ -8,8 +8,9 @@ name; of a rank's successive recording cycles the latest is kept; a rank claimed
 next free number with a note) -> reduce (reduction: job checks, diagnosis, report).
 Layouts and the files that are read: discovery. This module imports neither the diagnosis nor the report (nor the
 parser and analyses, which only the serial path and the workers load): `stepscope analyze` hands its first ranks to
-the workers before it imports them (its `while_waiting`). The workers' fork server starts as the first trace is read,
-and a job of fewer than POOL_MIN_RANKS traces has no pool: each trace is parsed here on every CPU.
+the workers before it imports them (its `while_waiting`). The workers' fork server starts as the first trace is read
+(unless the command started it as soon as the traces were found), and a job of fewer than
+fork_server.POOL_MIN_RANKS traces has no pool: each trace is parsed here on every CPU.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
 from stepscope_analyzer.ranks.storage_io import LocalStore, Store
 from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.workers import fork_server
-from stepscope_analyzer.workers.cpu_quota import worker_count, workers_forced
+from stepscope_analyzer.workers.fork_server import pool_size
 from stepscope_analyzer.workers.rank_pool import Computed, Task, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
 from stepscope_contract.storage import TRACE_FILE
@@ -56,7 +57,6 @@ T = TypeVar("T")
 R = TypeVar("R")
 NODE_READERS = 16  # node summaries read at once
 READ_AHEAD = 2 * NODE_READERS  # node summaries read and not yet taken, at most
-POOL_MIN_RANKS = 3  # fewer traces are parsed in this process (bench/ranks_vs_hta.py --ranks 2 measures both)
 _RANK_IN_NAME = re.compile(r"rank[-_]?(\d+)", re.IGNORECASE)
 
 
@@ -389,7 +389,7 @@ def outcomes_of(
     parsed = [chosen[i] for i in rest]
     if not parsed:
         return
-    count = workers if workers is not None else _pool_size(len(parsed))
+    count = workers if workers is not None else pool_size(len(parsed))
     if count > 1:
         here = _in_pool(store, parsed, top_n, count, progress, wait=wait)
     else:
@@ -406,14 +406,6 @@ def _with_refusal(outcome: RankOutcome, inp: RankInput, why: str | None) -> Rank
     rank = inp.rank if inp.rank is not None else outcome.summary.rank
     error = RankError(rank=rank, source=inp.node_summary_key or "", message=why)
     return replace(outcome, errors=[*outcome.errors, error])
-
-
-def _pool_size(ranks: int) -> int:
-    """Worker processes for `ranks` traces: none (1: this process) below POOL_MIN_RANKS, where a trace parsed here
-    on every CPU (parse_trace's threads) finishes before a pool would have started, unless the count is forced."""
-    if ranks < POOL_MIN_RANKS and not workers_forced():
-        return 1
-    return worker_count(ranks)
 
 
 def _serial(store: Store, chosen: list[RankInput], top_n: int, progress: Progress) -> Iterator[tuple[int, RankOutcome]]:

@@ -4,22 +4,25 @@ the rank workers (workers.rank_pool), in the calling process for a small job, an
 from __future__ import annotations
 
 from stepscope_analyzer.error_text import error_text
-from stepscope_analyzer.workers.rank_pool import Computed
+from stepscope_analyzer.workers.rank_pool import Computed, Handed
 
 
 def compute(
-    trace: bytes, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None = None
+    trace: bytes | Handed, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None = None
 ) -> Computed:
     """Parse and summarise one trace on `cpus` CPUs (None: every usable one; more than one: parse_trace's inflate
-    and scan threads, summarize_parsed's phases thread); any failure is the rank's error text, never an exception."""
+    and scan threads, summarize_parsed's phases thread); any failure is the rank's error text, never an exception.
+    A handed trace's bytes are let go once parsed: the analyses' peak does not hold them."""
     # imported here, not with this module: a worker has them from the fork server's preload, and a command that
     # only hands traces to workers never loads them
     from stepscope_analyzer.analyses import summarize_parsed
     from stepscope_analyzer.parse import parse_trace
 
     rank = fixed_rank if fixed_rank is not None else name_rank
+    raw = trace.take() if isinstance(trace, Handed) else trace
     try:
-        parsed = parse_trace(trace, inflate_thread=None if cpus is None else cpus > 1, scan_threads=cpus)
+        parsed = parse_trace(raw, inflate_thread=None if cpus is None else cpus > 1, scan_threads=cpus)
+        del raw
         if fixed_rank is None and parsed.rank is not None:
             rank = parsed.rank
         summary = summarize_parsed(parsed, rank=rank if rank is not None else 0, top_n=top_n, threads=cpus)

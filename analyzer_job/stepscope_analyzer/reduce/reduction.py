@@ -87,6 +87,8 @@ def python_evidence(
     diagnosis: Diagnosis, summaries: list[RankReport], load: StacksLoader
 ) -> tuple[Diagnosis, PythonProfile | None, list[RankError]]:
     """The host-named slow ranks' Python lines against their peers (only those ranks' stacks are read)."""
+    if not diagnosis.slow_ranks:  # nothing to name: the analyses the Python lines load are not imported
+        return diagnosis, None, []
     # the Python lines load the analyses (folded stacks): imported when the evidence is made, not with this module
     from stepscope_analyzer.diagnosis.python_lines import host_named, peers_of, with_python_lines
 

@@ -2,9 +2,10 @@
 
 Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport (or the error text) out, by the
 caller's `work` function (ranks.trace_work.compute parses and summarises). Reading
-from storage and everything that needs the store stay in the calling process, which keeps at most two traces per
-worker in flight, so its memory holds a few stored (gzip) traces while each worker holds one inflated trace at a
-time: the per-worker peak is the serial path's peak for the largest trace (the imported code, plus the trace's
+from storage and everything that needs the store stay in the calling process, which keeps one trace per worker in
+flight and IN_FLIGHT_SPARE more (read and waiting for whichever worker frees first), so its memory holds a few
+stored (gzip) traces while each worker holds one inflated trace at a time, its stored bytes let go once parsed
+(Handed): the per-worker peak is the serial path's peak for the largest trace (the imported code, plus the trace's
 columns, tens of bytes per kept event, and the decoded events of one 256 KiB chunk: bench/ranks_vs_hta.py prints
 the largest process), bounded by the same limits table (limits.py), which the workers receive with every task.
 The workers import no storage or session models.
@@ -31,7 +32,7 @@ from stepscope_analyzer.workers import fork_server
 from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import RankReport
 
-IN_FLIGHT_PER_WORKER = 2
+IN_FLIGHT_SPARE = 1
 RANKS_PER_WORKER = 16
 
 
@@ -45,15 +46,31 @@ class Computed:
     began: float | None = None  # when a worker began it (time.perf_counter: the machine's monotonic clock)
 
 
-@dataclass(frozen=True)
+@dataclass
 class Task:
+    """One trace for the workers; a worker empties its own copy's `trace` as it hands the bytes to the work."""
+
     index: int
     trace: bytes
     fixed_rank: int | None
     name_rank: int | None
 
 
-Work = Callable[[bytes, int | None, int | None, int, int | None], Computed]
+class Handed:
+    """A trace's bytes handed over once: whoever takes them holds the only reference, so they are freed as soon as
+    it lets them go (a worker's trace, once parsed, before the analyses run), not when the task is done."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: bytes) -> None:
+        self._data = data
+
+    def take(self) -> bytes:
+        data, self._data = self._data, b""
+        return data
+
+
+Work = Callable[[bytes | Handed, int | None, int | None, int, int | None], Computed]
 """what a worker does with a task: (trace, fixed_rank, name_rank, top_n, cpus) -> Computed; a module-level function
 (it is sent to the workers by name), e.g. ranks.trace_work.compute"""
 
@@ -61,7 +78,8 @@ Work = Callable[[bytes, int | None, int | None, int, int | None], Computed]
 def _in_worker(task: Task, top_n: int, table: limits.Limits, cpus: int | None, work: Work) -> Computed:
     began = time.perf_counter()
     limits.LIMITS = table  # the caller's limits (an override in tests, the Job's environment otherwise)
-    return replace(work(task.trace, task.fixed_rank, task.name_rank, top_n, cpus), began=began)
+    handed, task.trace = Handed(task.trace), b""  # this process's copy of the task (the caller keeps its own)
+    return replace(work(handed, task.fixed_rank, task.name_rank, top_n, cpus), began=began)
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
@@ -90,7 +108,7 @@ def _pool_run(
     cpus = cpus_per_trace(workers)  # more than one: CPUs to spare for each worker's inflate and scan threads
     with _executor(workers) as pool:
         while not suspects:
-            while len(pending) < workers * IN_FLIGHT_PER_WORKER:
+            while len(pending) < workers + IN_FLIGHT_SPARE:
                 task = next(source, None)
                 if task is None:
                     break
@@ -124,7 +142,8 @@ def compute_all(
     workers: int,
     while_waiting: Callable[[], object] | None = None,
 ) -> Iterator[tuple[int, Computed]]:
-    """(task index, result) as they finish; tasks are pulled lazily, at most IN_FLIGHT_PER_WORKER per worker.
+    """(task index, result) as they finish; tasks are pulled lazily, at most one per worker and
+    IN_FLIGHT_SPARE more.
     `while_waiting`, if given, is called (at most once) as soon as the workers have their first tasks: work of the
     caller's that no result waits for (`stepscope analyze` imports its reduce step there)."""
     source = iter(tasks)
@@ -138,4 +157,4 @@ def compute_all(
             yield task.index, _alone(task, top_n, work)
 
 
-__all__ = ["Computed", "Task", "Work", "compute_all"]
+__all__ = ["Computed", "Handed", "Task", "Work", "compute_all"]

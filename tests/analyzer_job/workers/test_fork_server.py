@@ -1,5 +1,6 @@
-"""The rank workers' fork server starts only when a command uses workers: for a job of three traces or more, as the
-first trace is read; the analyze entry point imports nothing heavy."""
+"""The rank workers' fork server starts only when a command uses workers: for a job of three traces or more, as soon
+as the traces are found; the analyze entry point imports nothing heavy, nor does the command before the server
+starts."""
 
 from __future__ import annotations
 
@@ -31,6 +32,21 @@ def test_the_analyze_entry_point_imports_nothing_heavy() -> None:
         import sys
         import stepscope_analyzer.commands.cli
         print(sorted(m for m in ("numpy", "pydantic", "boto3", "stepscope_analyzer.analyses") if m in sys.modules))
+        """,
+        "2",
+    )
+    assert out == "[]"
+
+
+def test_the_command_finds_the_traces_before_it_imports_the_models() -> None:
+    """What the command loads before it starts the fork server (storage, discovery, the server's module) is all
+    that stands before the server's own imports: no pydantic, numpy or pipeline; those are imported beside it."""
+    out = _run(
+        """
+        import sys
+        import stepscope_analyzer.commands.analyze_command
+        heavy = ("numpy", "pydantic", "boto3", "stepscope_analyzer.ranks.pipeline", "stepscope_contract.report")
+        print(sorted(m for m in heavy if m in sys.modules))
         """,
         "2",
     )

@@ -1,5 +1,6 @@
 """Ranks analysed in worker processes give the same report as one process, bad traces included (each fails only
-its own rank), and the caller's limits reach the workers."""
+its own rank), the caller's limits reach the workers, and a worker lets a trace's bytes go once it has parsed
+them."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from stepscope_analyzer.ranks.pipeline import discover, each_outcome, summarize_
 from stepscope_analyzer.ranks.storage_io import location_of
 from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
-from stepscope_analyzer.workers.rank_pool import Task, compute_all
+from stepscope_analyzer.workers.rank_pool import Handed, Task, compute_all
 from stepscope_contract.report import RankStatus, Report
 from stepscope_storage import open_store
 
@@ -108,7 +109,7 @@ def test_while_waiting_runs_once_after_the_first_tasks_are_handed_out(gloo_trace
     assert sorted(results) == list(range(5))
     assert len(seen) == 1
     pulled_then, results_then = seen[0]
-    assert pulled_then >= 2  # both workers had a trace (IN_FLIGHT_PER_WORKER each at most)
+    assert pulled_then >= 2  # both workers had a trace (one each, IN_FLIGHT_SPARE more at most)
     assert results_then == 0
 
 
@@ -131,3 +132,14 @@ def test_summarize_all_passes_while_waiting_to_the_pool(
     assert len(count) == calls
     assert list(compute_all(iter(()), work=compute, top_n=5, workers=2, while_waiting=lambda: count.append(None))) == []
     assert len(count) == calls
+
+
+def test_a_handed_trace_is_taken_whole_and_gives_the_same_summary(gloo_traces: list[bytes]) -> None:
+    """What lets a worker free the stored bytes before the analyses: the work takes them out of the hand-over (the
+    only reference left), and what it computes from them is what the bytes themselves give."""
+    handed = Handed(gloo_traces[0])
+    taken = compute(handed, None, 0, 5, 1)
+    assert handed.take() == b""
+    direct = compute(gloo_traces[0], None, 0, 5, 1)
+    assert taken.error is None and taken.summary is not None and direct.summary is not None
+    assert taken.summary.model_dump(mode="json") == direct.summary.model_dump(mode="json")
