@@ -61,7 +61,7 @@ browser: ## headless Chromium for the report's browser test (Debian's chromium, 
 # their timing (marker solo), alone
 TEST_WORKERS ?= 2
 test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile -m "not solo" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS)
 	$(BIN)/python -m pytest -m solo $(PYTEST_ARGS)
 
 QUICK := tests/contract tests/storage tests/analyzer_job/parse tests/analyzer_job/analyses \

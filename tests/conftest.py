@@ -1,6 +1,6 @@
 """Shared test fixtures: repository paths and the HTA test traces committed with the tests
 (tests/analyzer_job/fixtures/hta, see its README); hypothesis profiles (`make fuzz` selects the long one with
-HYPOTHESIS_PROFILE=fuzz)."""
+HYPOTHESIS_PROFILE=fuzz); on pytest-xdist workers, the modules in tier order (see `pytest_collection_modifyitems`)."""
 
 from __future__ import annotations
 
@@ -28,3 +28,25 @@ def hta_traces() -> Path:
     """Real Kineto GPU traces (HTA's public test data, some cut to their first steps) and HTA 0.5's outputs on them
     (golden/<trace>/)."""
     return HTA_TRACES
+
+
+TIERS = ("e2e", "integration")
+"""the markers of the modules that wait on real processes, longest first; every other module comes after them"""
+
+
+def _tier(item: pytest.Item) -> int:
+    return next((i for i, name in enumerate(TIERS) if item.get_closest_marker(name)), len(TIERS))
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (`make test` hands out whole modules in collection order, --no-loadscope-reorder), the
+    modules of real clusters and processes go first and the many short unit modules last, so that the two workers
+    run out of work together instead of one starting a minute-long module while the other has finished. A module
+    keeps its tests together and in their order; modules of one tier keep their collection order."""
+    if not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    tier: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.split("::")[0]  # the module, as --dist loadfile groups it
+        tier[path] = min(tier.get(path, len(TIERS)), _tier(item))
+    items.sort(key=lambda item: tier[item.nodeid.split("::")[0]])

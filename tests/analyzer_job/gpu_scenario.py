@@ -12,6 +12,8 @@ clocks, which the analysis must leave out.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import gzip
 import json
 import random
@@ -106,15 +108,22 @@ def nvml_samples(window: tuple[float, float], gpu: int, throttled: bool, seed: i
     return out
 
 
+@functools.cache
+def _trace_files(sc: Scenario) -> tuple[tuple[bytes, tuple[float, float]], ...]:
+    """Every rank's compressed trace and its window, made once per scenario (its GPU metrics aside) and process."""
+    return tuple(
+        (gzip.compress(json.dumps(doc).encode(), compresslevel=1), trace_window(doc)) for doc in rank_traces(sc)
+    )
+
+
 def build_session(root: Path, sc: Scenario = Scenario()) -> Path:
     """Write `root`/ranks/<r>/{trace, gpu_metrics, manifest}; return `root`."""
-    docs = rank_traces(sc)
+    traces = _trace_files(dataclasses.replace(sc, gpu_metrics=True))  # the traces do not depend on the metrics
     for rank in range(sc.world_size):
         folder = root / "ranks" / str(rank)
         folder.mkdir(parents=True, exist_ok=True)
-        doc = docs[rank]
-        (folder / TRACE_FILE).write_bytes(gzip.compress(json.dumps(doc).encode(), compresslevel=1))
-        window = trace_window(doc)
+        data, window = traces[rank]
+        (folder / TRACE_FILE).write_bytes(data)
         local_rank = rank % sc.ranks_per_node
         if sc.gpu_metrics:
             lines = nvml_samples(window, local_rank, rank == sc.throttled, sc.seed * 1000 + rank)

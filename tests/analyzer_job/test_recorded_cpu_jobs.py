@@ -5,6 +5,7 @@ others' waiting for it; healthy ranks whose op calls differ (two vCPUs apart, va
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,6 +23,7 @@ JOBS = Path(__file__).parent / "fixtures" / "cpu_jobs"
 NAMES = sorted(t.parent.name for t in JOBS.glob("*/truth.json"))
 
 
+@functools.cache  # each recorded job is analysed once per module; the tests only read its report
 def _analyse(name: str) -> Report:
     layout = discover(LocalStore(), location_of(str(JOBS / name)))
     return reduce_outcomes(summarize_all(LocalStore(), layout), include_missing=layout.session, notes=layout.notes)

@@ -6,6 +6,7 @@ flight is waiting for the others, not host time; the NVML samples of the window 
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,6 +23,7 @@ JOBS = Path(__file__).parent / "fixtures" / "gpu_jobs"
 VERDICT_JOBS = sorted(t.parent.name for t in JOBS.glob("*/truth.json") if not json.loads(t.read_text()).get("hang"))
 
 
+@functools.cache  # each recorded job is analysed once per module; the tests only read its report
 def _analyse(name: str) -> Report:
     layout = discover(LocalStore(), location_of(str(JOBS / name)))
     return reduce_outcomes(summarize_all(LocalStore(), layout), include_missing=layout.session, notes=layout.notes)

@@ -4,6 +4,7 @@ them, the slow worker named against its peer, the schedule's bubble named, and n
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -19,6 +20,7 @@ pytestmark = pytest.mark.unit
 JOBS = Path(__file__).parent / "fixtures" / "pipeline_jobs"
 
 
+@functools.cache  # each recorded job is analysed once per module; the tests only read its report
 def _analyse(name: str) -> Report:
     layout = discover(LocalStore(), location_of(str(JOBS / name)))
     return reduce_outcomes(summarize_all(LocalStore(), layout), include_missing=layout.session, notes=layout.notes)

@@ -1,8 +1,9 @@
 """Each `stepscope` command loads what it uses, not what the other commands use: importing a command's module (and
 the module its `--help` parser comes from) loads no rendering, diff, analysis or cluster library, and costs at most
 a bounded multiple of importing the contract's models (`python -X importtime` in fresh interpreters, each command
-right after the contract, in several rounds; the lowest round's ratio counts, so that a burst of load on a busy
-machine does not fail it, while a command that loads too much is over the bound in every round)."""
+right after the contract, in up to RUNS rounds; the lowest round's ratio counts, so that a burst of load on a busy
+machine does not fail it, while a command that loads too much is over the bound in every round; a command within the
+bound in one round is done)."""
 
 from __future__ import annotations
 
@@ -83,7 +84,8 @@ def test_a_command_module_loads_none_of_the_others_work(module: str) -> None:
 def test_a_command_module_costs_at_most_a_bounded_multiple_of_the_contract() -> None:
     ratios: dict[str, list[float]] = {m: [] for m in COMMAND_MODULES}
     for _ in range(RUNS):
-        for module in COMMAND_MODULES:
+        # a module within the bound in one round is within it at its lowest ratio: the later rounds measure the rest
+        for module in [m for m, r in ratios.items() if not r or min(r) > MAX_RATIO]:
             contract = _import_us(CONTRACT)
             ratios[module].append(_import_us([module]) / contract)
     over = {m: round(min(r), 2) for m, r in ratios.items() if min(r) > MAX_RATIO}

@@ -4,7 +4,8 @@ session's namespace, name and uid, comes down as stored, with the install's stor
 Secret, and the report's links to each rank's trace, stacks and Flight Recorder dump work in the copy; a session
 without artifacts, or without a report, says so. A forged `status.artifactsUri` (another team's folder with a
 report holding `<script>`, or a `file://` folder of the caller) is named and ignored: nothing but the session's own
-folder is read; a session whose own folder is on `file://` is refused (the user names such a folder as a URI)."""
+folder is read; a session whose own folder is on `file://` is refused (the user names such a folder as a URI).
+`stepscope fetch` of a storage URI lays a session out for HTA, TensorBoard, or as stored."""
 
 from __future__ import annotations
 
@@ -157,3 +158,39 @@ def test_fetch_merged_and_open_trace_bring_the_merged_trace_alone(cluster: Local
     assert opened.returncode == 0, opened.stdout + opened.stderr
     shown = Path(opened.stdout.strip().splitlines()[-1])
     assert shown == tmp_path / "stepscope-default-demo-merged" / MERGED_TRACE_FILE and shown.is_file()
+
+
+def test_fetch_of_a_storage_uri_lays_the_session_out_for_hta_and_tensorboard(
+    cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """`stepscope fetch s3://… --layout hta|tensorboard|session` with an explicit endpoint and the credentials from
+    the environment: the ranks' traces flat (HTA loads every rank), under the session's folder name (TensorBoard's
+    run), or as stored."""
+    session_uri = f"{STORAGE_BASE}/default/demo-0000abcd"
+    assert cluster.s3 is not None
+    bucket, prefix = session_uri.removeprefix("s3://").split("/", 1)
+    for path in sorted(p for p in (SESSIONS / "host" / "traces").rglob("*") if p.is_file()):
+        key = f"{prefix}/traces/{path.relative_to(SESSIONS / 'host' / 'traces').as_posix()}"
+        cluster.s3.client().put_object(Bucket=bucket, Key=key, Body=path.read_bytes())
+    env = {
+        "AWS_ACCESS_KEY_ID": cluster.s3_access_key,
+        "AWS_SECRET_ACCESS_KEY": cluster.s3_secret_key,
+        "PATH": str(Path(sys.executable).parent),
+        "HOME": str(tmp_path),
+    }
+    names = [f"rank{r}.pt.trace.json.gz" for r in range(4)]
+    for layout, expected in (
+        ("hta", names),
+        ("tensorboard", [f"demo-0000abcd/{n}" for n in names]),
+        ("session", [f"traces/{n}" for n in names] + [f"traces/rank{r}/manifest.json" for r in range(4)]),
+    ):
+        dest = tmp_path / f"fetched-{layout}"
+        cmd = [STEPSCOPE, "fetch", session_uri, str(dest), "--layout", layout, "--endpoint", cluster.s3_endpoint,
+               "--addressing-style", "path", "--quiet"]  # fmt: skip
+        fetched = subprocess.run(cmd, capture_output=True, text=True, timeout=60, check=False, env=env)
+        assert fetched.returncode == 0, fetched.stdout + fetched.stderr
+        got = sorted(str(p.relative_to(dest)) for p in dest.rglob("*") if p.is_file())
+        assert set(expected) <= set(got) and (layout == "session" or got == sorted(expected)), (layout, got)
+    hta = pytest.importorskip("hta.trace_analysis", reason="HTA comes with the bench dependency group")
+    analysis = hta.TraceAnalysis(trace_dir=str(tmp_path / "fetched-hta"))
+    assert sorted(analysis.t.traces) == [0, 1, 2, 3]

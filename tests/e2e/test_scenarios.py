@@ -130,7 +130,7 @@ def test_s3_outage_ends_in_a_truthful_failure(e2e: Env) -> None:
     e2e.ready_pods("ddp-nos3")
     e2e.cluster.s3_stop()
     try:
-        e2e.apply_session("nos3", "ddp-nos3", timeoutSeconds=40)
+        e2e.apply_session("nos3", "ddp-nos3", timeoutSeconds=25)
         obj = e2e.wait_phase("nos3", timeout=120)
     finally:
         e2e.cluster.s3_start()

@@ -38,17 +38,10 @@ def _report(out: Path) -> Report:
     return Report.model_validate_json((out / "report.json").read_bytes())
 
 
-@pytest.mark.timeout(240)
-@pytest.mark.parametrize(("slow_rank", "cause"), [(2, "compute"), (1, "host"), (3, "loader")])
-def test_real_gloo_job_names_the_planted_slow_rank(
-    tmp_path: Path, analyze_cmd: list[str], slow_rank: int, cause: str
-) -> None:
-    session = tmp_path / "session"
-    job = _run(
-        [sys.executable, str(GLOO_JOB), str(session), "--slow-rank", str(slow_rank), "--cause", cause], timeout=200
-    )
-    assert job.returncode == 0, job.stderr[-3000:]
-    out = tmp_path / "out"
+GLOO_SESSIONS = Path(__file__).resolve().parents[1] / "fixtures" / "gloo_sessions"
+
+
+def _names_the_planted_slow_rank(session: Path, out: Path, analyze_cmd: list[str], slow_rank: int, cause: str) -> None:
     result = _run([*analyze_cmd, str(session), "-o", str(out)])
     assert result.returncode == 0, result.stderr
     assert "found 4 rank(s) (session folder)" in result.stderr  # progress on stderr
@@ -69,6 +62,22 @@ def test_real_gloo_job_names_the_planted_slow_rank(
     assert all(r.status.value == "ok" and r.steps.count == 5 and r.node for r in report.ranks)
     assert report.errors == []
     assert (out / "report.html").stat().st_size > 5000
+
+
+@pytest.mark.timeout(240)
+def test_real_gloo_job_names_the_planted_slow_rank(tmp_path: Path, analyze_cmd: list[str]) -> None:
+    session = tmp_path / "session"
+    job = _run([sys.executable, str(GLOO_JOB), str(session), "--slow-rank", "1", "--cause", "host"], timeout=200)
+    assert job.returncode == 0, job.stderr[-3000:]
+    _names_the_planted_slow_rank(session, tmp_path / "out", analyze_cmd, 1, "host")
+
+
+@pytest.mark.parametrize(("slow_rank", "cause"), [(2, "compute"), (3, "loader")])
+def test_recorded_gloo_job_names_the_planted_slow_rank(
+    tmp_path: Path, analyze_cmd: list[str], slow_rank: int, cause: str
+) -> None:
+    """The other planted causes of gloo_job.py, on its recordings (fixtures/gloo_sessions, see its README)."""
+    _names_the_planted_slow_rank(GLOO_SESSIONS / cause, tmp_path / "out", analyze_cmd, slow_rank, cause)
 
 
 def test_plain_folder_of_traces(tmp_path: Path, gloo_traces: list[bytes], analyze_cmd: list[str]) -> None:

@@ -147,6 +147,17 @@ def test_a_desync_is_named_from_the_dumps_in_the_diagnosis() -> None:
     assert [h.rank for h in d.hangs if h.culprit] == [2]
 
 
+def test_a_rank_that_passes_other_sizes_is_named_from_the_dumps_in_the_diagnosis() -> None:
+    stacks = {r: (FIXTURES / "sizes" / str(r) / "stacks.txt").read_text() for r in range(4)}
+    d = diagnose([], hang_evidence=evidence(stacks), flight_recorder=fixture_dumps("sizes"))
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.DESYNC)]
+    assert d.flight_recorder is not None
+    [mismatch] = d.flight_recorder.mismatches
+    assert (mismatch.kind, mismatch.ranks) == ("sizes", [2])
+    expected = "rank 2 called all_reduce [8] where ranks 0, 1, 3 called all_reduce [4], seq"
+    assert mismatch.message.startswith(expected) and d.verdict.startswith(f"Desync (sizes mismatch): {expected}")
+
+
 def test_a_dead_rank_is_named_although_it_left_nothing() -> None:
     d = diagnose([], hang_evidence=[], flight_recorder=fixture_dumps("die"))
     assert [s.rank for s in d.slow_ranks] == [2]
