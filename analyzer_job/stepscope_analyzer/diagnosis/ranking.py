@@ -162,9 +162,10 @@ def _ranked(facts: JobFacts, slow: list[SlowRank], found_findings: list[JobFindi
 
 def ranked(facts: JobFacts, found: Found, settings: DiagnosisConfig | None = None) -> Ranked:
     """The findings ranked by their replayed gain, without those whose gain does not clear its noise
-    (DiagnosisConfig.gain_noise_z); the ranking is replayed again for those that remain."""
+    (DiagnosisConfig.gain_noise_z); the ranking is replayed again for those that remain, until every one clears it
+    (each pass that does not drops at least one slow rank or finding, so this ends)."""
     z = (settings or DiagnosisConfig()).gain_noise_z
     r, cleared = _ranked(facts, list(found.slow_ranks), list(found.findings), z)
-    if not cleared:
-        r, _ = _ranked(facts, r.slow, r.findings, z)
+    while not cleared:
+        r, cleared = _ranked(facts, r.slow, r.findings, z)
     return r
