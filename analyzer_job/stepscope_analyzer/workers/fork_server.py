@@ -24,6 +24,7 @@ PRELOAD = [
     "stepscope_analyzer.parse",
     "stepscope_analyzer.analyses",
     "stepscope_analyzer.ranks.trace_work",  # the work the pool sends (by name) and the pool's own types
+    "numpy.ma",  # numpy.median imports it on its first call: once here rather than in every worker
     "stepscope_analyzer.workers.preload_frozen",  # last: freezes what the others created
 ]
 

@@ -103,6 +103,22 @@ def test_the_workers_inherit_the_preload_frozen() -> None:
     assert out == "True 0"
 
 
+def test_a_worker_finds_what_numpy_median_imports_on_first_use_loaded() -> None:
+    """numpy.median imports numpy.ma on its first call; the server's preload does it once for every worker."""
+    out = _run(
+        """
+        import sys
+        from stepscope_analyzer.workers import fork_server, rank_pool
+        if __name__ == "__main__":
+            fork_server.start_early()
+            with rank_pool._executor(2) as pool:
+                print(pool.submit(eval, "'numpy.ma' in __import__('sys').modules").result(), "numpy" in sys.modules)
+        """,
+        "2",
+    )
+    assert out == "True False"
+
+
 def test_the_command_freezes_its_objects_before_the_interpreter_exits(tmp_path: Path) -> None:
     """The exit's collections skip what the analysis left alive (the report is written by then)."""
     source = tmp_path / "in"
