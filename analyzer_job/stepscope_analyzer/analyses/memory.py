@@ -4,8 +4,6 @@ each bin, so no peak is lost). CUDA memory where the trace has CUDA events, else
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from stepscope_analyzer.analyses.step_phases import StepWindows
@@ -19,10 +17,9 @@ CUDA = 1
 def memory_usage(ev: TraceColumns, windows: StepWindows | None) -> MemoryUsage | None:
     """The rank's memory over its recorded steps (over the whole trace without step windows); None without
     allocator events."""
-    if not ev.memory:
+    rows = ev.memory  # (ts, allocated, reserved, device) each
+    if rows.shape[0] == 0:
         return None
-    flat = itertools.chain.from_iterable(ev.memory)  # (ts, allocated, reserved, device) each: fromiter, not asarray
-    rows = np.fromiter(flat, dtype=np.float64, count=4 * len(ev.memory)).reshape(-1, 4)
     cuda = rows[:, 3] == CUDA
     rows = rows[cuda] if cuda.any() else rows[~cuda]
     lo, hi = (float(windows.start[0]), float(windows.end[-1])) if windows else (float(rows[0, 0]), float(rows[-1, 0]))

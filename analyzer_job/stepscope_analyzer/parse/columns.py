@@ -87,9 +87,9 @@ class TraceColumns:
     collective_args: dict[int, dict[str, Any]] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     labels: dict[int, str] = field(default_factory=dict)  # negative pid/tid codes for non-integer pids/tids
-    memory: list[tuple[float, float, float, int]] = field(default_factory=list)
-    """the allocator's `[memory]` instant events (profile_memory): (ts, total allocated, total reserved, device
-    type: 0 CPU, 1 CUDA), in file order, at most MAX_MEMORY_EVENTS"""
+    memory: F64 = field(default_factory=lambda: np.empty((0, 4), dtype=np.float64))
+    """the allocator's `[memory]` instant events (profile_memory), one row each: ts, total allocated, total reserved,
+    device type (0 CPU, 1 CUDA); in file order, at most MAX_MEMORY_EVENTS"""
     _matching: dict[re.Pattern[str], list[int]] = field(default_factory=dict, repr=False, compare=False)
 
     @property
@@ -231,7 +231,7 @@ class ColumnBuilder:
         self._labels: dict[str, int] = {}
         self._collective_args: dict[int, dict[str, Any]] = {}
         self._thread_names: dict[tuple[int, int], str] = {}
-        self._memory: list[tuple[float, float, float, int]] = []
+        self._memory = _MemoryRows()
         self.seen = 0
         self._rows = 0  # rows already flushed into arrays
         self._limits = limits.current()
@@ -331,7 +331,7 @@ class ColumnBuilder:
         values = (ts, allocated, reserved)
         if len(self._memory) >= MAX_MEMORY_EVENTS or not all(_is_number(v) for v in values):
             return
-        self._memory.append((float(ts), float(allocated), float(reserved), device if type(device) is int else 0))
+        self._memory.one(float(ts), float(allocated), float(reserved), device if type(device) is int else 0)
 
     def _memory_rows(self, rows: bytes) -> None:
         """A scanned chunk's `[memory]` events the scanner read itself ((ts, allocated, reserved, device) records; NaN
@@ -342,9 +342,7 @@ class ColumnBuilder:
         ts, allocated, reserved = table["ts"], table["allocated"], table["reserved"]
         keep = np.flatnonzero(np.isfinite(ts) & np.isfinite(allocated) & np.isfinite(reserved))
         keep = keep[: MAX_MEMORY_EVENTS - len(self._memory)]
-        kept = table[keep]
-        columns = (kept["ts"].tolist(), kept["allocated"].tolist(), kept["reserved"].tolist(), kept["device"].tolist())
-        self._memory.extend(zip(*columns, strict=True))
+        self._memory.rows(ts[keep], allocated[keep], reserved[keep], table["device"][keep])
 
     def _memory_chunk(self, times: bytes, texts: bytes) -> None:
         """A scanned chunk's `[memory]` events at once (their times, float64; their args texts as one JSON array): the
@@ -361,12 +359,10 @@ class ColumnBuilder:
             return
         allocated = np.array([a.total_allocated for a in args], dtype=np.float64)  # None: NaN, left out below
         reserved = np.array([a.total_reserved for a in args], dtype=np.float64)
-        device = [a.device_type or 0 for a in args]
+        device = np.array([a.device_type if type(a.device_type) is int else 0 for a in args], dtype=np.float64)
         keep = np.flatnonzero(np.isfinite(ts) & np.isfinite(allocated) & np.isfinite(reserved))
         keep = keep[: MAX_MEMORY_EVENTS - len(self._memory)]
-        kept = keep.tolist()
-        rows = (ts[keep].tolist(), allocated[keep].tolist(), reserved[keep].tolist(), [device[i] for i in kept])
-        self._memory.extend(zip(*rows, strict=True))
+        self._memory.rows(ts[keep], allocated[keep], reserved[keep], device[keep])
 
     def _intern_rows(self, first: int) -> None:
         """Turn the names and categories of the rows from `first` on into ids (in order of first appearance; both
@@ -509,7 +505,7 @@ class ColumnBuilder:
             collective_args=self._collective_args,
             thread_names=self._thread_names,
             labels={v: k for k, v in self._labels.items()},
-            memory=self._memory,
+            memory=self._memory.table(),
         )
 
     def _check_durations_and_steps(self, dur: npt.NDArray[np.float64], name_id: I32) -> None:
@@ -526,6 +522,42 @@ class ColumnBuilder:
 
 
 _PART_KEYS = ("ts", "dur", "name_id", "cat_id", "pid", "tid", "stream", "correlation", "external_id")
+
+
+class _MemoryRows:
+    """The `[memory]` events kept so far, in file order: a scanned chunk's as arrays, the generic paths' one by one
+    (gathered into an array before the next chunk's arrays). Four float64 columns, no Python object per event."""
+
+    def __init__(self) -> None:
+        self._parts: list[F64] = []
+        self._pending: list[tuple[float, float, float, float]] = []
+        self._count = 0
+
+    def __len__(self) -> int:
+        return self._count
+
+    def one(self, ts: float, allocated: float, reserved: float, device: int) -> None:
+        self._pending.append((ts, allocated, reserved, float(device)))
+        self._count += 1
+
+    def rows(self, *columns: npt.NDArray[Any]) -> None:
+        """Rows given as four columns of the same length (ts, allocated, reserved, device)."""
+        if columns[0].size == 0:
+            return
+        self._flush()
+        self._parts.append(np.column_stack(columns).astype(np.float64, copy=False))
+        self._count += int(columns[0].size)
+
+    def _flush(self) -> None:
+        if self._pending:
+            self._parts.append(np.array(self._pending, dtype=np.float64).reshape(-1, 4))
+            self._pending.clear()
+
+    def table(self) -> F64:
+        self._flush()
+        if not self._parts:
+            return np.empty((0, 4), dtype=np.float64)
+        return self._parts[0] if len(self._parts) == 1 else np.concatenate(self._parts)
 
 
 def _numbers(values: list[Any], field_name: str, offset: int = 0) -> npt.NDArray[Any]:

@@ -57,7 +57,7 @@ def test_memory_events_are_kept_on_every_parse_path(traces: list[Path]) -> None:
     seen = []
     for on in (True, False):
         with native.enabled(on):
-            seen.append(parse_trace(traces[0]).events.memory)
+            seen.append(parse_trace(traces[0]).events.memory.tolist())
     assert seen[0] == seen[1] and len(seen[0]) == len(events)
     assert [m[1] for m in seen[0]] == [float(e["args"]["Total Allocated"]) for e in events]
     if native.active():  # the native scanner takes them itself (handing their args over), not the chunk back

@@ -23,11 +23,11 @@ def _trace(memory_args: list[dict[str, object]]) -> bytes:
     return json.dumps({"traceEvents": ops + memory}).encode()
 
 
-def _both(data: bytes) -> list[list[tuple[float, float, float, int]]]:
+def _both(data: bytes) -> list[list[tuple[float, ...]]]:
     seen = []
     for on in (True, False):
         with native.enabled(on):
-            seen.append(parse_bytes(data).events.memory)
+            seen.append([tuple(row) for row in parse_bytes(data).events.memory.tolist()])
     return seen
 
 
