@@ -43,6 +43,9 @@ class HandJob:
     steps: int = 5
     microbatches: int = 4
     rows: int = 64
+    width: int = WIDTH
+    """the blocks' width: at the default the per-op overhead outweighs the products' arithmetic, wider the products
+    dominate a step (a `rows` fault then adds about `amount` - 1 to the rank's work)"""
     seed: int = 7
     generator: str = field(default="handwritten_jobs")
 
@@ -72,17 +75,18 @@ def _model(job: HandJob, rank: int, blocks: int, head: bool) -> Any:
     import torch
     from torch import nn
 
+    width = job.width
     repeat = 2 if job.fault == "twice" and rank == job.slow_rank else 1
 
     class Blocks(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.norms = nn.ModuleList(nn.LayerNorm(WIDTH) for _ in range(blocks))
+            self.norms = nn.ModuleList(nn.LayerNorm(width) for _ in range(blocks))
             self.mlps = nn.ModuleList(
-                nn.Sequential(nn.Linear(WIDTH, 3 * WIDTH), nn.GELU(), nn.Linear(3 * WIDTH, WIDTH))
+                nn.Sequential(nn.Linear(width, 3 * width), nn.GELU(), nn.Linear(3 * width, width))
                 for _ in range(blocks)
             )
-            self.head = nn.Linear(WIDTH, 8) if head else None
+            self.head = nn.Linear(width, 8) if head else None
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             for norm, mlp in zip(self.norms, self.mlps, strict=True):
@@ -113,7 +117,7 @@ def _data_parallel(job: HandJob, rank: int, out: str) -> None:
     gen = torch.Generator().manual_seed(job.seed + rank)
     with _profiler(job, out) as prof:
         for _ in range(job.steps + 2):
-            x = torch.randn(rows, WIDTH, generator=gen)
+            x = torch.randn(rows, job.width, generator=gen)
             y = torch.randint(0, 8, (rows,), generator=gen)
             opt.zero_grad(set_to_none=True)
             loss: Any = torch.nn.functional.cross_entropy(model(x), y)
@@ -138,7 +142,7 @@ def _pipeline(job: HandJob, rank: int, out: str) -> None:
     gen = torch.Generator().manual_seed(job.seed + replica)
     with _profiler(job, out) as prof:
         for _ in range(job.steps + 2):
-            x = torch.randn(job.rows, WIDTH, generator=gen)
+            x = torch.randn(job.rows, job.width, generator=gen)
             y = torch.randint(0, 8, (job.rows,), generator=gen)
             opt.zero_grad(set_to_none=True)
             if stage == 0:
@@ -185,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--amount", type=float, default=0.0)
     p.add_argument("--layers", type=int, nargs="+", default=[3, 3])
+    p.add_argument("--rows", type=int, default=HandJob.rows, help="rows per step (per microbatch in a pipeline)")
+    p.add_argument("--width", type=int, default=WIDTH)
     a = p.parse_args(argv)
     if a.run:
         wire = json.loads(Path(a.run[0]).read_text())
@@ -192,7 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not a.out:
         p.error("OUT is required")
-    job = HandJob(Path(a.out).name, a.pp, a.dp, a.fault, a.slow_rank, a.amount, tuple(a.layers))
+    job = HandJob(
+        Path(a.out).name, a.pp, a.dp, a.fault, a.slow_rank, a.amount, tuple(a.layers), rows=a.rows, width=a.width
+    )
     run_job(job, Path(a.out))
     return 0
 

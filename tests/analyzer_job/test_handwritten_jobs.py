@@ -62,3 +62,19 @@ def test_a_replica_whose_stage_runs_its_layers_twice_is_named_by_its_work() -> N
     assert work.value > 1.4 and "op calls per step" in work.detail, work.detail
     assert d.verdict.startswith("Rank 2 slows the job"), d.verdict
     assert [f.cause.value for f in d.findings] == truth["findings"]
+
+
+@pytest.mark.parametrize("name", ["cpu-pp2dp2-balanced", "cpu-dp4-balanced-w256"])
+def test_healthy_jobs_of_the_second_set_have_no_slow_rank(name: str) -> None:
+    """The second set's false-alarm checks: a healthy pipeline, and four DDP ranks whose blocks are wide enough for the
+    products to fill the steps (one of them reads 1.2x the others' corrected compute in every step)."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+def test_the_other_replica_s_last_stage_running_its_layers_twice_is_named() -> None:
+    """The second set's `twice` job: rank 3 (stage 1, replica 1) applies each block twice; rank 3, compute."""
+    truth = json.loads((JOBS / "cpu-pp2dp2-rank3-twice" / "truth.json").read_text())
+    d = analyse("cpu-pp2dp2-rank3-twice").diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
+    assert d.verdict.startswith("Rank 3 slows the job"), d.verdict
