@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope_analyzer import limits
+from stepscope_analyzer.parse import native
 from stepscope_analyzer.parse.columns import ColumnBuilder, TraceColumns
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.source import read_raw_bytes, whole_text
@@ -16,6 +17,7 @@ from stepscope_analyzer.parse.splitter import (
     DEFAULT_CHUNK_BYTES,
     CannotSplitError,
     ChunkedEvents,
+    InlineScanner,
     ScanRefusedError,
     parse_whole,
 )
@@ -102,8 +104,9 @@ def parse_trace(
     ranks on 2 CPUs: 0.2-0.35 s more CPU of 2.9-3.4 s, handing the blocks over).
     With `scan_threads` > 1 (default: the CPUs this process may use when `inflate_thread`, else 1), the native
     scanner's chunks are scanned on that many threads while this one cuts the next (the scanner releases the GIL);
-    should the scanner refuse a chunk, the trace is parsed again without them, where refused chunks are cut again
-    smaller.
+    with one, on this thread as they are cut (splitter.InlineScanner): either way the blocks are cut where they lie.
+    Should the scanner refuse a chunk, the trace is parsed again on the general path, where refused chunks are cut
+    again smaller or decoded by the Python path.
     """
     raw = read_raw_bytes(source)
     threaded = cpus_per_trace() > 1 if inflate_thread is None else inflate_thread
@@ -114,6 +117,11 @@ def parse_trace(
                 return _parse_raw(raw, chunk_bytes, threaded, scanners)
             except ScanRefusedError:
                 pass
+    elif native.active():
+        try:
+            return _parse_raw(raw, chunk_bytes, threaded, InlineScanner())
+        except ScanRefusedError:
+            pass
     return _parse_raw(raw, chunk_bytes, threaded, None)
 
 

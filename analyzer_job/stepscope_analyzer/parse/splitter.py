@@ -14,9 +14,9 @@ from __future__ import annotations
 
 import re
 from collections import deque
-from collections.abc import Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import Executor, Future
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 import msgspec
 import orjson
@@ -26,6 +26,9 @@ from stepscope_analyzer.parse import native
 from stepscope_analyzer.parse.errors import TraceError
 from stepscope_analyzer.parse.native import ScannedChunk
 from stepscope_analyzer.parse.schema import EVENTS_DECODER
+
+P = ParamSpec("P")
+T = TypeVar("T")
 
 DEFAULT_CHUNK_BYTES = 256 << 10
 """text decoded per chunk by the Python path: its event objects are the parse's transient peak (256 KiB: ~70 MB for
@@ -113,21 +116,14 @@ _LOOKAHEAD = 1 << 16
 _JSON_SPACE = frozenset(b" \t\r\n")
 
 
-def _chunk_ends(text: bytes, big: int, ahead: int) -> Iterator[int]:
-    """Where to cut `text` (its first byte the array's "[" or the "," of the cut before it) into chunks: the ","
-    of the first event boundary past every `big` bytes while more than another chunk and `ahead` bytes follow, then
-    that of the last boundary in what is left; nothing when the text holds no boundary."""
-    at = 0
-    while True:
-        cut = _BOUNDARY.search(text, at + big)
-        if cut is None or cut.start() > len(text) - big - ahead:
-            break
+def _block_cuts(text: bytes, at: int, big: int) -> Iterator[int]:
+    """Where to cut `text` after its "," at `at`: the "," of the first event boundary past every `big` bytes, then
+    that of the last boundary in the text, each past the one before; nothing when no boundary follows `at`."""
+    while (cut := _BOUNDARY.search(text, at + big)) is not None:
         at = text.index(b",", cut.start())
         yield at
-    last = _last_cut(text, max(at + 1, len(text) - ahead))
-    if last < 0:
-        last = _last_cut(text, at + 1)
-    if last > 0:
+    last = _last_cut(text, at + 1)
+    if last > at:
         yield last
 
 
@@ -162,6 +158,19 @@ def _scanned(future: Future[ScannedChunk | None]) -> ScannedChunk:
     if chunk is None:
         raise ScanRefusedError
     return chunk
+
+
+class InlineScanner(Executor):
+    """Runs each call it is handed at once, on the caller's thread: ChunkedEvents' in-place cutting of the blocks
+    (no text copied but the events across two blocks) where no CPU is left for scanner threads."""
+
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> Future[T]:
+        future: Future[T] = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # the caller sees it where it reads the result, as from a thread
+            future.set_exception(exc)
+        return future
 
 
 class ChunkedEvents:
@@ -239,48 +248,46 @@ class ChunkedEvents:
 
     def _scan_ahead(self, scanners: Executor) -> Generator[ScannedChunk, None, None]:
         """The native scanner's chunks, scanned on `scanners`' threads while this one cuts the next ones, yielded in
-        order, at most SCAN_AHEAD_CHUNKS in flight. Chunks are cut from an immutable text, the blocks read since the
-        last cut joined once behind what that cut left (from its ","), the last of them at the text's last event
-        boundary (_chunk_ends): the scanner reads a chunk where it lies, and only the bytes after the last cut are
-        copied again (a chunk copied out of the buffer cost a second copy and a zero fill of every byte: ~20% of the
-        parse's CPU on two threads). Once less than a chunk is left it goes back into the buffer, from its "," (or
-        the array's "["), for the rest of the parse. A chunk the scanner refuses raises ScanRefusedError: a cut
-        cannot be taken back once later ones are made."""
+        order, at most SCAN_AHEAD_CHUNKS in flight. The scanner reads each block where it lies (the first one: the
+        text read so far, from the array's "["): a block's events
+        from its first event boundary to its last are cut in place (at a boundary past every `big` bytes), and
+        only the event across two blocks is copied (what the last block left, from its ",", joined with the next
+        block's text up to its first boundary), which makes a chunk of its own. A block is cut once the next one is
+        read: the last block and what the one before it left go back into the buffer, from that ",", for the rest
+        of the parse (the array's end and the text after it). A chunk the scanner refuses raises ScanRefusedError:
+        a cut cannot be taken back once later ones are made."""
         big = self._chunk_bytes * NATIVE_SCALE
         most = big + limits.current().max_event_bytes
-        ahead = min(big, _LOOKAHEAD)
-        parts = [bytes(self._buf)]  # starts with the array's "["
-        held = len(parts[0])
-        want = big + ahead
+        left = b""  # what the block before left after its last cut, from that ","
+        block: bytes | None = bytes(self._buf)  # the text read so far, from the array's "["
         pending: deque[Future[ScannedChunk | None]] = deque()
         try:
-            while True:
-                while held < want and (block := self._next_block()) is not None:
-                    parts.append(block)
-                    held += len(block)
-                if held < want:
-                    break  # the end of the input is near: the rest is cut by the general path
-                text = parts[0] if len(parts) == 1 else b"".join(parts)
-                parts = [text]
-                at = 0
-                for comma in _chunk_ends(text, big, ahead):
-                    pending.append(scanners.submit(native.scan_items, text, at + 1, comma))
-                    at = comma
-                    while len(pending) > SCAN_AHEAD_CHUNKS:
-                        yield _scanned(pending.popleft())
-                if at == 0:  # one event longer than what is held: read on
-                    if held > most:
-                        raise _no_boundary(held)
-                    want = held + 1
+            while block is not None:
+                following = self._next_block()
+                if following is None:
+                    break
+                first = _BOUNDARY.search(block)
+                if first is None:  # no boundary in the whole block: one event longer than it, read on
+                    left += block
+                    if len(left) > most:
+                        raise _no_boundary(len(left))
+                    block = following
                     continue
-                parts = [text[at:]]
-                held, want = len(parts[0]), big + ahead
+                at = block.index(b",", first.start())
+                across = left + block[: at + 1]
+                pending.append(scanners.submit(native.scan_items, across, 1, len(across) - 1))
+                for comma in _block_cuts(block, at, big):
+                    pending.append(scanners.submit(native.scan_items, block, at + 1, comma))
+                    at = comma
+                left, block = block[at:], following
+                while len(pending) > SCAN_AHEAD_CHUNKS:
+                    yield _scanned(pending.popleft())
             while pending:
                 yield _scanned(pending.popleft())
         finally:
             for future in pending:
                 future.cancel()
-        self._buf = bytearray().join(parts)
+        self._buf = bytearray().join([left] if block is None else [left, block])
 
     def _events(self) -> Generator[list[Any] | ScannedChunk, None, bytes]:
         """Yield event chunks; return the text from the array's closing ``]`` to the end of the document.

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from stepscope_analyzer import limits
 from stepscope_analyzer.parse import TraceError, kineto, native, parse_trace
 from stepscope_analyzer.parse.kineto import ParsedTrace
+from stepscope_analyzer.parse.stream import BLOCK_BYTES
 
 pytestmark = pytest.mark.unit
 
@@ -62,22 +63,27 @@ def _attempts(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     return seen
 
 
-def test_a_real_trace_scanned_ahead_is_the_one_thread_parse(
-    gloo_traces: list[bytes], monkeypatch: pytest.MonkeyPatch
-) -> None:
-    serial = parse_trace(gloo_traces[1], chunk_bytes=4096, inflate_thread=False, scan_threads=1)
+def test_a_trace_scanned_ahead_is_the_one_thread_parse(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks cut where they lie: chunks of at least `big` bytes within a block, and one chunk for the event across
+    each two blocks (the only text copied); every column as the one-thread parse has it."""
+    source = gzip.compress(_doc([f"kernel {i % 50}" for i in range(40_000)]))  # several inflated blocks
+    serial = parse_trace(source, chunk_bytes=4096, inflate_thread=False, scan_threads=1)
     attempts = _attempts(monkeypatch)
-    scanned: list[tuple[int, int]] = []
+    scanned: list[tuple[int, int, int]] = []
     scan_items = native.scan_items
 
     def recorded(text: bytes, start: int, end: int) -> native.ScannedChunk | None:
-        scanned.append((start, end))
+        scanned.append((len(text), start, end))
         return scan_items(text, start, end)
 
     monkeypatch.setattr(native, "scan_items", recorded)
-    ahead = parse_trace(gloo_traces[1], chunk_bytes=4096, inflate_thread=True, scan_threads=3)
+    ahead = parse_trace(source, chunk_bytes=4096, inflate_thread=True, scan_threads=3)
     assert attempts == [True]  # every chunk taken by the threads
-    assert len(scanned) > 5 and all(end - start >= 4 * 4096 for start, end in scanned)
+    in_place = [(start, end) for size, start, end in scanned if size >= BLOCK_BYTES // 2]
+    across = [size for size, start, end in scanned if size < BLOCK_BYTES // 2]
+    short = [(start, end) for start, end in in_place if end - start < 4 * 4096]
+    assert len(in_place) > 20 and len(short) <= len(across) + 1  # a block's last chunk, up to its last boundary
+    assert across and max(across) < 1024  # one event and a little more, copied
     _assert_same(serial, ahead)
 
 
@@ -149,21 +155,26 @@ def test_the_last_cut_is_the_last_boundary_at_the_array_level_or_none(text: byte
 @given(
     sizes=st.lists(st.integers(0, 300), min_size=1, max_size=60),
     big=st.integers(16, 4000),
-    ahead=st.integers(1, 2000),
     indent=st.sampled_from([None, 1]),
+    skip=st.integers(0, 3),
 )
-def test_chunk_ends_cut_chunks_of_at_least_big_bytes_and_leave_no_boundary_behind(
-    sizes: list[int], big: int, ahead: int, indent: int | None
+def test_block_cuts_cut_chunks_of_at_least_big_bytes_and_leave_no_boundary_behind(
+    sizes: list[int], big: int, indent: int | None, skip: int
 ) -> None:
-    from stepscope_analyzer.parse.splitter import _chunk_ends, _last_cut
+    """A block's cuts from one of its event boundaries (`skip` events in): each chunk a whole number of events, each
+    but the last at least `big` bytes, and no boundary left after the last cut."""
+    from stepscope_analyzer.parse.splitter import _block_cuts, _last_cut
 
     events = [{"name": "x" * size, "args": {"n": {"m": i}}} for i, size in enumerate(sizes)]
     text = json.dumps(events, indent=indent).encode()[:-1]  # from "[", without the array's "]"
-    ends = list(_chunk_ends(text, big, ahead))
-    starts = [0, *ends]
+    boundaries = list(_block_cuts(text, 0, 1))  # every boundary's ","
+    at = ([0, *boundaries])[min(skip, len(boundaries))]
+    ends = list(_block_cuts(text, at, big))
+    starts = [at, *ends]
     for start, end in zip(starts, ends, strict=False):
         assert text[end : end + 1] == b","
         json.loads(b"[" + text[start + 1 : end] + b"]")  # a whole number of events
     assert all(end - start >= big for start, end in zip(starts, ends[:-1], strict=False))
     assert _last_cut(text, starts[-1] + 1) == -1  # nothing left to cut after the last end
-    assert bool(ends) == (len(events) > 1)
+    assert len(boundaries) == len(events) - 1
+    assert bool(ends) == (len(boundaries) > min(skip, len(boundaries)))
