@@ -6,6 +6,10 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PIP_VERSION := 26.3
+# uv installs the pinned set, unpacking and byte-compiling in parallel; it compiles every module at install as pip
+# does, since nothing writes .pyc at run time where PYTHONDONTWRITEBYTECODE is set. pip stays for `pip download`.
+UV_VERSION := 0.13.8
+UV := $(BIN)/uv pip install -q --python $(BIN)/python
 CONSTRAINTS := requirements/constraints.txt
 # The CPU wheel of torch lies on this kind of machine's disk; pip finds it there without a download.
 FIND_LINKS := $(if $(wildcard /opt/wheels),--find-links /opt/wheels,)
@@ -34,15 +38,15 @@ help: ## list the targets
 
 $(STAMP):
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --disable-pip-version-check pip==$(PIP_VERSION)
-	$(BIN)/python -m pip install -q $(FIND_LINKS) -c $(CONSTRAINTS) -e '.[all]' --group test --group lint
+	$(BIN)/python -m pip install -q --disable-pip-version-check pip==$(PIP_VERSION) uv==$(UV_VERSION)
+	$(UV) --compile-bytecode $(FIND_LINKS) -c $(CONSTRAINTS) -e '.[all]' --group test --group lint
 	@rm -f $(VENV)/.installed-*; touch $@
 
 venv: $(STAMP) ## create .venv with the pinned dependencies
 
 $(BENCH_STAMP): $(STAMP)
-	$(BIN)/python -m pip install -q $(FIND_LINKS) -c $(CONSTRAINTS) --group bench
-	$(BIN)/python -m pip install -q --no-deps $(HTA_PIN)
+	$(UV) --compile-bytecode $(FIND_LINKS) -c $(CONSTRAINTS) --group bench
+	$(UV) --compile-bytecode --no-deps $(HTA_PIN)
 	@rm -f $(VENV)/.bench-*; touch $@
 
 bench-deps: $(BENCH_STAMP) ## the bench group (HTA): benchmarks, and the tests that open stored traces in HTA

@@ -4,9 +4,10 @@ real sidecars serving it, the real operator pulling it, and the analyzer Job of 
 - A run that is balanced at first, then whose rank 2 slows down twice (two separate slowdowns within the cooldown):
   nothing fires while it is balanced, the first slowdown fires exactly one session, whose report names rank 2 as the
   slow rank; the second slowdown is suppressed by the cooldown (an Event says so) and creates nothing.
-- A balanced run (a minute of evaluations every 2 s, every condition on) fires nothing the machine's own measured
-  speed does not explain (a step-time regression while the machine itself was as much slower). The several-minute
-  balanced soak is `bench/trigger_soak.py` (`make bench`), kept out of `make test` for its cost.
+- A balanced run (every condition on, evaluated every 2 s over three times what straggler and stall must hold before
+  they fire) fires nothing the machine's own measured speed does not explain (a step-time regression while the
+  machine itself was as much slower). The several-minute balanced soak is `bench/trigger_soak.py` (`make bench`), kept
+  out of `make test` for its cost.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from typing import Any as Env
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from trigger_manifests import API, write_trigger
+from trigger_manifests import API, EVALUATION_INTERVAL_S, write_trigger
 
 from stepscope_testing.machine_speed import SpeedProbe, explained
 
@@ -95,7 +96,11 @@ def test_a_slowdown_fires_exactly_once_and_the_session_names_the_slowed_rank(e2e
             120,
         )
         assert "cooling down until" in suppressed[0]["message"], suppressed
-        time.sleep(6)  # a few more evaluations of it
+        seen = status_of(e2e, "trig").get("lastEvaluationTime")
+        later = wait(
+            "a later evaluation", lambda: (t := status_of(e2e, "trig").get("lastEvaluationTime")) != seen and t, 60
+        )
+        wait("one more evaluation", lambda: status_of(e2e, "trig").get("lastEvaluationTime") not in (seen, later), 60)
         assert created_sessions(e2e, "trig") == [name]
         assert status_of(e2e, "trig")["sessionCount"] == 1
     finally:
@@ -123,24 +128,49 @@ def machine_explains(probe: SpeedProbe, at: float, status: dict[str, Any]) -> st
     return f"the job was {job:.2f}x its baseline, the machine {machine or float('nan'):.2f}x"
 
 
+HOLD_S = 10  # the balanced run's straggler forSeconds and stall seconds
+SOAK_S = 3 * HOLD_S
+
+
+def every_condition_judged(status: dict[str, Any]) -> bool:
+    """Whether the last evaluation judged every condition: no note of one that lacked steps ("no condition holds
+    (straggler: ... needed)") and no evaluation yet are the two ways it did not."""
+    message = str(status.get("message") or "")
+    return bool(status.get("lastEvaluationTime")) and bool(message) and not message.startswith("no condition holds (")
+
+
 def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
-    """Straggler and stall compare ranks with each other and with a fixed minute: they never fire. A step-time
+    """Straggler and stall compare ranks with each other and with a fixed time: they never fire. A step-time
     regression is the job against its own past, which a busy machine really does slow down: it may only fire while
-    the machine's own measured speed (SpeedProbe) fell as much, and a session may come only from such an episode."""
+    the machine's own measured speed (SpeedProbe) fell as much, and a session may come only from such an episode.
+
+    The soak starts once an evaluation judged every condition (each rank's straggler window and the regression's
+    baseline are full) and lasts three times HOLD_S, the straggler's forSeconds and the stall's seconds here: every
+    evaluation in it judges every condition, a false straggler or stall would show in the status at the evaluation it
+    first held and would fire a session within the soak, and the trigger's window of recent steps moves on by
+    evaluations every EVALUATION_INTERVAL_S seconds; the test requires more than half of the evaluations the soak can
+    hold. The regression's own forSeconds (its default) is longer than the soak: its judgement is checked evaluation
+    by evaluation, the sessions it may fire are the long soak's (`bench/trigger_soak.py`)."""
     with SpeedProbe(period=0.1) as probe:
         e2e.start_training("calm-train", slow_rank=-1)
         try:
             e2e.ready_pods("calm-train")
             regression = {"thresholdPercent": 50, "steps": RECENT_STEPS, "baselineSteps": BASELINE_STEPS}
-            conditions = {"straggler": {}, "stepTimeRegression": regression, "stall": {"seconds": 60}}
+            conditions = {
+                "straggler": {"forSeconds": HOLD_S},
+                "stepTimeRegression": regression,
+                "stall": {"seconds": HOLD_S},
+            }
             apply_trigger(e2e, "calm", "calm-train", conditions, cooldown=0)
             wait("telemetry", lambda: (status_of(e2e, "calm").get("observed") or {}).get("ranks") == 4, 120)
+            wait("an evaluation of every condition", lambda: every_condition_judged(status_of(e2e, "calm")), 120)
             began = time.monotonic()
             evaluations = set()
             unexplained, explained_by_machine = [], []
-            while time.monotonic() - began < 60:
+            while time.monotonic() - began < SOAK_S:
                 status = status_of(e2e, "calm")
-                evaluations.add(status.get("lastEvaluationTime"))
+                if every_condition_judged(status):
+                    evaluations.add(status.get("lastEvaluationTime"))
                 if status.get("condition") == "StepTimeRegression":
                     why = machine_explains(probe, time.monotonic(), status)
                     (unexplained if why else explained_by_machine).append(why or status.get("message"))
@@ -149,7 +179,7 @@ def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
                 time.sleep(1)
             assert unexplained == [], unexplained
             print(f"step-time regressions the machine's own slowdown explained: {explained_by_machine}")
-            assert len(evaluations) >= 15, evaluations  # the trigger kept evaluating
+            assert len(evaluations) > SOAK_S / EVALUATION_INTERVAL_S / 2, evaluations  # the trigger kept evaluating
             fired = {s.get("condition") for s in status_of(e2e, "calm").get("sessions") or []}
             assert fired <= {"StepTimeRegression"}, fired
         finally:

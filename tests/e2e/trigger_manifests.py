@@ -9,6 +9,7 @@ from typing import Any
 import yaml
 
 API = "stepscope.dev/v1alpha1"
+EVALUATION_INTERVAL_S = 2
 
 
 def write_trigger(folder: Path, name: str, job: str, conditions: dict[str, Any], **spec: Any) -> Path:
@@ -19,7 +20,7 @@ def write_trigger(folder: Path, name: str, job: str, conditions: dict[str, Any],
         "spec": {
             "targets": {"jobRef": {"kind": "Job", "name": job}},
             "conditions": conditions,
-            "evaluationIntervalSeconds": 2,
+            "evaluationIntervalSeconds": EVALUATION_INTERVAL_S,
             "sessionTemplate": {
                 "spec": {
                     "capture": {"steps": 6, "skipSteps": 2, "activities": ["cpu"], "stepTimeoutSeconds": 30},

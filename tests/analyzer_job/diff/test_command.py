@@ -1,8 +1,8 @@
-"""`stepscope diff` in a separate process on real gloo trainings (gate_job.py: one job records a baseline, an
-identical recording and one with added work on every rank, one after the other): the identical one passes, the
-added work fails and is named among the top changes, each prints its verdict once and no progress line twice,
-swapping the sides is an improvement (exit 0), a report.json and an s3:// URI are sides like a folder, and unusable
-inputs exit 2."""
+"""`stepscope diff` in a separate process on real gloo trainings recorded once (fixtures/gate_runs, see its README:
+gate_job.py, one job recording a baseline, an identical recording and one with added work on every rank, one after
+the other): the identical one passes, the added work fails and is named among the top changes, each prints its
+verdict once and no progress line twice, swapping the sides is an improvement (exit 0), a report.json and an s3://
+URI are sides like a folder, and unusable inputs exit 2."""
 
 from __future__ import annotations
 
@@ -18,11 +18,11 @@ from stepscope_contract.diff import ChangeKind, DiffResult, DiffVerdict
 from stepscope_contract.report import Report
 from stepscope_contract.text_escaping import one_line
 
-pytestmark = [pytest.mark.integration, pytest.mark.solo]
+pytestmark = pytest.mark.integration
 
-GATE_JOB = Path(__file__).resolve().parent / "gate_job.py"
-ADDED_ROUNDS = 96  # about +300% of a step on an idle machine: beyond the gate if a neighbour slows one run 2x
-STEPS = 10
+RUNS = Path(__file__).resolve().parents[1] / "fixtures" / "gate_runs"
+ADDED_ROUNDS = 96  # the slow run's added work (its README): beyond the gate if a neighbour slows one run 2x
+STEPS = 10  # recorded steps of each run
 GATE = "40"
 """The gate's accuracy at 15% is bench/gate_accuracy.py's measure; here the commands' behaviour is checked with a
 tolerance that neighbours' bursts on a shared machine do not reach between recordings a second apart, and added
@@ -34,14 +34,8 @@ def _run(cmd: list[str], timeout: float = 300) -> subprocess.CompletedProcess[st
 
 
 @pytest.fixture(scope="module")
-def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
-    root = tmp_path_factory.mktemp("gate")
-    folders = {name: root / name for name in ("base", "same", "slow")}
-    specs = [f"{folders['base']}:0", f"{folders['same']}:0", f"{folders['slow']}:{ADDED_ROUNDS}"]
-    cmd = [sys.executable, str(GATE_JOB), *specs, "--steps", str(STEPS), "--quiet-busy", "0.3", "--quiet-wait", "120"]
-    job = _run(cmd, timeout=900)
-    assert job.returncode == 0, job.stderr[-3000:]
-    return folders
+def runs() -> dict[str, Path]:
+    return {name: RUNS / name for name in ("base", "same", "slow")}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +55,6 @@ def _told_once(result: subprocess.CompletedProcess[str], d: DiffResult) -> None:
     assert len(progress) == len(set(progress)), progress
 
 
-@pytest.mark.timeout(900)
 def test_the_same_training_passes(runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path) -> None:
     out = tmp_path / "out"
     result = _run([*diff_cmd, str(runs["base"]), str(runs["same"]), "-o", str(out), "--max-regression", GATE])
@@ -76,7 +69,6 @@ def test_the_same_training_passes(runs: dict[str, Path], diff_cmd: list[str], tm
     assert (out / "diff.html").stat().st_size > 3000
 
 
-@pytest.mark.timeout(900)
 def test_added_work_on_every_rank_fails_and_is_named(
     runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path
 ) -> None:
@@ -122,7 +114,6 @@ def test_added_work_on_every_rank_fails_and_is_named(
     assert {c.name: c.change for c in _diff(back).top_changes}["added_work"] is ChangeKind.REMOVED
 
 
-@pytest.mark.timeout(900)
 def test_report_json_and_s3_sides(
     runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path, moto_endpoint: str
 ) -> None:
@@ -146,7 +137,6 @@ def test_report_json_and_s3_sides(
     assert via_storage.candidate.source == "s3://runs/pr-7"
 
 
-@pytest.mark.timeout(900)
 def test_unusable_inputs_exit_2(runs: dict[str, Path], diff_cmd: list[str], tmp_path: Path) -> None:
     empty = tmp_path / "empty"
     empty.mkdir()
