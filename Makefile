@@ -45,6 +45,7 @@ $(STAMP):
 venv: $(STAMP) ## create .venv with the pinned dependencies
 
 $(BENCH_STAMP): $(STAMP)
+	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)
 	$(UV) --compile-bytecode $(FIND_LINKS) -c $(CONSTRAINTS) --group bench
 	$(UV) --compile-bytecode --no-deps $(HTA_PIN)
 	@rm -f $(VENV)/.bench-*; touch $@
