@@ -18,7 +18,7 @@ from stepscope_analyzer import phases
 from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
 from stepscope_analyzer.ranks.discovery import Layout, discover
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, location_of, open_store
-from stepscope_analyzer.workers import fork_server, heap
+from stepscope_analyzer.workers import fork_server
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
@@ -34,7 +34,6 @@ def _import_finish() -> None:
 def run(args: argparse.Namespace, started: float) -> int:
     """The command for parsed arguments; `started`: when the command began (the report's analysis time)."""
     phases.mark("imported")
-    heap.return_large_frees()  # the stored traces this process reads and hands on leave its heap when let go
     try:
         location = location_of(args.source)
         connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))

@@ -112,7 +112,7 @@ def _decode_span(buf: bytearray, start: int, end: int, native_only: bool = False
 SCAN_AHEAD_CHUNKS = 4
 """chunks handed to the scanner threads before the oldest one's result is waited for"""
 _LOOKAHEAD = 1 << 16
-"""text read past a chunk's size before it is cut (scan-ahead: at the last event boundary in what it holds)"""
+"""text read past a chunk's size before the general path cuts it (at the first event boundary past the size)"""
 _JSON_SPACE = frozenset(b" \t\r\n")
 
 
@@ -249,13 +249,12 @@ class ChunkedEvents:
     def _scan_ahead(self, scanners: Executor) -> Generator[ScannedChunk, None, None]:
         """The native scanner's chunks, scanned on `scanners`' threads while this one cuts the next ones, yielded in
         order, at most SCAN_AHEAD_CHUNKS in flight. The scanner reads each block where it lies (the first one: the
-        text read so far, from the array's "["): a block's events
-        from its first event boundary to its last are cut in place (at a boundary past every `big` bytes), and
-        only the event across two blocks is copied (what the last block left, from its ",", joined with the next
-        block's text up to its first boundary), which makes a chunk of its own. A block is cut once the next one is
-        read: the last block and what the one before it left go back into the buffer, from that ",", for the rest
-        of the parse (the array's end and the text after it). A chunk the scanner refuses raises ScanRefusedError:
-        a cut cannot be taken back once later ones are made."""
+        text read so far, from the array's "["): a block's events from its first event boundary to its last are cut
+        in place (at a boundary past every `big` bytes), and only the event across two blocks is copied (what the
+        last block left, from its ",", joined with the next block's text up to its first boundary), which makes a
+        chunk of its own. A block is cut once the next one is read: the last block and what the one before it left
+        go back into the buffer, from that ",", for the rest of the parse (the array's end and the text after it). A
+        chunk the scanner refuses raises ScanRefusedError: a cut cannot be taken back once later ones are made."""
         big = self._chunk_bytes * NATIVE_SCALE
         most = big + limits.current().max_event_bytes
         left = b""  # what the block before left after its last cut, from that ","

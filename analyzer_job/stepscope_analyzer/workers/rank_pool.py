@@ -28,7 +28,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.workers import fork_server
+from stepscope_analyzer.workers import fork_server, heap
 from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import RankReport
 
@@ -145,7 +145,9 @@ def compute_all(
     """(task index, result) as they finish; tasks are pulled lazily, at most one per worker and
     IN_FLIGHT_SPARE more.
     `while_waiting`, if given, is called (at most once) as soon as the workers have their first tasks: work of the
-    caller's that no result waits for (`stepscope analyze` imports its reduce step there)."""
+    caller's that no result waits for (`stepscope analyze` imports its reduce step there). The calling process
+    keeps its mmap threshold fixed from here on (workers.heap)."""
+    heap.return_large_frees()  # the stored traces this process reads and hands on leave its heap when let go
     source = iter(tasks)
     first = True
     while True:
