@@ -8,15 +8,15 @@ traces in ../shared/data/traces/hta beside the checkout) with distributedInfo.ra
 - ours: `stepscope analyze DIR -o OUT` with the default worker count (the CPUs the process may use), and with
         STEPSCOPE_ANALYZER_WORKERS=1 (one process) for the scaling figure.
 Peak RSS is that of the largest process of each side: for HTA ru_maxrss over the process and every descendant it
-waited for (its pool), for ours the same and the RSS of every descendant sampled every 10 ms (the workers belong to
-a fork server, which is not waited for), in a run of its own: the sampling takes CPU from the command, so its time
-comes from another run with nothing beside it (HTA's ru_maxrss costs nothing). Times: HTA's from TraceAnalysis to
-its last breakdown (its imports, 0.7 s of pandas and friends, timed apart); ours the whole `stepscope analyze`
-command, imports and report included. The bar is judged on HTA's analysis alone (the stricter ratio); the ratio with
-both sides' imports is printed beside it.
+waited for (its pool), for ours the same and the RSS of every descendant sampled every 10 ms, in a run of its own:
+the sampling takes CPU from the command, so its time comes from another run with nothing beside it (HTA's ru_maxrss
+costs nothing). Times: HTA's from TraceAnalysis to its last breakdown (its imports, 0.7 s of pandas and friends,
+timed apart); ours the whole `stepscope analyze` command, imports and report included. The bar is judged on HTA's
+analysis alone (the stricter ratio); the ratio with both sides' imports is printed beside it.
 The sides run interleaved, --repeat times each; the median run of each side counts. Our command's time is split by
 the phases it reports (STEPSCOPE_PHASES, stepscope_analyzer/phases.py): interpreter start and imports, pool start
-(from the traces found to the first rank begun in a worker: the fork server's imports beside the first read), rank
+(from the command's own imports to the first rank begun in a worker: finding the traces, the pipeline's and the
+workers' imports, the fork), rank
 work (to the last rank's result), diagnosis (reduce), report (report.json and report.html) and exit.
 Prints wall-time and memory ratios against the bars (>= 20x HTA, <= 0.2 of its largest process), the split, the
 1-minute load average, and whether every rank's temporal breakdown agrees within 1%.
@@ -127,7 +127,7 @@ def split(stderr: str, began: float, ended: float) -> dict[str, float]:
     first = t.get("first rank began", t["ranks began"])
     return {
         "imports": t["imported"] - began,
-        "pool start": first - t.get("pool requested", t["ranks began"]),
+        "pool start": first - t["imported"],
         "rank work": t["ranks done"] - first,
         "diagnosis": t["diagnosed"] - t["ranks done"],
         "report": t["report written"] - t["diagnosed"],

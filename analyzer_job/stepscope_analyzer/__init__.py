@@ -4,7 +4,7 @@ import os
 
 # numpy's OpenBLAS starts a thread per CPU that spins between calls (3-4% of a rank's CPU in perf on the 54 MB
 # trace); the analyzer has no matrix work, so one thread, unless the environment says otherwise. Set before any
-# module of the package imports numpy; the rank workers' fork server inherits it.
+# module of the package imports numpy; the rank workers, forked from the command, inherit it.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # pydantic reads the entry points of every installed distribution, looking for plugins, when it builds its first

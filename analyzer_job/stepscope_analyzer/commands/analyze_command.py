@@ -1,11 +1,10 @@
 """`stepscope analyze`'s work, once its arguments are parsed (cli.py imports this module then).
 
-Three steps, so that the workers start sooner: this module imports only what finds the traces (storage, discovery)
-and starts the workers' fork server as soon as they are found (workers/fork_server: a job with traces enough for a
-pool), so that the server's imports (the parser, the analyses, the report models) run beside the command's own on
-another CPU; then it imports the pipeline, which reads the source and hands the ranks to the workers, importing
-neither the diagnosis nor the report; the last half (analyze_finish: reduce, diagnose, write the report, with
-numpy's and jinja2's imports) is imported while the workers parse the first ranks.
+Three steps, so that the workers start sooner: this module imports only what finds the traces (storage, discovery);
+then the pipeline, which reads the source and hands the ranks to the workers, forked once it has imported the
+parser and the analyses (workers/forking: a job with traces enough for a pool), importing neither the diagnosis nor
+the report; the last half (analyze_finish: reduce, diagnose, write the report, with jinja2's imports) is imported
+while the workers parse the first ranks. The collector is paused during each import (gc_pause).
 """
 
 from __future__ import annotations
@@ -16,9 +15,9 @@ import sys
 
 from stepscope_analyzer import phases
 from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
+from stepscope_analyzer.gc_pause import paused
 from stepscope_analyzer.ranks.discovery import Layout, discover
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, location_of, open_store
-from stepscope_analyzer.workers import fork_server
 from stepscope_contract.storage import AddressingStyle, StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
@@ -28,7 +27,8 @@ FINISH = "stepscope_analyzer.commands.analyze_finish"
 
 
 def _import_finish() -> None:
-    importlib.import_module(FINISH)
+    with paused():
+        importlib.import_module(FINISH)
 
 
 def run(args: argparse.Namespace, started: float) -> int:
@@ -46,15 +46,13 @@ def run(args: argparse.Namespace, started: float) -> int:
     if not layout.inputs:
         print(f"stepscope analyze: no traces found in {location.uri}", file=sys.stderr)
         return EXIT_NO_TRACES
-    phases.mark("pool requested")
-    fork_server.start_early(layout.traces_to_parse())
     return _analyze(args, started, store, layout, location.uri)
 
 
 def _analyze(args: argparse.Namespace, started: float, store: Store, layout: Layout, uri: str) -> int:
-    # imported once the fork server runs: its imports and these (the pipeline, the report models) overlap
-    from stepscope_analyzer.ranks.session_file import session_document
-    from stepscope_analyzer.ranks.two_pass import gather_all
+    with paused():
+        from stepscope_analyzer.ranks.session_file import session_document
+        from stepscope_analyzer.ranks.two_pass import gather_all
 
     if layout.session:
         progress(f"found {len(layout.inputs)} rank(s) (session folder)")

@@ -1,7 +1,7 @@
 """`stepscope analyze` (local runs) and the entry of `stepscope analyzer-job` (see session_job.py).
 
-Kept light: `stepscope analyze` parses its arguments, then imports the command's modules; the rank workers' fork
-server starts once the traces are found, as the first one is read (ranks/pipeline), and only for a job that uses
+Kept light: `stepscope analyze` parses its arguments, then imports the command's modules; the rank workers are
+forked once the traces are found, as the first one is handed out (ranks/pipeline), and only for a job that uses
 workers."""
 
 from __future__ import annotations
@@ -55,7 +55,10 @@ def analyze_parser() -> argparse.ArgumentParser:
 def analyze_main(argv: list[str]) -> int:
     started = time.perf_counter()
     args = analyze_parser().parse_args(argv)
-    from stepscope_analyzer.commands.analyze_command import run
+    from stepscope_analyzer.gc_pause import paused
+
+    with paused():
+        from stepscope_analyzer.commands.analyze_command import run
 
     try:
         return run(args, started)

@@ -62,11 +62,6 @@ class Layout:
     inputs: list[RankInput] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
-    def traces_to_parse(self) -> int:
-        """The traces that have no summary made on their node: what will be parsed here, at least (a refused node
-        summary adds its trace when it is read)."""
-        return sum(1 for i in self.inputs if i.trace_key is not None and i.node_summary_key is None)
-
 
 _KEY_FIELDS = {
     TRACE_FILE: "trace_key",

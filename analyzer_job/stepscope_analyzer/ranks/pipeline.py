@@ -8,9 +8,9 @@ name; of a rank's successive recording cycles the latest is kept; a rank claimed
 next free number with a note) -> reduce (reduction: job checks, diagnosis, report).
 Layouts and the files that are read: discovery. This module imports neither the diagnosis nor the report (nor the
 parser and analyses, which only the serial path and the workers load): `stepscope analyze` hands its first ranks to
-the workers before it imports them (its `while_waiting`). The workers' fork server starts as the first trace is read
-(unless the command started it as soon as the traces were found), and a job of fewer than
-fork_server.POOL_MIN_RANKS traces has no pool: each trace is parsed here on every CPU.
+the workers before it imports them (its `while_waiting`). The workers are forked before the first trace is read,
+once this process has imported what they run (workers/forking), and a job of fewer than forking.POOL_MIN_RANKS
+traces has no pool: each trace is parsed here on every CPU.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
 from stepscope_analyzer.ranks.storage_io import LocalStore, Store
 from stepscope_analyzer.ranks.trace_work import compute
-from stepscope_analyzer.workers import fork_server
-from stepscope_analyzer.workers.fork_server import pool_size
+from stepscope_analyzer.workers.forking import pool_size
 from stepscope_analyzer.workers.rank_pool import Computed, Task, compute_all
 from stepscope_contract.report import RankError, RankReport, RankStatus
 from stepscope_contract.storage import TRACE_FILE
@@ -438,8 +437,6 @@ def _in_pool(
         return index, outcome
 
     def tasks() -> Iterator[Task]:
-        phases.mark("pool requested")
-        fork_server.start_early(len(chosen))  # the workers' server imports the analyses while the first trace is read
         for index, inp in enumerate(chosen):
             read = read_rank(store, inp)
             base = _base(read, store)
@@ -453,6 +450,7 @@ def _in_pool(
             yield Task(index, trace, inp.rank, _rank_in_name(inp.name))
 
     progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
+    phases.mark("pool requested")
     for index, computed in compute_all(tasks(), work=compute, top_n=top_n, workers=workers, while_waiting=wait):
         while finished:
             yield finished.pop()

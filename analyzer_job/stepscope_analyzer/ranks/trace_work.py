@@ -13,8 +13,8 @@ def compute(
     """Parse and summarise one trace on `cpus` CPUs (None: every usable one; more than one: parse_trace's inflate
     and scan threads, summarize_parsed's phases thread); any failure is the rank's error text, never an exception.
     A handed trace's bytes are let go once parsed: the analyses' peak does not hold them."""
-    # imported here, not with this module: a worker has them from the fork server's preload, and a command that
-    # only hands traces to workers never loads them
+    # imported here, not with this module: the workers' preload (workers/forking) or this call loads them, and a
+    # job with nothing to parse never does
     from stepscope_analyzer.analyses import summarize_parsed
     from stepscope_analyzer.parse import parse_trace
 

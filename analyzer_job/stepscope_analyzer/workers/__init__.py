@@ -1,1 +1,2 @@
-"""Process plumbing: the fork server the rank workers start from, the worker pool, and the CPU quota that sizes it."""
+"""Process plumbing: how the rank workers start (forking), the worker pool, their heaps, and the CPU quota that
+sizes the pool."""

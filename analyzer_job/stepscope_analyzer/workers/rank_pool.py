@@ -8,19 +8,22 @@ stored (gzip) traces while each worker holds one inflated trace at a time, its s
 (Handed): the per-worker peak is the serial path's peak for the largest trace (the imported code, plus the trace's
 columns, tens of bytes per kept event, and the decoded events of one 256 KiB chunk: bench/ranks_vs_hta.py prints
 the largest process), bounded by the same limits table (limits.py), which the workers receive with every task.
-The workers import no storage or session models.
+The workers touch no storage.
 
-Workers start from a fork server (fork_server, started early by the commands) that has imported the parser and
-analyses once, and each analyses up to RANKS_PER_WORKER ranks before a fresh one takes its place. A worker that runs
-on reuses the heap pages its earlier ranks faulted in: on the 8-rank bench a process per rank took 129k page faults
-and 3.2-3.7 s of CPU, 4 ranks per process 82k and 2.8-3.4 s (the wall time 8-11% less), at the same peak (70 MB);
-the bound keeps a map shard's hundreds of ranks from growing one process's heap fragments without limit. A worker
-that dies (killed for memory) breaks the pool: the ranks it was running are then analysed again one at a time, each
-in a fresh process, so only the rank that kills its process is marked failed and the others are still analysed.
+Workers are forked from the calling process once it has imported what they run (forking.prepare), before the
+first trace is read; each pool analyses up to RANKS_PER_WORKER ranks per worker before a fresh pool takes its place
+(a quick worker may take more of them than its peers, never more than the pool's). A worker that runs on reuses the
+heap pages its earlier ranks faulted in (fewer page faults than a process per rank, at the same peak:
+bench/ranks_vs_hta.py); the bound keeps a map shard's hundreds of ranks from growing one process's heap fragments
+without limit. A worker sets its own malloc thresholds as it starts (heap.for_worker): it does not keep the
+caller's. A worker that dies (killed for memory) breaks the pool: the ranks it was running are then analysed again
+one at a time, each in a fresh process, so only the rank that kills its process is marked failed and the others
+are still analysed.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -28,7 +31,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, replace
 
 from stepscope_analyzer import limits
-from stepscope_analyzer.workers import fork_server, heap
+from stepscope_analyzer.workers import forking, heap
 from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import RankReport
 
@@ -83,8 +86,7 @@ def _in_worker(task: Task, top_n: int, table: limits.Limits, cpus: int | None, w
 
 
 def _executor(workers: int) -> ProcessPoolExecutor:
-    context = fork_server.context()
-    return ProcessPoolExecutor(max_workers=workers, mp_context=context, max_tasks_per_child=RANKS_PER_WORKER)
+    return ProcessPoolExecutor(max_workers=workers, mp_context=forking.context(), initializer=heap.for_worker)
 
 
 def _alone(task: Task, top_n: int, work: Work) -> Computed:
@@ -99,19 +101,23 @@ def _alone(task: Task, top_n: int, work: Work) -> Computed:
 
 def _pool_run(
     source: Iterator[Task], top_n: int, workers: int, work: Work, while_waiting: Callable[[], object] | None
-) -> Generator[tuple[int, Computed], None, list[Task]]:
-    """Run tasks from `source` in one pool until it runs out (returns []) or a worker dies (returns the tasks
-    that were in the pool then: the suspects). `while_waiting` is called once, after the first tasks are handed
-    to the pool."""
+) -> Generator[tuple[int, Computed], None, tuple[list[Task], bool]]:
+    """Run tasks from `source` in one pool (at most RANKS_PER_WORKER per worker) until the batch is done or a worker
+    dies. Returns the suspects (the tasks in the pool when a worker died, else []) and whether `source` ran out.
+    The workers are forked before the first task is read, so none of them starts with a stored trace in its heap.
+    `while_waiting` is called once, after the first tasks are handed to the pool."""
     pending: dict[Future[Computed], Task] = {}
     suspects: list[Task] = []
+    handed = 0
     cpus = cpus_per_trace(workers)  # more than one: CPUs to spare for each worker's inflate and scan threads
     with _executor(workers) as pool:
+        pool.submit(os.getpid).result()  # forks every worker now (a fork pool starts them all at its first task)
         while not suspects:
-            while len(pending) < workers + IN_FLIGHT_SPARE:
+            while len(pending) < workers + IN_FLIGHT_SPARE and handed < workers * RANKS_PER_WORKER:
                 task = next(source, None)
                 if task is None:
                     break
+                handed += 1
                 try:
                     pending[pool.submit(_in_worker, task, top_n, limits.current(), cpus, work)] = task
                 except BrokenProcessPool:
@@ -131,7 +137,7 @@ def _pool_run(
                     suspects.append(task)
             if suspects:
                 suspects += pending.values()
-    return suspects
+    return suspects, handed < workers * RANKS_PER_WORKER and not suspects
 
 
 def compute_all(
@@ -146,17 +152,19 @@ def compute_all(
     IN_FLIGHT_SPARE more.
     `while_waiting`, if given, is called (at most once) as soon as the workers have their first tasks: work of the
     caller's that no result waits for (`stepscope analyze` imports its reduce step there). The calling process
-    keeps its mmap threshold fixed from here on (workers.heap)."""
-    heap.return_large_frees()  # the stored traces this process reads and hands on leave its heap when let go
+    keeps its mmap threshold fixed from here on (workers.heap): the stored traces it reads and hands on
+    leave its heap when let go."""
+    heap.return_large_frees()  # the workers forked after this set their own (heap.for_worker)
     source = iter(tasks)
     first = True
     while True:
-        suspects: list[Task] = yield from _pool_run(source, top_n, workers, work, while_waiting if first else None)
+        run = _pool_run(source, top_n, workers, work, while_waiting if first else None)
+        suspects, ran_out = yield from run
         first = False
-        if not suspects:
-            return
         for task in suspects:
             yield task.index, _alone(task, top_n, work)
+        if ran_out:
+            return
 
 
 __all__ = ["Computed", "Handed", "Task", "Work", "compute_all"]

@@ -54,3 +54,37 @@ def test_elsewhere_nothing_changes(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(heap.sys, "platform", "darwin")
     assert heap.return_large_frees() is False
+
+
+# The same measure in a rank worker forked from a process that fixed its threshold: the worker sets its own.
+IN_A_WORKER = """
+    import os
+    from stepscope_analyzer.workers import heap, rank_pool
+    def rss():
+        with open(f"/proc/{os.getpid()}/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    def left_behind():
+        before = rss()
+        blocks, pins = [], []
+        for _ in range(16):
+            blocks.append(b"\\x01" * (2 << 20))
+            pins.append(b"\\x02" * 100_000)
+        del blocks
+        return (rss() - before) >> 20
+    if __name__ == "__main__":
+        assert heap.return_large_frees()
+        with rank_pool._executor(1) as pool:
+            print(pool.submit(left_behind).result(), left_behind())
+"""
+
+
+@pytest.mark.skipif(not GLIBC, reason="glibc's malloc only")
+def test_a_worker_keeps_its_freed_blocks_for_its_next_ones_whatever_its_caller_set() -> None:
+    """A worker allocates and frees blocks of a few MiB all along: it keeps them in its heap (its thresholds are its
+    own, heap.for_worker), while the process it was forked from gives them back."""
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(IN_A_WORKER)], capture_output=True, text=True, check=True, timeout=60
+    )
+    in_worker, in_caller = map(int, proc.stdout.split())
+    assert in_worker >= 24
+    assert in_caller <= 4

@@ -4,6 +4,9 @@ them."""
 
 from __future__ import annotations
 
+import os
+import signal
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +18,8 @@ from stepscope_analyzer.ranks.pipeline import discover, each_outcome, summarize_
 from stepscope_analyzer.ranks.storage_io import location_of
 from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.reduce.reduction import reduce_outcomes
-from stepscope_analyzer.workers.rank_pool import Handed, Task, compute_all
+from stepscope_analyzer.workers import rank_pool
+from stepscope_analyzer.workers.rank_pool import Computed, Handed, Task, compute_all
 from stepscope_contract.report import RankStatus, Report
 from stepscope_storage import open_store
 
@@ -143,3 +147,51 @@ def test_a_handed_trace_is_taken_whole_and_gives_the_same_summary(gloo_traces: l
     direct = compute(gloo_traces[0], None, 0, 5, 1)
     assert taken.error is None and taken.summary is not None and direct.summary is not None
     assert taken.summary.model_dump(mode="json") == direct.summary.model_dump(mode="json")
+
+
+def _whose(
+    trace: bytes | Handed, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None
+) -> Computed:
+    """A work function that tells which process ran the task."""
+    return Computed(None, str(os.getpid()), fixed_rank)
+
+
+def _dies_on_rank_two(
+    trace: bytes | Handed, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None
+) -> Computed:
+    """A work function whose process is killed (as for memory) on rank 2."""
+    if fixed_rank == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return Computed(None, "analysed", fixed_rank)
+
+
+def _tasks(count: int) -> Iterator[Task]:
+    return (Task(i, b"", i, None) for i in range(count))
+
+
+def test_a_worker_analyses_a_bounded_number_of_ranks_before_fresh_ones_take_over(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Every task is run once, in pools of at most RANKS_PER_WORKER tasks per worker, each with workers of its own."""
+    monkeypatch.setattr(rank_pool, "RANKS_PER_WORKER", 2)
+    results = dict(compute_all(_tasks(9), work=_whose, top_n=5, workers=2))
+    assert sorted(results) == list(range(9))
+    per_process = Counter(c.error for c in results.values())
+    assert max(per_process.values()) <= 2 * 2
+    assert len(per_process) >= 3  # nine tasks, four to a pool: three pools
+    assert str(os.getpid()) not in per_process
+
+
+def test_a_worker_that_dies_fails_only_the_rank_that_killed_it() -> None:
+    """The ranks in the pool when a worker dies are run again one at a time: only the rank that kills its own
+    process is marked failed; the others, those after it included, are analysed."""
+    results = dict(compute_all(_tasks(6), work=_dies_on_rank_two, top_n=5, workers=2))
+    assert sorted(results) == list(range(6))
+    assert {i: c.error for i, c in results.items()} == {
+        0: "analysed",
+        1: "analysed",
+        2: "the process analysing this trace died (out of memory?)",
+        3: "analysed",
+        4: "analysed",
+        5: "analysed",
+    }

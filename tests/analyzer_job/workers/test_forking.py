@@ -1,6 +1,6 @@
-"""The rank workers' fork server starts only when a command uses workers: for a job of three traces or more, as soon
-as the traces are found; the analyze entry point imports nothing heavy, nor does the command before the server
-starts."""
+"""The rank workers are forked from the process that hands them ranks, once it has loaded what they run, and only
+when a command uses workers (a job of three traces or more); the analyze entry point imports nothing heavy, nor
+does the command before it finds the traces."""
 
 from __future__ import annotations
 
@@ -25,8 +25,7 @@ def _run(code: str, workers: str) -> str:
 
 
 def test_the_analyze_entry_point_imports_nothing_heavy() -> None:
-    """What lets the fork server's imports overlap the command's: the entry module itself pulls in neither numpy
-    nor the pydantic models."""
+    """The entry module itself pulls in neither numpy nor the pydantic models (`--help` and usage errors stay quick)."""
     out = _run(
         """
         import sys
@@ -39,8 +38,7 @@ def test_the_analyze_entry_point_imports_nothing_heavy() -> None:
 
 
 def test_the_command_finds_the_traces_before_it_imports_the_models() -> None:
-    """What the command loads before it starts the fork server (storage, discovery, the server's module) is all
-    that stands before the server's own imports: no pydantic, numpy or pipeline; those are imported beside it."""
+    """What the command loads before it finds the traces (storage, discovery): no pydantic, numpy or pipeline."""
     out = _run(
         """
         import sys
@@ -53,70 +51,42 @@ def test_the_command_finds_the_traces_before_it_imports_the_models() -> None:
     assert out == "[]"
 
 
-@pytest.mark.parametrize(("workers", "started"), [("2", True), ("1", False), ("many", False)])
-def test_start_early_starts_the_server_only_for_workers(workers: str, started: bool) -> None:
+@pytest.mark.parametrize(("workers", "prepared"), [("2", True), ("1", False), ("many", False)])
+def test_prepare_for_loads_what_the_workers_run_only_for_workers(workers: str, prepared: bool) -> None:
+    """For a pool: the parser and the analyses imported in the calling process and every object frozen; for one
+    process (or a malformed worker count, reported where the pool is sized): nothing."""
     out = _run(
         """
-        import os
-        from multiprocessing import forkserver
-        from stepscope_analyzer.workers import fork_server
-        began = fork_server.start_early()
-        pid = forkserver._forkserver._forkserver_pid
-        print(began, pid is not None, os.environ["OPENBLAS_NUM_THREADS"])
+        import gc, os, sys
+        from stepscope_analyzer.workers import forking
+        done = forking.prepare_for(3)
+        print(done, "stepscope_analyzer.analyses" in sys.modules, gc.get_freeze_count() > 10_000,
+              os.environ["OPENBLAS_NUM_THREADS"])
         """,
         workers,
     )
-    assert out == f"{started} {started} 1"
+    assert out == f"{prepared} {prepared} {prepared} 1"
 
 
-def test_a_started_server_serves_the_pool() -> None:
-    """The early server is the one the rank pool forks its workers from (no second server), and they work."""
+def test_the_workers_are_forks_of_the_caller_with_the_preload_loaded_and_frozen() -> None:
+    """A worker is a child of the process that hands it ranks, forked once that process has loaded what a worker
+    runs (numpy.ma included, which numpy.median imports on its first call) and frozen it: the worker's collector
+    never walks those shared objects. The caller's own garbage collection still runs."""
     out = _run(
         """
-        from multiprocessing import forkserver
-        from stepscope_analyzer.workers import fork_server, rank_pool
+        import gc, os
+        from stepscope_analyzer.workers import rank_pool
+        def probe():
+            import sys
+            return os.getppid(), "numpy.ma" in sys.modules, gc.get_freeze_count() > 10_000, gc.isenabled()
         if __name__ == "__main__":
-            fork_server.start_early()
-            first = forkserver._forkserver._forkserver_pid
             with rank_pool._executor(2) as pool:
-                print(pool.submit(divmod, 7, 2).result(), forkserver._forkserver._forkserver_pid == first)
+                parent, preloaded, frozen, collecting = pool.submit(probe).result()
+            print(parent == os.getpid(), preloaded, frozen, collecting, gc.isenabled())
         """,
         "2",
     )
-    assert out == "(3, 1) True"
-
-
-def test_the_workers_inherit_the_preload_frozen() -> None:
-    """What the preload created is frozen in the server before it forks (fewer pages written in each worker, a
-    quicker exit of the server), and nothing of the kind happens in the command's own process."""
-    out = _run(
-        """
-        import gc
-        from stepscope_analyzer.workers import fork_server, rank_pool
-        if __name__ == "__main__":
-            fork_server.start_early()
-            with rank_pool._executor(2) as pool:
-                print(pool.submit(gc.get_freeze_count).result() > 10_000, gc.get_freeze_count())
-        """,
-        "2",
-    )
-    assert out == "True 0"
-
-
-def test_a_worker_finds_what_numpy_median_imports_on_first_use_loaded() -> None:
-    """numpy.median imports numpy.ma on its first call; the server's preload does it once for every worker."""
-    out = _run(
-        """
-        import sys
-        from stepscope_analyzer.workers import fork_server, rank_pool
-        if __name__ == "__main__":
-            fork_server.start_early()
-            with rank_pool._executor(2) as pool:
-                print(pool.submit(eval, "'numpy.ma' in __import__('sys').modules").result(), "numpy" in sys.modules)
-        """,
-        "2",
-    )
-    assert out == "True False"
+    assert out == "True True True True True"
 
 
 def test_the_command_freezes_its_objects_before_the_interpreter_exits(tmp_path: Path) -> None:
@@ -168,26 +138,25 @@ def test_the_analyze_command_hands_out_ranks_before_it_loads_the_reduce_step() -
 
 
 @pytest.mark.parametrize(("ranks", "pool"), [(2, False), (3, True)])
-def test_the_server_starts_as_the_first_trace_is_read_and_not_for_a_small_job(
-    tmp_path: Path, ranks: int, pool: bool
-) -> None:
-    """No server before the traces are found; for two traces none at all (each is parsed in the command's own
-    process on every CPU), for three it starts (where there is more than one CPU to give workers)."""
+def test_the_workers_are_prepared_only_for_a_job_that_uses_them(tmp_path: Path, ranks: int, pool: bool) -> None:
+    """Nothing is prepared before the traces are found; for two traces nothing at all (each is parsed in the
+    command's own process on every CPU), for three the workers' preload (where there is more than one CPU to give
+    workers), and every rank is analysed either way."""
     fixture = Path(__file__).resolve().parents[1] / "fixtures" / "gloo_2rank_rank0.pt.trace.json.gz"
     for rank in range(ranks):
         shutil.copy(fixture, tmp_path / f"rank{rank}.pt.trace.json.gz")
     out = _run(
         f"""
-        from multiprocessing import forkserver
+        import gc
         from stepscope_analyzer.ranks.pipeline import discover, summarize_all
         from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
         from stepscope_analyzer.workers.cpu_quota import worker_count
         if __name__ == "__main__":
             store = LocalStore()
             layout = discover(store, location_of({str(tmp_path)!r}))
-            before = forkserver._forkserver._forkserver_pid is not None
+            before = gc.get_freeze_count() > 0
             outcomes = summarize_all(store, layout)
-            after = forkserver._forkserver._forkserver_pid is not None
+            after = gc.get_freeze_count() > 0
             ok = all(o.summary.status.value == "ok" for o in outcomes)
             print(before, after, worker_count({ranks}) > 1, ok, len(outcomes))
         """,
