@@ -12,8 +12,6 @@ import os
 import sys
 from collections.abc import Callable
 
-from stepscope_cli.failures import explain
-
 EXIT_FAILED = 2  # the command could not do its work (as `stepscope wait` and `stepscope check` use 2)
 
 # subcommand -> (module, function, one-line help)
@@ -39,20 +37,21 @@ SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
 # a subcommand whose component is missing falls back to this one (fetch by URI needs no cluster)
 FALLBACKS: dict[str, tuple[str, str]] = {"fetch": ("stepscope_storage.fetch", "main")}
 
-# subcommand -> (module, function returning its argparse parser): what `--help` shows, checked by the tests.
+# subcommand -> (module, function returning its argparse parser): what `--help` shows, checked by the tests. `--help`
+# builds the parser from here without importing the command's module.
 PARSERS: dict[str, tuple[str, str]] = {
     "operator": ("stepscope_operator.main", "build_parser"),
     "sidecar": ("stepscope_sidecar.main", "build_parser"),
     "install-hook": ("stepscope_sidecar.install", "build_parser"),
     "analyze": ("stepscope_analyzer.commands.cli", "analyze_parser"),
-    "diff": ("stepscope_analyzer.diff.command", "diff_parser"),
+    "diff": ("stepscope_analyzer.diff.args", "diff_parser"),
     "analyzer-job": ("stepscope_analyzer.commands.job_args", "job_parser"),
-    "fetch": ("stepscope_cli.commands.open_session", "fetch_parser"),
-    "open": ("stepscope_cli.commands.open_session", "open_parser"),
+    "fetch": ("stepscope_cli.commands.args", "fetch_parser"),
+    "open": ("stepscope_cli.commands.args", "open_parser"),
     "local-cluster": ("stepscope_local.cli", "build_parser"),
     "demo": ("stepscope_local.demo", "build_parser"),
-    "check": ("stepscope_cli.commands.check", "build_parser"),
-    "wait": ("stepscope_cli.commands.wait", "build_parser"),
+    "check": ("stepscope_cli.commands.args", "check_parser"),
+    "wait": ("stepscope_cli.commands.args", "wait_parser"),
 }
 
 
@@ -82,6 +81,20 @@ def parser_of(name: str) -> argparse.ArgumentParser:
     return parser
 
 
+def _help(name: str, rest: list[str]) -> int:
+    """`stepscope <name> ... --help`: the parser's help, from its own module (the command's work is not loaded)."""
+    try:
+        parser = parser_of(name)
+    except ImportError as exc:
+        print(f"stepscope {name}: this install lacks that component ({exc})", file=sys.stderr)
+        return 2
+    try:
+        parser.parse_args(rest)
+    except SystemExit as exc:  # argparse exits after printing the help (or a usage error)
+        return int(exc.code or 0)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     debug = "--debug" in args or os.environ.get("STEPSCOPE_DEBUG", "") not in ("", "0")
@@ -99,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     if name not in SUBCOMMANDS:
         print(f"stepscope: unknown subcommand '{name}'\n\n{usage()}", file=sys.stderr)
         return 2
+    if any(a in ("-h", "--help") for a in rest):
+        return _help(name, rest)
     module_name, func_name, _ = SUBCOMMANDS[name]
     try:
         module = importlib.import_module(module_name)
@@ -122,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"stepscope {name}: interrupted", file=sys.stderr)
         return 130
     except Exception as exc:
+        from stepscope_cli.failures import explain  # its imports serve only a failure
+
         print(explain(exc).line(name), file=sys.stderr)
         return EXIT_FAILED
 

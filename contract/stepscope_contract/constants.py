@@ -62,3 +62,11 @@ ONBOARDING_LABEL = "stepscope.dev/profiling"
 ONBOARDING_LABEL_VALUE = "enabled"
 DEFAULT_TOKEN_SECRET = "stepscope-sidecar-token"  # noqa: S105 - a Secret's name
 DEFAULT_ANALYZER_ACCOUNT = "stepscope-analyzer"
+
+# the files `stepscope diff` writes (their shapes: diff.py)
+DIFF_JSON: Final = "diff.json"
+DIFF_HTML: Final = "diff.html"
+DIFF_MD: Final = "diff.md"
+"""the pull-request summary: verdict, the numbers decided on, the first five changes, links"""
+DIFF_JUNIT: Final = "diff-junit.xml"
+"""the verdict as one JUnit test case, for a CI system's test results"""

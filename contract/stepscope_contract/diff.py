@@ -21,12 +21,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from stepscope_contract.report import SessionInfo
 
 DIFF_SCHEMA_VERSION: Final = 1
-DIFF_JSON: Final = "diff.json"
-DIFF_HTML: Final = "diff.html"
-DIFF_MD: Final = "diff.md"
-"""the pull-request summary: verdict, the numbers decided on, the first five changes, links"""
-DIFF_JUNIT: Final = "diff-junit.xml"
-"""the verdict as one JUnit test case, for a CI system's test results"""
 
 
 class DiffModel(BaseModel):

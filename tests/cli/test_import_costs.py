@@ -1,4 +1,5 @@
-"""Each `stepscope` command loads what it uses, not what the other commands use: importing a command's module (and
+"""Each `stepscope` command loads what it uses, not what the other commands use: `stepscope <command> --help` loads
+no models and no library of the command's work; importing a command's module (and
 the module its `--help` parser comes from) loads no rendering, diff, analysis or cluster library, and costs at most
 a bounded multiple of importing the contract's models (`python -X importtime` in fresh interpreters, each command
 right after the contract, in up to RUNS rounds; the lowest round's ratio counts, so that a burst of load on a busy
@@ -90,3 +91,20 @@ def test_a_command_module_costs_at_most_a_bounded_multiple_of_the_contract() -> 
             ratios[module].append(_import_us([module]) / contract)
     over = {m: round(min(r), 2) for m, r in ratios.items() if min(r) > MAX_RATIO}
     assert not over, f"import time over {MAX_RATIO}x the contract's: {over}"
+
+
+HELP_LOADS_NONE_OF = (*NOT_AT_IMPORT, "pydantic", "stepscope_contract.report", "stepscope_contract.session", "torch")
+"""what `stepscope <command> --help` never loads: it prints the parser from PARSERS without the command's module"""
+
+
+@pytest.mark.parametrize("name", sorted(SUBCOMMANDS))
+def test_a_commands_help_loads_neither_its_work_nor_the_models(name: str) -> None:
+    probe = (
+        "import contextlib, io, sys\n"
+        "from stepscope_cli.main import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as shown:\n"
+        f"    code = main([{name!r}, '--help'])\n"
+        f"print(code, 'usage:' in shown.getvalue(), sorted(m for m in {HELP_LOADS_NONE_OF!r} if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "0 True []", f"stepscope {name} --help: {out.strip()}"

@@ -64,3 +64,16 @@ def test_console_script_installed() -> None:
     assert result.returncode == 0 and "analyzer-job" in result.stdout
     bare = subprocess.run([str(SCRIPT)], capture_output=True, text=True, check=False)
     assert bare.returncode == 2 and "usage: stepscope" in bare.stderr
+
+
+def test_check_skip_takes_the_names_of_the_checks() -> None:
+    from stepscope_cli.commands.args import CHECK_NAMES
+    from stepscope_cli.commands.check import CHECKS
+
+    assert list(CHECK_NAMES) == sorted(CHECKS)
+
+
+def test_help_after_other_arguments_and_a_usage_error_in_help_mode() -> None:
+    """`--help` anywhere after the subcommand prints the help and exits 0, without the command running."""
+    assert main(["wait", "some-session", "--timeout", "5", "--help"]) == 0
+    assert main(["diff", "--help"]) == 0

@@ -8,9 +8,8 @@ from datetime import UTC, datetime
 import pytest
 from pydantic import ValidationError
 
+from stepscope_contract.constants import DIFF_HTML, DIFF_JSON
 from stepscope_contract.diff import (
-    DIFF_HTML,
-    DIFF_JSON,
     ChangeKind,
     DiffResult,
     DiffVerdict,

@@ -25,7 +25,8 @@ from stepscope_analyzer.diff.page import diff_html_bytes
 from stepscope_analyzer.diff.pr_summary import junit, markdown
 from stepscope_analyzer.ranks.storage_io import StorageError, Store
 from stepscope_analyzer.report import model_json_bytes
-from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffResult
+from stepscope_contract.constants import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD
+from stepscope_contract.diff import DiffResult
 from stepscope_contract.report import Report
 from stepscope_contract.session import (
     GATE_RESULTS,

@@ -4,14 +4,14 @@ the numbers it was decided on. Exit 0 within the gate (or faster), 1 regression,
 
 from __future__ import annotations
 
-import argparse
 import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepscope_analyzer.diff.defaults import DIFF_TOP_N
-from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD, DiffVerdict
+from stepscope_analyzer.diff.args import diff_parser
+from stepscope_contract.constants import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD
+from stepscope_contract.diff import DiffVerdict
 from stepscope_contract.storage import AddressingStyle
 
 if TYPE_CHECKING:
@@ -36,50 +36,6 @@ def _progress(side: str) -> Callable[[str], None]:
         print(f"{side}: {message}", file=sys.stderr, flush=True)
 
     return say
-
-
-def _percent(text: str) -> float:
-    value = float(text)
-    if not 0.0 <= value <= 1000.0:
-        raise argparse.ArgumentTypeError(f"must be between 0 and 1000, got {text}")
-    return value
-
-
-def _level(text: str) -> float:
-    value = float(text)
-    if not 0.5 <= value < 1.0:
-        raise argparse.ArgumentTypeError(f"must be in [0.5, 1), got {text}")
-    return value
-
-
-def diff_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="stepscope diff",
-        description="Compare a candidate run with a baseline: step time and its phases, per rank and job-wide, and "
-        "each kernel/op/function's time and calls per step. Fails (exit 1) when the candidate's steps are slower "
-        "than the gate allows with confidence; exit 2 when a side cannot be used.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    for side in ("baseline", "candidate"):
-        p.add_argument(side, help="session folder or URI, folder of traces, one trace, or a report.json")
-    p.add_argument("-o", "--output", default="stepscope-diff", help="output folder")
-    p.add_argument("--max-regression", type=_percent, default=10.0, metavar="PCT", help="allowed slowdown, %%")
-    p.add_argument("--confidence", type=_level, default=0.90, help="two-sided level of the interval")
-    p.add_argument(
-        "--wall-clock",
-        action="store_true",
-        help="decide on the measured step times (default: at equal op speed, the unchanged ops' per-call change "
-        "taken for the machine's speed and taken out)",
-    )
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
-    p.add_argument("--region", default=None, help="object store region")
-    p.add_argument(
-        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
-    )
-    p.add_argument("--top-n", type=int, default=DIFF_TOP_N, help="names kept per rank when analysing traces")
-    p.add_argument("--diff-url", default=DIFF_HTML, help="where diff.md links diff.html (e.g. the CI artifact's URL)")
-    p.add_argument("--report-url", default=None, help="where diff.md links the candidate's report.html")
-    return p
 
 
 def _summary_lines(diff: DiffResult, out: Path) -> list[str]:

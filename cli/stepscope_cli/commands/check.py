@@ -21,7 +21,6 @@ cluster-wide; without that permission it looks in `stepscope`).
 
 from __future__ import annotations
 
-import argparse
 import base64
 import json
 import os
@@ -32,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from stepscope_cli.commands.args import check_parser
 from stepscope_cli.commands.check_report import CheckResult, exit_code, fail, ok, render, skip
 from stepscope_cli.commands.check_team import check_team
 from stepscope_contract.constants import API_VERSION, CRD_NAME, GROUP, KIND, PLURAL, SIDECAR_CONTAINER_NAME, VERSION
@@ -332,33 +332,8 @@ CHECKS: dict[str, Callable[[Context], CheckResult]] = {
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="stepscope check",
-        description="Verify an install: CRD served, operator answering, webhook injecting, storage reachable.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (unset: $KUBECONFIG, else in-cluster)")
-    parser.add_argument(
-        "--namespace", "-n", default=None, help="training namespace to check in (unset: the kubeconfig context's)"
-    )
-    parser.add_argument(
-        "--install-namespace",
-        default=None,
-        help="namespace of the install's storage settings (unset: found by their labels, else stepscope)",
-    )
-    parser.add_argument(
-        "--storage-uri", default=None, help="where to write the probe object (unset: the storage settings' URI)"
-    )
-    parser.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the operator's answer")
-    parser.add_argument(
-        "--skip", action="append", default=[], choices=sorted(CHECKS), help="leave this check out (repeatable)"
-    )
-    return parser
-
-
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = check_parser().parse_args(sys.argv[1:] if argv is None else argv)
     cluster = Cluster(args.kubeconfig)  # its errors reach the user as one line (stepscope_cli.failures)
     ctx = Context(
         cluster, args.namespace or cluster.context_namespace, args.install_namespace, args.timeout, args.storage_uri

@@ -24,6 +24,7 @@ import webbrowser
 from dataclasses import dataclass
 from pathlib import Path
 
+from stepscope_cli.commands.args import fetch_parser, open_parser
 from stepscope_cli.commands.check import Cluster, Context, credentials_of, storage_settings
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.session import DNS_SUBDOMAIN
@@ -105,37 +106,6 @@ def own_folder(obj: dict[str, object], namespace: str, name: str) -> StorageLoca
     return location
 
 
-def _parser(prog: str, description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog=prog, description=description, formatter_class=argparse.ArgumentDefaultsHelpFormatter
-    )
-    p.add_argument("session", help="the ProfileSession's name")
-    p.add_argument("--namespace", "-n", default=None, help="its namespace (unset: the kubeconfig context's)")
-    p.add_argument("--kubeconfig", default=None, help="kubeconfig file (unset: $KUBECONFIG, else in-cluster)")
-    p.add_argument(
-        "--install-namespace",
-        default=None,
-        help="namespace of the install's storage settings (unset: found by their labels, else stepscope)",
-    )
-    return p
-
-
-def open_parser() -> argparse.ArgumentParser:
-    p = _parser("stepscope open", "download a session's folder and show its report in the browser")
-    p.add_argument("--dest", default=None, help="where to download it (unset: ./stepscope-<namespace>-<name>)")
-    p.add_argument("--print", action="store_true", dest="print_only", help="print the report's path, open nothing")
-    p.add_argument("--trace", action="store_true", help=MERGED_HELP + "; print its path and open Perfetto's UI")
-    return p
-
-
-def fetch_parser() -> argparse.ArgumentParser:
-    p = _parser("stepscope fetch", "download a session's folder by its name (or a storage URI: as stored)")
-    p.add_argument("dest", nargs="?", default=None, help="local folder (unset: ./stepscope-<namespace>-<name>)")
-    p.add_argument("--merged", action="store_true", help=MERGED_HELP)
-    return p
-
-
-MERGED_HELP = "only the merged trace of the ranks that matter (one process per rank, clocks aligned)"
 PERFETTO_UI = "https://ui.perfetto.dev"
 
 

@@ -10,7 +10,6 @@ session. Prints a line whenever the session's phase or message changes, then the
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import sys
@@ -18,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from stepscope_cli.commands.args import wait_parser
 from stepscope_contract.constants import GROUP, PLURAL, VERSION
 from stepscope_contract.ranks import format_rank_set
 from stepscope_contract.session import (
@@ -107,23 +107,6 @@ def judge(obj: dict[str, Any], ignore_slow_ranks: bool = False) -> tuple[int, li
     return PASSED, [*lines, "passed"]
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="stepscope wait",
-        description="Wait for a ProfileSession to finish and exit 0 (passed), 1 (gate failed: regressed, slow or "
-        "hung rank) or 2 (session failed, no gate decision, not found, timeout).",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
-    )
-    parser.add_argument("session", help="the ProfileSession's name")
-    parser.add_argument("--namespace", "-n", default=None, help="its namespace (unset: the kubeconfig context's)")
-    parser.add_argument("--kubeconfig", default=None, help="kubeconfig file (unset: $KUBECONFIG, else in-cluster)")
-    parser.add_argument("--timeout", type=float, default=1800.0, help="seconds to wait before giving up (exit 2)")
-    parser.add_argument(
-        "--ignore-slow-ranks", action="store_true", help="pass a session with slow or hung ranks (gate only)"
-    )
-    return parser
-
-
 def wait_for(
     get: Callable[[], tuple[int, Any]], timeout: float, ignore_slow_ranks: bool, out: Callable[[str], None]
 ) -> int:
@@ -156,7 +139,7 @@ def wait_for(
 def main(argv: list[str] | None = None) -> int:
     from stepscope_cli.commands.check import Cluster
 
-    args = build_parser().parse_args(sys.argv[1:] if argv is None else argv)
+    args = wait_parser().parse_args(sys.argv[1:] if argv is None else argv)
     if not re.fullmatch(DNS_SUBDOMAIN, args.session) or (
         args.namespace and not re.fullmatch(DNS_SUBDOMAIN, args.namespace)
     ):

@@ -15,7 +15,8 @@ from stepscope_analyzer.diff.baseline import BaselineError, find_baseline, regre
 from stepscope_analyzer.diff.compare import diff_reports
 from stepscope_analyzer.ranks.storage_io import location_of, open_store
 from stepscope_analyzer.report import html_bytes, model_json_bytes
-from stepscope_contract.diff import DIFF_HTML, DIFF_JSON, DiffResult
+from stepscope_contract.constants import DIFF_HTML, DIFF_JSON
+from stepscope_contract.diff import DiffResult
 from stepscope_contract.report import Cause, Report, SlowRank
 from stepscope_contract.session import ConditionStatus, ProfileSessionSpec, ReportSummary
 from stepscope_contract.storage import REPORT_JSON, report_location

@@ -24,7 +24,8 @@ from stepscope_analyzer.diff.page import render_diff_html
 from stepscope_analyzer.diff.pr_summary import junit, markdown
 from stepscope_analyzer.ranks.storage_io import location_of, open_store
 from stepscope_analyzer.report import model_json_bytes, render_html
-from stepscope_contract.diff import DIFF_JUNIT, DIFF_MD, DiffResult, DiffVerdict
+from stepscope_contract.constants import DIFF_JUNIT, DIFF_MD
+from stepscope_contract.diff import DiffResult, DiffVerdict
 from stepscope_contract.report import Report
 from stepscope_contract.session import NO_BASELINE, ProfileSessionSpec, ProfileSessionStatus, ReportSummary
 from stepscope_contract.storage import REPORT_JSON, report_location
