@@ -43,11 +43,15 @@ LEANING = ("compute", "host")
 
 def _leaning(view: JobView, t: LastArrivals, noise_floor: float) -> tuple[str, Effect] | None:
     """The rank's own cost (without CPU-contention stretches) that exceeds its peers' median the most, above it in
-    most steps; None when neither does."""
+    most steps; None when neither does. Its effect is the straggler test's (the same noise, the same z): the
+    evidence quotes it as it is, whether or not it reaches the outlier threshold."""
     best: tuple[str, Effect] | None = None
+    peers = {r: s for r, s in view.samples.items() if r in t.peers}
+    waiting = {r for r in peers if view.lateness(r) <= 0} if view.has_collectives else None
     for cost in LEANING:
-        tested = {r: s.tested[cost] for r, s in view.samples.items() if r in t.peers}
-        e = next((e for e in effects(tested, noise_floor) if e.rank == t.rank), None)
+        tested = {r: s.tested[cost] for r, s in peers.items()}
+        residual = {r: s.residual_us(cost) for r, s in peers.items()}
+        e = next((e for e in effects(tested, noise_floor, residual, waiting) if e.rank == t.rank), None)
         if e is None or e.excess_us <= 0 or 2 * e.steps_above <= e.steps:
             continue
         if best is None or e.excess_us > best[1].excess_us:
