@@ -1,7 +1,7 @@
 """The analyzer on jobs written apart from the corpus' generators (fixtures/handwritten_jobs, see its README): a
 pipeline whose ranks are numbered stages fastest (replica-major, as DeepSpeed numbers them) with unnamed groups, its
 layers badly split between the stages; DDP jobs on shared cores, healthy or with one rank on more rows, among them
-the third set, recorded after the last_arrival detector was written."""
+the third set, recorded after the test of the order ranks arrive in (diagnosis.arrival_stragglers) was written."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ Steps, not collectives, are the samples: a rank late at a step's first bucket is
 
 The test needs at least four peers (MIN_RANKS_FOR_SPREAD): with two, one of them is always last, and which one is
 what the cost tests already judge. It says who the others wait for, not what it costs them: the detector that
-uses it (diagnosis.detectors.last_arrival) asks a cost that leans the same way and the replayed gain for that.
+uses it (diagnosis.arrival_stragglers) asks a cost that leans the same way and the replayed gain for that.
 """
 
 from __future__ import annotations

@@ -16,7 +16,6 @@ from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.detectors import (
     expert_imbalance,
     gpu_throttle,
-    last_arrival,
     pipeline_shape,
     slow_workers,
     standstill,
@@ -47,7 +46,6 @@ DETECTORS: tuple[DetectorRow, ...] = (
         pipeline_shape.detect,
         frozenset({Cause.STAGE_IMBALANCE, Cause.PIPELINE_BUBBLE, Cause.DATA_IMBALANCE}),
     ),
-    DetectorRow("last_arrival", last_arrival.detect, frozenset({Cause.COMPUTE, Cause.HOST})),
     DetectorRow("tp_straggler", tp_straggler.detect, frozenset({Cause.TP_STRAGGLER})),
     DetectorRow("gpu_throttle", gpu_throttle.detect, frozenset({Cause.GPU_THROTTLE})),
 )

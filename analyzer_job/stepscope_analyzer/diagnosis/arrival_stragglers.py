@@ -1,13 +1,12 @@
 """A straggler whose cost the others' waits hide: the rank its peers wait for at their collectives step after step
 (diagnosis.arrival_order), whose own cost leans the same way, reported with what the replay of the recorded steps
-gains when it runs like its peers. Pure.
+gains when it runs like its peers. The slow_workers detector asks it where the cost tests named no rank. Pure.
 
 Where DDP overlaps its gradient all-reduces with the backward pass, or every rank shares a few loaded cores, the
 others' waiting on the training thread understates what a slow rank costs, and the contention correction's
 residual hides its extra compute from the effect-size test (diagnosis.slow_ranks): no threshold there is met,
-while the order in which the ranks arrive at the collectives still names it. This detector looks only where the
-detectors above it found nothing (no rank, no finding of the job, no standstill: what they name is what the others
-wait for). A rank is named when
+while the order in which the ranks arrive at the collectives still names it. Only peers are compared: the members
+of a group in one pipeline stage (a slower stage is the stage's finding, not a rank's). A rank is named when
 - it is its peers' last significantly often (arrival_order: p <= consistency_alpha, over the ranks tested);
 - its compute or host time without CPU-contention stretches exceeds its peers' median, and in most steps (the cost
   with the larger excess is its cause);
@@ -29,8 +28,9 @@ from stepscope_analyzer.diagnosis.evidence import (
     name_times,
     wait_evidence,
 )
-from stepscope_analyzer.diagnosis.facts import Found, JobFacts
+from stepscope_analyzer.diagnosis.facts import JobFacts
 from stepscope_analyzer.diagnosis.job_view import JobView, job_view, wall_excess
+from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.ranking import clears_noise, rank_what_if
 from stepscope_analyzer.diagnosis.slow_ranks import phase_evidence, phase_of
 from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
@@ -97,12 +97,20 @@ def _slow_rank(view: JobView, facts: JobFacts, t: LastArrivals, cfg: DiagnosisCo
     )
 
 
-def detect(facts: JobFacts, settings: DiagnosisConfig) -> Found:
-    if facts.found.slow_ranks or facts.found.findings or facts.hung:
-        return Found()
+def _peers(t: LastArrivals, layout: Layout | None) -> bool:
+    """The group's members are peers: all in one pipeline stage (any group without stages)."""
+    if layout is None or layout.stages < 2:
+        return True
+    return len({layout.stage.get(r, -1) for r in t.peers}) == 1
+
+
+def arrival_stragglers(facts: JobFacts, settings: DiagnosisConfig) -> list[SlowRank]:
+    """The ranks named by the order their peers arrive in at the collectives (see the module docstring), with the
+    ranks that wait for them."""
     tests = [t for t in last_arrival_tests(facts.arrivals) if t.p_value <= settings.consistency_alpha]
+    tests = [t for t in tests if _peers(t, facts.layout)]
     if not tests:
-        return Found()
+        return []
     view = job_view(facts.ok)
     slow = [s for t in tests if (s := _slow_rank(view, facts, t, settings)) is not None]
-    return Found(slow_ranks=tuple(with_waiters(slow, facts.waits, STANDSTILL)))
+    return with_waiters(slow, facts.waits, STANDSTILL)
