@@ -11,7 +11,8 @@ of a group in one pipeline stage (a slower stage is the stage's finding, not a r
 - its compute or host time without CPU-contention stretches exceeds its peers' median, and in most steps (the cost
   with the larger excess is its cause);
 - the replay of the recorded steps with it running like its peers (ranking.rank_what_if) gains time that clears
-  its noise (ranking.clears_noise) and reaches the user's floor. That gain is its excess.
+  its noise (ranking.clears_noise) and reaches the user's floor. That gain is its excess. A rank whose gain clears
+  its noise but not the floor is not named; the verdict says what it costs the job (Found.under_floor).
 """
 
 from __future__ import annotations
@@ -75,13 +76,25 @@ def _evidence(view: JobView, facts: JobFacts, t: LastArrivals, lean: tuple[str, 
     return out + name_evidence(rank, cause, tables, step_us, 6)
 
 
-def _slow_rank(view: JobView, facts: JobFacts, t: LastArrivals, cfg: DiagnosisConfig) -> SlowRank | None:
+def _under_floor(t: LastArrivals, w: WhatIf, step_us: float, cfg: DiagnosisConfig) -> str:
+    """'rank 3 arrives last ... but running like its peers gains 9.6 ms per step (2.4%), under the 5% floor'."""
+    return (
+        f"rank {t.rank} arrives last at its peers' collectives in {t.last_steps} of {t.steps} steps (p = "
+        f"{t.p_value:.2g}), but the replay with it running like its peers gains {w.gain_us / 1000:,.1f} ms per step "
+        f"({100.0 * w.gain_us / step_us:.1f}% of the step), under the {cfg.min_slowdown_percent:g}% floor"
+    )
+
+
+def _slow_rank(view: JobView, facts: JobFacts, t: LastArrivals, cfg: DiagnosisConfig) -> SlowRank | str | None:
+    """The rank named, or what it costs the job where that is under the user's floor (None: not named)."""
     lean = _leaning(view, t, cfg.noise_floor_percent / 100.0 * view.step_us)
     if lean is None:
         return None
     w = rank_what_if(facts, t.rank, host=lean[0] == "host")
-    if w is None or not clears_noise(w, cfg.gain_noise_z) or w.gain_us < cfg.floor_us(view.step_us):
+    if w is None or not clears_noise(w, cfg.gain_noise_z):
         return None
+    if w.gain_us < cfg.floor_us(view.step_us):
+        return _under_floor(t, w, view.step_us, cfg)
     cost, e = lean
     gain = min(w.gain_us, 0.9 * view.step_us)
     return SlowRank(
@@ -104,13 +117,14 @@ def _peers(t: LastArrivals, layout: Layout | None) -> bool:
     return len({layout.stage.get(r, -1) for r in t.peers}) == 1
 
 
-def arrival_stragglers(facts: JobFacts, settings: DiagnosisConfig) -> list[SlowRank]:
+def arrival_stragglers(facts: JobFacts, settings: DiagnosisConfig) -> tuple[list[SlowRank], tuple[str, ...]]:
     """The ranks named by the order their peers arrive in at the collectives (see the module docstring), with the
-    ranks that wait for them."""
+    ranks that wait for them; and those the test names whose replayed gain is under the user's floor, in words."""
     tests = [t for t in last_arrival_tests(facts.arrivals) if t.p_value <= settings.consistency_alpha]
     tests = [t for t in tests if _peers(t, facts.layout)]
     if not tests:
-        return []
+        return [], ()
     view = job_view(facts.ok)
-    slow = [s for t in tests if (s := _slow_rank(view, facts, t, settings)) is not None]
-    return with_waiters(slow, facts.waits, STANDSTILL)
+    found = [_slow_rank(view, facts, t, settings) for t in tests]
+    slow = [s for s in found if isinstance(s, SlowRank)]
+    return with_waiters(slow, facts.waits, STANDSTILL), tuple(s for s in found if isinstance(s, str))

@@ -45,10 +45,13 @@ class Found:
     explains: frozenset[int] = frozenset()
     """ranks whose extra compute this detector's cause accounts for (the routing's, not the worker's): they are no
     longer slow workers once it has spoken"""
+    under_floor: tuple[str, ...] = ()
+    """what a detector saw that costs the job less than the user's floor, said when no rank is slow"""
 
     def merged(self, later: Found) -> Found:
         kept = tuple(s for s in self.slow_ranks if not (s.rank in later.explains and s.cause is Cause.COMPUTE))
-        return Found(kept + later.slow_ranks, self.findings + later.findings)
+        return Found(kept + later.slow_ranks, self.findings + later.findings,
+                     under_floor=self.under_floor + later.under_floor)  # fmt: skip
 
 
 @dataclass

@@ -18,5 +18,6 @@ def detect(facts: JobFacts, settings: DiagnosisConfig) -> Found:
     slow = find_slow_peers([r for r in facts.ok if r.rank not in hung], settings, facts.layout)
     slow = [s if s.node else s.model_copy(update={"node": facts.node_of.get(s.rank)}) for s in slow]
     if not slow and not hung and not facts.found.slow_ranks:
-        return Found(slow_ranks=tuple(arrival_stragglers(facts, settings)))
+        late, under_floor = arrival_stragglers(facts, settings)
+        return Found(slow_ranks=tuple(late), under_floor=under_floor)
     return Found(slow_ranks=tuple(with_waiters(slow, facts.waits, STANDSTILL)))
