@@ -191,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--layers", type=int, nargs="+", default=[3, 3])
     p.add_argument("--rows", type=int, default=HandJob.rows, help="rows per step (per microbatch in a pipeline)")
     p.add_argument("--width", type=int, default=WIDTH)
+    p.add_argument("--steps", type=int, default=HandJob.steps, help="steps recorded")
     a = p.parse_args(argv)
     if a.run:
         wire = json.loads(Path(a.run[0]).read_text())
@@ -199,7 +200,16 @@ def main(argv: list[str] | None = None) -> int:
     if not a.out:
         p.error("OUT is required")
     job = HandJob(
-        Path(a.out).name, a.pp, a.dp, a.fault, a.slow_rank, a.amount, tuple(a.layers), rows=a.rows, width=a.width
+        Path(a.out).name,
+        a.pp,
+        a.dp,
+        a.fault,
+        a.slow_rank,
+        a.amount,
+        tuple(a.layers),
+        a.steps,
+        rows=a.rows,
+        width=a.width,
     )
     run_job(job, Path(a.out))
     return 0

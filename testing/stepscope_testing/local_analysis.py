@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.ranks.pipeline import discover, summarize_all
 from stepscope_analyzer.ranks.python_stacks_io import load_python_stacks
 from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
@@ -12,11 +13,13 @@ from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_ou
 from stepscope_contract.report import Report
 
 
-def analyse_folder(folder: Path) -> Report:
-    """The report of `folder` (a session folder or a plain folder of traces)."""
+def analyse_folder(folder: Path, config: DiagnosisConfig | None = None) -> Report:
+    """The report of `folder` (a session folder or a plain folder of traces), diagnosed with `config`'s thresholds
+    (the defaults without it)."""
     store = LocalStore()
     layout = discover(store, location_of(str(folder)))
     outcomes = summarize_all(store, layout)
     dumps = flight_recorder_dumps(store, layout)
-    return reduce_outcomes(outcomes, include_missing=layout.session, notes=layout.notes, flight_recorder=dumps,
+    return reduce_outcomes(outcomes, config=config, include_missing=layout.session, notes=layout.notes,
+                           flight_recorder=dumps,
                            python_stacks=lambda ranks: load_python_stacks(store, layout, ranks))  # fmt: skip

@@ -8,7 +8,7 @@ from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.comparison import with_comparisons
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.detector_table import detect_all
-from stepscope_analyzer.diagnosis.facts import JobFacts, dumped_groups, job_facts
+from stepscope_analyzer.diagnosis.facts import Found, JobFacts, dumped_groups, job_facts
 from stepscope_analyzer.diagnosis.gpu_throttle import with_gpu_evidence
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, dumps_only_verdict
 from stepscope_analyzer.diagnosis.job_tables import communication_summary, top_bottlenecks
@@ -25,11 +25,11 @@ from stepscope_contract.report import Diagnosis, RankReport, SlowNode
 __all__ = ["diagnose", "dumped_groups"]
 
 
-def _verdict(facts: JobFacts, r: Ranked, nodes: list[SlowNode]) -> str:
+def _verdict(facts: JobFacts, r: Ranked, nodes: list[SlowNode], under_floor: tuple[str, ...]) -> str:
     ok = facts.ok
     coverage = Coverage(
         analysed=facts.analysed, errored=facts.failed, world_size=facts.world, other_jobs=facts.other_jobs,
-        makeup=step_makeup(ok),
+        makeup=step_makeup(ok), under_floor=under_floor,
     )  # fmt: skip
     hangs = facts.hang.hangs
     verdict = facts.hang.verdict or (None if ok else dumps_only_verdict(facts.hang.flight_recorder))
@@ -38,12 +38,13 @@ def _verdict(facts: JobFacts, r: Ranked, nodes: list[SlowNode]) -> str:
     return verdict or verdict_line(r.slow, hangs, nodes, r.numbers, coverage)
 
 
-def _diagnosis(facts: JobFacts, r: Ranked, cfg: DiagnosisConfig) -> Diagnosis:
+def _diagnosis(facts: JobFacts, found: Found, cfg: DiagnosisConfig) -> Diagnosis:
     ok, hangs = facts.ok, facts.hang.hangs
+    r = ranked(facts, found, cfg)
     nodes = find_slow_nodes(r.slow, facts.node_of)
     bottlenecks = top_bottlenecks(ok, cfg.max_bottlenecks)
     return Diagnosis(
-        verdict=_verdict(facts, r, nodes),
+        verdict=_verdict(facts, r, nodes, found.under_floor),
         headline=headline(r.slow, hangs, bottlenecks, r.findings),
         ranks_analysed=facts.analysed,
         ranks_expected=facts.world,
@@ -97,6 +98,6 @@ def diagnose(
         flight_recorder=flight_recorder,
         analysed=analysed,
     )
-    diagnosis = _diagnosis(facts, ranked(facts, detect_all(facts, cfg), cfg), cfg)
+    diagnosis = _diagnosis(facts, detect_all(facts, cfg), cfg)
     ok = facts.ok
     return with_comparisons(with_memory_evidence(with_gpu_evidence(diagnosis, ok), ok), ok)

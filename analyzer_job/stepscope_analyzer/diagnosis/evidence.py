@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 
+from stepscope_analyzer.diagnosis.arrival_order import LastArrivals
 from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.floor_test import FloorEffect
 from stepscope_analyzer.diagnosis.intermittent import Stall
@@ -107,6 +108,17 @@ def late_evidence(m: MeanRatio, step_us: float) -> Evidence:
         "steps vary too much for their median to show it, the waiting does not"
     )
     return Evidence(metric="compute per step on average", value=m.mine_us, baseline=m.theirs_us, detail=detail)
+
+
+def arrival_evidence(t: LastArrivals) -> Evidence:
+    """The rank arrives last at its peers' collectives more often than chance would make it (arrival_order)."""
+    detail = (
+        f"it arrives last of its {len(t.peers)} peers at most of the step's matched collectives in {t.last_steps} "
+        f"of {t.steps} steps ({t.last_calls} of {t.calls} collectives), where chance would make one rank that in "
+        f"1 of {len(t.peers)} steps: p = {t.p_value:.2g} over the ranks tested"
+    )
+    return Evidence(metric="last to arrive", value=float(t.last_steps), baseline=t.steps / len(t.peers), unit="steps",
+                    detail=detail)  # fmt: skip
 
 
 def every_nth(steps: tuple[int, ...] | list[int]) -> int | None:

@@ -3,7 +3,8 @@
 Every detector (diagnosis.detectors) reads the same `JobFacts`: the analysed ranks, the layout (stages, replicas,
 groups), the standstill evidence (stacks, Flight Recorder dumps), the matched waits (who waits for whom in which
 call), the step numbers, and on first use the per-rank, per-step samples of each cost with the job's noise
-(diagnosis.rank_costs) and the steps' work for the replay (diagnosis.replay). `found` is what the detectors before
+(diagnosis.rank_costs), the steps' work for the replay (diagnosis.replay) and who arrived last at each matched
+collective (diagnosis.waits). `found` is what the detectors before
 it in the table found (slow ranks, job findings): a detector that qualifies them (the ranks of a tensor-parallel
 group, the stages measured without their slow ranks) reads it there.
 
@@ -21,7 +22,7 @@ from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, step_numbers
 from stepscope_analyzer.diagnosis.layout import Layout, job_layout, layout_model
 from stepscope_analyzer.diagnosis.rank_costs import RankSamples, rank_samples, with_collective_waits
 from stepscope_analyzer.diagnosis.replay import StepWork, step_work
-from stepscope_analyzer.diagnosis.waits import matched_waits
+from stepscope_analyzer.diagnosis.waits import Arrival, last_arrivals, matched_waits
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import (
     Cause,
@@ -44,10 +45,13 @@ class Found:
     explains: frozenset[int] = frozenset()
     """ranks whose extra compute this detector's cause accounts for (the routing's, not the worker's): they are no
     longer slow workers once it has spoken"""
+    under_floor: tuple[str, ...] = ()
+    """what a detector saw that costs the job less than the user's floor, said when no rank is slow"""
 
     def merged(self, later: Found) -> Found:
         kept = tuple(s for s in self.slow_ranks if not (s.rank in later.explains and s.cause is Cause.COMPUTE))
-        return Found(kept + later.slow_ranks, self.findings + later.findings)
+        return Found(kept + later.slow_ranks, self.findings + later.findings,
+                     under_floor=self.under_floor + later.under_floor)  # fmt: skip
 
 
 @dataclass
@@ -56,6 +60,7 @@ class _Memo:
 
     samples: list[RankSamples] | None = None
     work: tuple[StepWork | None] | None = None
+    arrivals: list[Arrival] | None = None
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,13 @@ class JobFacts:
             work = step_work(self.layout, self.ok, self.microbatches) if self.layout is not None else None
             self._memo.work = (work,)
         return self._memo.work[0]
+
+    @property
+    def arrivals(self) -> list[Arrival]:
+        """every matched collective with the member that arrived last (diagnosis.waits)"""
+        if self._memo.arrivals is None:
+            self._memo.arrivals = last_arrivals(self.ok, self.layout)
+        return self._memo.arrivals
 
     def seeing(self, found: Found) -> JobFacts:
         """The same facts (derived ones shared) with what the detectors found so far."""

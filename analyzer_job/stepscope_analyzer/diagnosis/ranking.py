@@ -138,16 +138,25 @@ def _not_cleared(
     return ranks, causes
 
 
+def _what_ifs(facts: JobFacts, working: list[int], step_us: float, host: frozenset[int]) -> list[WhatIf]:
+    if facts.layout is not None:
+        return what_ifs(facts.step_work, working, step_us, host)
+    return dp_what_ifs(facts.ok, working, step_us)
+
+
+def rank_what_if(facts: JobFacts, rank: int, host: bool = False) -> WhatIf | None:
+    """The replayed what-if of `rank` running like its peers (its host work, with `host`) as the ranking replays
+    it, on the job's median step; None where nothing is replayed."""
+    return _like_peers(_what_ifs(facts, [rank], facts.numbers.median_step_us, frozenset({rank} if host else ())), rank)
+
+
 def _ranked(facts: JobFacts, slow: list[SlowRank], found_findings: list[JobFinding], z: float) -> tuple[Ranked, bool]:
     """The ranking of `slow` and the findings, and whether every one of them cleared its noise."""
     numbers = step_numbers(facts.ok, slow)
     working = [s.rank for s in slow if s.cause not in STANDSTILL]
     step_us = replay_base(numbers)
     host = frozenset(s.rank for s in slow if s.cause is Cause.HOST)
-    if facts.layout is not None:
-        whatifs = what_ifs(facts.step_work, working, step_us, host)
-    else:
-        whatifs = dp_what_ifs(facts.ok, working, step_us)
+    whatifs = _what_ifs(facts, working, step_us, host)
     shares = _shares(facts, working, host)
     drop_ranks, drop_causes = _not_cleared(slow, found_findings, whatifs, shares, z)
     if drop_ranks or drop_causes:

@@ -171,7 +171,7 @@ def _per_step_of(view: JobView, rank: int, phase: str, mean: bool) -> tuple[floa
     return mine, theirs
 
 
-def _phase_of(view: JobView, rank: int, cost: str, mean: bool = False) -> str | None:
+def phase_of(view: JobView, rank: int, cost: str, mean: bool = False) -> str | None:
     """The phase of `cost` whose time per step exceeds the other ranks' the most."""
     best, name = 0.0, None
     for phase in row_for_cost(cost).phases:
@@ -261,7 +261,7 @@ def find_slow_ranks(
         gain = min(max(gain, 0.0), 0.9 * step)
         if gain < cfg.floor_us(step):
             continue  # what fixing it would save is below the user's floor (the others hardly wait for it)
-        phase = _phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
+        phase = phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
         evidence = [e for f in flags for e in _flag_evidence(f, view, rank, gain if f is primary else None)]
         if phase is not None:
             evidence.append(phase_evidence(view, rank, phase, stall is not None))

@@ -31,6 +31,8 @@ class Coverage:
     other_jobs: str | None = None
     makeup: str = ""
     """where the step goes ('backward 41%, blocked in collectives 20%'), said when no rank is slow"""
+    under_floor: tuple[str, ...] = ()
+    """what the detectors saw under the user's floor (facts.Found.under_floor), said when no rank is slow"""
 
     def tail(self) -> str:
         """'; 4 of 4 ranks analysed' or '; only 2 of 128 ranks analysed: 126 were never seen'."""
@@ -117,7 +119,8 @@ def verdict_line(
     steps = f" ({slowdown_sentence(numbers, '')}{makeup})" if known else ""
     if coverage.analysed == 1:
         return f"One rank analysed: no other rank to compare it with{steps}{coverage.tail()}."
-    return f"No slow rank: the {coverage.analysed} analysed ranks are balanced{steps}{coverage.tail()}."
+    seen = "".join(f"; {x}" for x in coverage.under_floor)
+    return f"No slow rank: the {coverage.analysed} analysed ranks are balanced{steps}{seen}{coverage.tail()}."
 
 
 def top_named(s: SlowRank, kinds: frozenset[str]) -> Evidence | None:

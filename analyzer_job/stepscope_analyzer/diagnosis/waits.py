@@ -182,11 +182,20 @@ class _Waits:
     via: list[I64] = field(default_factory=list)
 
 
-def _collective_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
-    """In each matched collective the member with the shortest call arrived last; the others waited the rest."""
+@dataclass(frozen=True)
+class _Matched:
+    """The matched collectives: the calls in segment order (`order`: row indices, `seg`: each one's collective),
+    and per collective its least duration and the rank that made it (the last to arrive)."""
+
+    order: I64
+    seg: I64
+    least: F64
+    last: I64
+
+
+def _matched(rows: _Rows) -> _Matched:
+    """Each call's collective (the k-th call of its group and op in a step on every member) and who arrived last."""
     rank, op, group, step, dur = rows.rank, rows.op, rows.group, rows.step, rows.dur
-    if rank.size == 0:
-        return
     place = _ordinals(rank, group, op, step)
     order, seg = _segments(group, op, step, place)
     size = np.bincount(seg)
@@ -196,6 +205,17 @@ def _collective_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
     last = np.empty(size.size, dtype=np.int64)
     least[seg[by_dur][first]] = dur[order][by_dur][first]
     last[seg[by_dur][first]] = rank[order][by_dur][first]
+    return _Matched(order, seg, least, last)
+
+
+def _collective_waits(c: _Columns, rows: _Rows, out: _Waits) -> None:
+    """In each matched collective the member with the shortest call arrived last; the others waited the rest."""
+    rank, op, group, dur = rows.rank, rows.op, rows.group, rows.dur
+    if rank.size == 0:
+        return
+    m = _matched(rows)
+    order, seg, least, last = m.order, m.seg, m.least, m.last
+    size = np.bincount(seg)
     wait = dur[order] - least[seg]
     keep = (size[seg] >= 2) & (rank[order] != last[seg]) & (wait > 0)
     out.waiter.append(rank[order][keep])
@@ -307,22 +327,61 @@ def _first_of_each(sorted_keys: I64, most: int) -> npt.NDArray[np.bool_]:
     return first
 
 
-def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWaits]:
-    """Each rank that waits in matched calls: for whom, per step (its recorded steps with calls), most first."""
+def _split(ranks: list[RankReport], layout: Layout | None) -> tuple[_Columns, _Rows, _Rows] | None:
+    """Every rank's calls: (the columns, all calls, the collectives that can be matched), None without calls."""
     c = _columns(ranks, layout)
     if not c.rank:
-        return []
+        return None
     join = np.concatenate
     rows = _Rows(join(c.rank), join(c.op), join(c.group), join(c.other), join(c.step), join(c.start), join(c.dur))
     p2p = np.isin(rows.op, [c.ops[o] for o in P2P if o in c.ops])
     unmatched = np.isin(rows.op, [c.ops[o] for o in UNMATCHED if o in c.ops])
     if layout is not None and layout.tp > 1:  # ungrouped calls could be the TP groups' or the replicas'
         unmatched |= np.isin(rows.group, [g for (label, _), g in c.groups.items() if not label])
-    waits = _Waits()
     collective = rows.take(~p2p & ~unmatched)
-    _collective_waits(c, collective.take(_same_count(collective)), waits)
+    return c, rows, collective.take(_same_count(collective))
+
+
+def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWaits]:
+    """Each rank that waits in matched calls: for whom, per step (its recorded steps with calls), most first."""
+    split = _split(ranks, layout)
+    if split is None:
+        return []
+    c, rows, collective = split
+    waits = _Waits()
+    _collective_waits(c, collective, waits)
+    p2p = np.isin(rows.op, [c.ops[o] for o in P2P if o in c.ops])
     _receive_waits(c, rows.take(p2p & (rows.other >= 0) & (rows.other != rows.rank)), waits)
     return _per_rank(c, waits, _steps_per_rank(rows.rank, rows.step))
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One matched collective: its step, the ranks that issued it, and the one that arrived last."""
+
+    step: int
+    members: tuple[int, ...]
+    last: int
+
+
+def last_arrivals(ranks: list[RankReport], layout: Layout | None) -> list[Arrival]:
+    """Every matched collective of two members or more (as matched_waits matches them), with the member that arrived
+    last: the one whose call was shortest."""
+    split = _split(ranks, layout)
+    if split is None:
+        return []
+    collective = split[2]
+    if collective.rank.size == 0:
+        return []
+    m = _matched(collective)
+    rank, step = collective.rank[m.order], collective.step[m.order]
+    bounds = np.flatnonzero(np.diff(m.seg)) + 1
+    out = []
+    for members, steps, seg in zip(np.split(rank, bounds), np.split(step, bounds), np.split(m.seg, bounds),
+                                   strict=True):  # fmt: skip
+        if members.size >= 2:
+            out.append(Arrival(int(steps[0]), tuple(sorted(members.tolist())), int(m.last[seg[0]])))
+    return out
 
 
 def _per_rank(c: _Columns, w: _Waits, steps: dict[int, int]) -> list[RankWaits]:

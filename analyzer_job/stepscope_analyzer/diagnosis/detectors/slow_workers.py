@@ -1,8 +1,11 @@
 """Compute, host, memory and communication: ranks slower than their peers in one of their costs
-(diagnosis.peers, diagnosis.slow_ranks), with the ranks that wait for them. Pure."""
+(diagnosis.peers, diagnosis.slow_ranks), with the ranks that wait for them; where no cost names one and nothing
+stands still, the rank its peers wait for at their collectives step after step, whose cost leans the same way
+(diagnosis.arrival_stragglers). Pure."""
 
 from __future__ import annotations
 
+from stepscope_analyzer.diagnosis.arrival_stragglers import arrival_stragglers
 from stepscope_analyzer.diagnosis.causes import STANDSTILL
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.facts import Found, JobFacts
@@ -14,4 +17,7 @@ def detect(facts: JobFacts, settings: DiagnosisConfig) -> Found:
     hung = facts.hung
     slow = find_slow_peers([r for r in facts.ok if r.rank not in hung], settings, facts.layout)
     slow = [s if s.node else s.model_copy(update={"node": facts.node_of.get(s.rank)}) for s in slow]
+    if not slow and not hung and not facts.found.slow_ranks:
+        late, under_floor = arrival_stragglers(facts, settings)
+        return Found(slow_ranks=tuple(late), under_floor=under_floor)
     return Found(slow_ranks=tuple(with_waiters(slow, facts.waits, STANDSTILL)))
