@@ -27,10 +27,10 @@ HELM_SHA256 := 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
 HELM := .tools/helm
 
 PYTEST_ARGS ?=
-# The tests and every process they start (operator, sidecars, analyzer Jobs, commands) keep the bytecode they compile
-# in __pycache__, the test modules' assertion rewriting included: with PYTHONDONTWRITEBYTECODE set, each pytest
-# process (each xdist worker, the solo phase) would rewrite every test module, and each process compile the repo's
-# modules, again.
+# The tests, and the processes they start with their environment (operators, harness sidecars, commands), keep the
+# bytecode they compile in __pycache__, the test modules' assertion rewriting included: with PYTHONDONTWRITEBYTECODE
+# set, each pytest process (each xdist worker, the solo phase) would rewrite every test module, and each of those
+# processes compile the repo's modules, again. (The local cluster's pods get an environment of their own.)
 PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 PACKAGES := contract/stepscope_contract storage/stepscope_storage cli/stepscope_cli operator/stepscope_operator \
 	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local \
