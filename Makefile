@@ -27,6 +27,11 @@ HELM_SHA256 := 210d576a6dc04b7864af4b5d9a5af58860bbc03d19174ffeddbd29d01d1b59a9
 HELM := .tools/helm
 
 PYTEST_ARGS ?=
+# The tests, and the processes they start with their environment (operators, harness sidecars, commands), keep the
+# bytecode they compile in __pycache__, the test modules' assertion rewriting included: with PYTHONDONTWRITEBYTECODE
+# set, each pytest process (each xdist worker, the solo phase) would rewrite every test module, and each of those
+# processes compile the repo's modules, again. (The local cluster's pods get an environment of their own.)
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
 PACKAGES := contract/stepscope_contract storage/stepscope_storage cli/stepscope_cli operator/stepscope_operator \
 	sidecar/stepscope_sidecar sidecar/stepscope_hook analyzer_job/stepscope_analyzer localcluster/stepscope_local \
 	testing/stepscope_testing
@@ -63,25 +68,26 @@ browser: ## headless Chromium for the report's browser test (Debian's chromium, 
 	@sh tools/install_browser.sh || echo "make browser: no Chromium; the browser test will be skipped"
 
 # make test: two workers (most of the suite waits on real processes), then the tests that record real jobs and judge
-# their timing (marker solo), alone
+# their timing (marker solo), alone; that phase collects only the modules that name the marker
+SOLO_MODULES = $(shell grep -rlE 'mark\.solo' tests --include='test_*.py')
 TEST_WORKERS ?= 2
 test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
-	$(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS)
-	$(BIN)/python -m pytest -m solo $(PYTEST_ARGS)
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS)
+	$(PYTEST) -m solo $(SOLO_MODULES) $(PYTEST_ARGS)
 
 QUICK := tests/contract tests/storage tests/analyzer_job/parse tests/analyzer_job/analyses \
 	tests/analyzer_job/diagnosis tests/test_import_graph.py
 test-quick: venv ## the inner loop: unit tests of the contract, storage, parser, analyses and diagnosis
-	$(BIN)/python -m pytest -m unit $(QUICK) $(PYTEST_ARGS)
+	$(PYTEST) -m unit $(QUICK) $(PYTEST_ARGS)
 
 unit: venv ## only the unit tests
-	$(BIN)/python -m pytest -m unit $(PYTEST_ARGS)
+	$(PYTEST) -m unit $(PYTEST_ARGS)
 
 integration: venv bench-deps tools browser ## only the integration tests
-	$(BIN)/python -m pytest -m integration $(PYTEST_ARGS)
+	$(PYTEST) -m integration $(PYTEST_ARGS)
 
 e2e: venv bench-deps tools ## only the end-to-end tests
-	$(BIN)/python -m pytest -m e2e $(PYTEST_ARGS)
+	$(PYTEST) -m e2e $(PYTEST_ARGS)
 
 FUZZ_SECONDS ?= 300
 fuzz: venv ## the atheris targets (parser; dumps, metrics, telemetry, reviews, reports; fetch paths; node summaries; gate outputs) for FUZZ_SECONDS each, then the property tests at length
@@ -96,7 +102,7 @@ fuzz: venv ## the atheris targets (parser; dumps, metrics, telemetry, reviews, r
 		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/node_summaries
 	$(BIN)/python tests/fuzz/fuzz_gate_outputs.py -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 		-rss_limit_mb=1536 -timeout=20 -artifact_prefix=.fuzz/crashes/ .fuzz/gate
-	HYPOTHESIS_PROFILE=fuzz $(BIN)/python -m pytest -m fuzz -p no:cacheprovider $(PYTEST_ARGS)
+	HYPOTHESIS_PROFILE=fuzz $(PYTEST) -m fuzz -p no:cacheprovider $(PYTEST_ARGS)
 
 lint: venv ## ruff
 	$(BIN)/ruff check .

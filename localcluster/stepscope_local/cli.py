@@ -155,6 +155,12 @@ class _Operator:
         return f"pid {self.proc.pid}, log {self.workdir / 'operator.log'}"
 
 
+def _stop_operator(operator: _Operator | None) -> None:
+    if operator is not None and operator.proc is not None:
+        kill_group(operator.proc, 10)
+        operator.proc = None
+
+
 def _object_store(cluster: LocalCluster, workdir: Path) -> Watched | None:
     s3 = cluster.s3
     if s3 is None:
@@ -199,26 +205,28 @@ def run_foreground(args: argparse.Namespace) -> int:
         from stepscope_local.cluster import LocalCluster  # the emulator, S3 and the runner: only to run a cluster
 
         with LocalCluster(workdir=workdir / "cluster", nodes=nodes, buckets=tuple(args.bucket)) as cluster:
-            install(cluster)
-            described = "not started (--no-operator)"
-            watched = [w for w in [_object_store(cluster, workdir)] if w is not None]
-            if not args.no_operator:
-                operator = _Operator(args, cluster, workdir)
-                operator.proc = _start_operator(args, cluster, workdir)
-                if operator.proc is None:
-                    return 1
-                record_pid(workdir, "operator", operator.proc.pid)
-                described = f"pid {operator.proc.pid}, log {workdir / 'operator.log'}"
-                watched.append(Watched("operator", operator.exit_code, operator.restart, started=time.monotonic()))
-            lines = [*shell_lines(cluster), *_comments(cluster, described, env_file)]
-            partial = env_file.with_suffix(".partial")
-            partial.write_text("\n".join(lines) + "\n")
-            partial.replace(env_file)  # --background prints it once it exists: never half of it
-            print("\n".join([*lines, "# Ctrl-C (or stepscope local-cluster --stop) stops everything"]), flush=True)
-            _supervise(stop, watched)
+            try:
+                install(cluster)
+                described = "not started (--no-operator)"
+                watched = [w for w in [_object_store(cluster, workdir)] if w is not None]
+                if not args.no_operator:
+                    operator = _Operator(args, cluster, workdir)
+                    operator.proc = _start_operator(args, cluster, workdir)
+                    if operator.proc is None:
+                        return 1
+                    record_pid(workdir, "operator", operator.proc.pid)
+                    described = f"pid {operator.proc.pid}, log {workdir / 'operator.log'}"
+                    watched.append(Watched("operator", operator.exit_code, operator.restart, started=time.monotonic()))
+                lines = [*shell_lines(cluster), *_comments(cluster, described, env_file)]
+                partial = env_file.with_suffix(".partial")
+                partial.write_text("\n".join(lines) + "\n")
+                partial.replace(env_file)  # --background prints it once it exists: never half of it
+                print("\n".join([*lines, "# Ctrl-C (or stepscope local-cluster --stop) stops everything"]), flush=True)
+                _supervise(stop, watched)
+            finally:  # the API server's clients before the server: a live operator's watches hold its shutdown up
+                _stop_operator(operator)
     finally:
-        if operator is not None and operator.proc is not None:
-            kill_group(operator.proc, 10)
+        _stop_operator(operator)
         stop_recorded(workdir, RECORDED)
         env_file.unlink(missing_ok=True)
         _pid_file(workdir).unlink(missing_ok=True)

@@ -1,6 +1,7 @@
 """RBAC checked against real traffic: a whole session on the local cluster (operator, sidecars, analyzer Job, and the
-cleanup Job that deletes the artifacts on delete), then a ProfileTrigger that fires on a slow rank, whose session runs
-and is deleted by its history limit, with the emulator recording which identity made which request.
+cleanup Job that deletes the artifacts on delete), then a ProfileTrigger on the same training that fires on its slow
+rank, whose session runs and is deleted by its history limit, with the emulator recording which identity made which
+request.
 Every request of the operator is allowed by the Roles/ClusterRoles the Helm chart renders for the same install
 (operator watching `default`, release namespace stepscope-system); every rule the chart grants is used, or listed in
 GRANTED_BUT_UNUSED with the reason; the analyzer and cleanup Jobs (the analyzer's ServiceAccount) and the training
@@ -76,31 +77,26 @@ def _wait_gone(env: Env, name: str, timeout: float = 120) -> None:
         time.sleep(0.5)
 
 
-def _trigger_fires_and_prunes(e2e: Env) -> None:
-    """A trigger on a training whose rank 2 is slow: it fires, its session runs, history limit 0 deletes it."""
-    e2e.start_training("rbac-slow", slow_rank=2)
-    try:
-        e2e.ready_pods("rbac-slow")
-        limits = {"successfulSessionsHistoryLimit": 0, "failedSessionsHistoryLimit": 0}
-        path = write_trigger(e2e.workdir, "rbac-watch", "rbac-slow", {"straggler": {"forSeconds": 0}}, **limits)
-        applied = e2e.cluster.kubectl("apply", "-f", str(path))
-        assert applied.returncode == 0, applied.stderr
-        deadline = time.monotonic() + 300
-        while True:
-            status = (e2e.cluster.api.get(API, "profiletriggers", "default", "rbac-watch") or {}).get("status") or {}
-            sessions = status.get("sessions") or []
-            if sessions and sessions[0].get("phase") == "Deleted":
-                break
-            assert time.monotonic() < deadline, status
-            time.sleep(0.5)
-        _wait_gone(e2e, sessions[0]["name"])
-    finally:
-        e2e.stop_training("rbac-slow")
+def _trigger_fires_and_prunes(e2e: Env, job: str) -> None:
+    """A trigger on the training, whose rank 2 is slow: it fires, its session runs, history limit 0 deletes it."""
+    limits = {"successfulSessionsHistoryLimit": 0, "failedSessionsHistoryLimit": 0}
+    path = write_trigger(e2e.workdir, "rbac-watch", job, {"straggler": {"forSeconds": 0}}, **limits)
+    applied = e2e.cluster.kubectl("apply", "-f", str(path))
+    assert applied.returncode == 0, applied.stderr
+    deadline = time.monotonic() + 300
+    while True:
+        status = (e2e.cluster.api.get(API, "profiletriggers", "default", "rbac-watch") or {}).get("status") or {}
+        sessions = status.get("sessions") or []
+        if sessions and sessions[0].get("phase") == "Deleted":
+            break
+        assert time.monotonic() < deadline, status
+        time.sleep(0.5)
+    _wait_gone(e2e, sessions[0]["name"])
 
 
 def test_every_request_is_granted_by_the_chart_and_every_grant_is_used(e2e: Env) -> None:
     assert HELM.is_file(), "run `make tools` (the pinned helm binary)"
-    e2e.start_training("rbac-train")
+    e2e.start_training("rbac-train", slow_rank=2)  # one training for the session and then the trigger
     try:
         e2e.ready_pods("rbac-train")
         time.sleep(2)
@@ -114,9 +110,9 @@ def test_every_request_is_granted_by_the_chart_and_every_grant_is_used(e2e: Env)
         e2e.cluster.api.delete(API, "profilesessions", "default", "rbac")
         _wait_gone(e2e, "rbac")
         assert s3.list_objects_v2(Bucket=BUCKET, Prefix=folder + "/").get("KeyCount", 0) == 0
+        _trigger_fires_and_prunes(e2e, "rbac-train")
     finally:
         e2e.stop_training("rbac-train")
-    _trigger_fires_and_prunes(e2e)
 
     audit = e2e.cluster.api.audit
     # the local cluster hands the operator its master token and runs no webhook: the values under which the chart

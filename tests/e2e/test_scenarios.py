@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from typing import Any as Env
 
 import pytest
@@ -13,6 +14,22 @@ from stepscope_contract.storage import TRACE_FILE
 
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 BUCKET = "stepscope-demo"  # the e2e cluster's bucket (conftest.BUCKET)
+BALANCED = "ddp-balanced"
+
+
+@pytest.fixture(scope="module")
+def balanced(e2e: Env) -> Iterator[Env]:
+    """One balanced 4-rank training, every rank past its rendezvous and stepping, for the last scenarios of the
+    module, which profile a healthy job one session after another (as sessions of one long training are); the one
+    that kills a sidecar of it runs last."""
+    e2e.start_training(BALANCED, slow_rank=-1)
+    pods = [p["metadata"]["name"] for p in e2e.ready_pods(BALANCED)]
+    deadline = time.monotonic() + 180
+    while not all(f"rank {i} step " in e2e.cluster.pod_log("default", pod, "trainer") for i, pod in enumerate(pods)):
+        assert time.monotonic() < deadline, "the training never stepped"
+        time.sleep(0.5)
+    yield e2e
+    e2e.stop_training(BALANCED)
 
 
 def _conditions(obj: dict[str, object]) -> dict[str, dict[str, str]]:
@@ -21,11 +38,79 @@ def _conditions(obj: dict[str, object]) -> dict[str, dict[str, str]]:
     return {c["type"]: c for c in status.get("conditions") or []}
 
 
-def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
-    e2e.start_training("ddp-balanced", slow_rank=-1)
-    e2e.ready_pods("ddp-balanced")
-    time.sleep(2)
-    e2e.apply_session("balanced", "ddp-balanced")
+def test_hung_rank_is_diagnosed_with_its_stack(e2e: Env) -> None:
+    e2e.start_training("ddp-hang", slow_rank=1, mode="hang", extra_env={"HANG_AFTER_STEPS": "40"})
+    pods = e2e.ready_pods("ddp-hang")
+    # rank 1 stops in its data loading after 40 steps; the others then wait in their next all-reduce
+    deadline = time.monotonic() + 180
+    while not any("hangs at step" in e2e.cluster.pod_log("default", p["metadata"]["name"], "trainer") for p in pods):
+        assert time.monotonic() < deadline, "the planted hang never happened"
+        time.sleep(0.5)
+    e2e.apply_session("hang", "ddp-hang", stepTimeoutSeconds=4, timeoutSeconds=60)
+    obj = e2e.wait_phase("hang", timeout=150)
+    status = obj["status"]
+    assert status["phase"] in ("PartiallySucceeded", "Succeeded"), status
+    assert status["counts"]["hung"] >= 1, status
+    report = e2e.report(obj)
+    hangs = {h["rank"]: h for h in report["diagnosis"]["hangs"]}
+    assert 1 in hangs, report["diagnosis"]
+    assert "wait_forever" in hangs[1]["stacks"] or "load_batch" in hangs[1]["stacks"], hangs[1]["stacks"][:2000]
+    # the culprit alone: rank 1, stuck before the collective the others wait in (from the Flight Recorder)
+    d = report["diagnosis"]
+    assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(1, "hang")], d["verdict"]
+    assert hangs[1]["culprit"] and "wait_forever" in (hangs[1]["location"] or "")
+    assert all(hangs[r]["waiting_collective"] == "all_reduce" for r in (0, 2, 3) if r in hangs), hangs
+    [front] = d["flight_recorder"]["wavefronts"]
+    assert front["missing_ranks"] == [1] and front["collective"]["call_site"].startswith("train_ddp.py:")
+    assert status["summary"]["slowestRank"] == 1 and status["summary"]["cause"] == "hang", status["summary"]
+    assert "stepscope-watchdog" not in "".join(h["stacks"] for h in hangs.values())
+    # one message per target, not the same text twice
+    for target in status["targets"]:
+        assert target["message"].count("no step boundary") <= 1, target
+    e2e.stop_training("ddp-hang")
+
+
+def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> None:
+    """oss://bucket/prefix and a region, no endpoint: the sidecars, the analyzer Job and the cleanup Job all derive
+    the same endpoint (stepscope_storage; the local cluster points OSS regions at its S3 server)."""
+    base = f"oss://{BUCKET}/oss-sessions"
+    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base)
+    try:
+        e2e.ready_pods("ddp-oss")
+        time.sleep(2)
+        storage = {
+            "uri": base,
+            "region": "cn-hangzhou",
+            "credentialsSecret": {"name": "stepscope-s3"},
+            "deleteOnSessionDelete": True,
+        }
+        e2e.apply_session("oss", "ddp-oss", storage=storage)
+        obj = e2e.wait_phase("oss")
+        status = obj["status"]
+        assert status["phase"] == "Succeeded", status  # captured and analysed
+        folder = status["artifactsUri"]
+        assert folder.startswith(f"{base}/default/oss-") and status["reportURL"] == f"{folder}/report/report.html"
+        traces = sorted(t["artifactUri"] for t in status["targets"])
+        assert traces == [f"{folder}/traces/rank{r}.pt.trace.json.gz" for r in range(4)], traces
+        assert e2e.cluster.s3 is not None
+        s3 = e2e.cluster.s3.client()
+        prefix = folder.removeprefix(f"oss://{BUCKET}/") + "/"
+        keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])}
+        assert {f"{prefix}traces/rank{r}.pt.trace.json.gz" for r in range(4)} <= keys, sorted(keys)
+        assert f"{prefix}report/report.json" in keys
+        e2e.cluster.api.delete("stepscope.dev/v1alpha1", "profilesessions", "default", "oss")
+        deadline = time.monotonic() + 120
+        while e2e.cluster.api.get("stepscope.dev/v1alpha1", "profilesessions", "default", "oss") is not None:
+            assert time.monotonic() < deadline, "the session was never released"
+            time.sleep(0.5)
+        assert s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("KeyCount", 0) == 0  # deleted
+    finally:
+        e2e.stop_training("ddp-oss")
+
+
+def test_balanced_run_reports_no_slow_rank_and_kubectl_works(balanced: Env) -> None:
+    e2e = balanced
+    e2e.apply_session("balanced", BALANCED)
     waited = e2e.cluster.kubectl(
         "wait", "--for=condition=Complete", "profilesession/balanced", "--timeout=180s", timeout=200
     )
@@ -67,48 +152,31 @@ def test_balanced_run_reports_no_slow_rank_and_kubectl_works(e2e: Env) -> None:
     assert "balanced" in table.stdout and "Succeeded" in table.stdout and "4/4" in table.stdout
     described = e2e.cluster.kubectl("describe", "profilesession", "balanced")
     assert described.returncode == 0 and "Complete" in described.stdout, described.stdout + described.stderr
-    e2e.stop_training("ddp-balanced")
 
 
-def test_hung_rank_is_diagnosed_with_its_stack(e2e: Env) -> None:
-    e2e.start_training("ddp-hang", slow_rank=1, mode="hang", extra_env={"HANG_AFTER_STEPS": "40"})
-    pods = e2e.ready_pods("ddp-hang")
-    # rank 1 stops in its data loading after 40 steps; the others then wait in their next all-reduce
-    deadline = time.monotonic() + 180
-    while not any("hangs at step" in e2e.cluster.pod_log("default", p["metadata"]["name"], "trainer") for p in pods):
-        assert time.monotonic() < deadline, "the planted hang never happened"
-        time.sleep(0.5)
-    e2e.apply_session("hang", "ddp-hang", stepTimeoutSeconds=4, timeoutSeconds=60)
-    obj = e2e.wait_phase("hang", timeout=150)
+def test_s3_outage_ends_in_a_truthful_failure(balanced: Env) -> None:
+    e2e = balanced
+    e2e.cluster.s3_stop()
+    try:
+        # the training steps already: its window is captured in seconds, and the uploads fail until the deadline
+        e2e.apply_session("nos3", BALANCED, timeoutSeconds=15)
+        obj = e2e.wait_phase("nos3", timeout=120)
+    finally:
+        e2e.cluster.s3_start()
     status = obj["status"]
-    assert status["phase"] in ("PartiallySucceeded", "Succeeded"), status
-    assert status["counts"]["hung"] >= 1, status
-    report = e2e.report(obj)
-    hangs = {h["rank"]: h for h in report["diagnosis"]["hangs"]}
-    assert 1 in hangs, report["diagnosis"]
-    assert "wait_forever" in hangs[1]["stacks"] or "load_batch" in hangs[1]["stacks"], hangs[1]["stacks"][:2000]
-    # the culprit alone: rank 1, stuck before the collective the others wait in (from the Flight Recorder)
-    d = report["diagnosis"]
-    assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(1, "hang")], d["verdict"]
-    assert hangs[1]["culprit"] and "wait_forever" in (hangs[1]["location"] or "")
-    assert all(hangs[r]["waiting_collective"] == "all_reduce" for r in (0, 2, 3) if r in hangs), hangs
-    [front] = d["flight_recorder"]["wavefronts"]
-    assert front["missing_ranks"] == [1] and front["collective"]["call_site"].startswith("train_ddp.py:")
-    assert status["summary"]["slowestRank"] == 1 and status["summary"]["cause"] == "hang", status["summary"]
-    assert "stepscope-watchdog" not in "".join(h["stacks"] for h in hangs.values())
-    # one message per target, not the same text twice
-    for target in status["targets"]:
-        assert target["message"].count("no step boundary") <= 1, target
-    e2e.stop_training("ddp-hang")
+    assert status["phase"] == "Failed", status
+    conditions = _conditions(obj)
+    assert conditions["Failed"]["status"] == "True"
+    text = (status.get("message", "") + " ".join(t.get("message", "") for t in status["targets"])).lower()
+    assert any(word in text for word in ("upload", "s3", "storage", "endpoint", "connect")), status
 
 
-def test_dead_sidecar_gives_partial_success_with_a_report_on_the_others(e2e: Env) -> None:
-    e2e.start_training("ddp-dead", slow_rank=-1)
-    pods = e2e.ready_pods("ddp-dead")
+def test_dead_sidecar_gives_partial_success_with_a_report_on_the_others(balanced: Env) -> None:
+    e2e = balanced
+    pods = e2e.ready_pods(BALANCED)
     victim = pods[3]["metadata"]["name"]
-    time.sleep(2)
     # Many warm-up steps: the sidecar dies after the operator signalled it, before its upload.
-    e2e.apply_session("dead", "ddp-dead", skipSteps=60)
+    e2e.apply_session("dead", BALANCED, skipSteps=60)
     e2e.wait_phase(
         "dead", phases=("Capturing", "Uploading", "Analyzing", "Succeeded", "PartiallySucceeded", "Failed"), timeout=180
     )
@@ -122,60 +190,3 @@ def test_dead_sidecar_gives_partial_success_with_a_report_on_the_others(e2e: Env
     report = e2e.report(obj)
     ok = sorted(r["rank"] for r in report["ranks"] if r["status"] == "ok")
     assert len(ok) == 3, report["ranks"]
-    e2e.stop_training("ddp-dead")
-
-
-def test_s3_outage_ends_in_a_truthful_failure(e2e: Env) -> None:
-    e2e.start_training("ddp-nos3", slow_rank=-1)
-    e2e.ready_pods("ddp-nos3")
-    e2e.cluster.s3_stop()
-    try:
-        e2e.apply_session("nos3", "ddp-nos3", timeoutSeconds=25)
-        obj = e2e.wait_phase("nos3", timeout=120)
-    finally:
-        e2e.cluster.s3_start()
-    status = obj["status"]
-    assert status["phase"] == "Failed", status
-    conditions = _conditions(obj)
-    assert conditions["Failed"]["status"] == "True"
-    text = (status.get("message", "") + " ".join(t.get("message", "") for t in status["targets"])).lower()
-    assert any(word in text for word in ("upload", "s3", "storage", "endpoint", "connect")), status
-    e2e.stop_training("ddp-nos3")
-
-
-def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> None:
-    """oss://bucket/prefix and a region, no endpoint: the sidecars, the analyzer Job and the cleanup Job all derive
-    the same endpoint (stepscope_storage; the local cluster points OSS regions at its S3 server)."""
-    base = f"oss://{BUCKET}/oss-sessions"
-    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base)
-    try:
-        e2e.ready_pods("ddp-oss")
-        time.sleep(2)
-        storage = {
-            "uri": base,
-            "region": "cn-hangzhou",
-            "credentialsSecret": {"name": "stepscope-s3"},
-            "deleteOnSessionDelete": True,
-        }
-        e2e.apply_session("oss", "ddp-oss", storage=storage)
-        obj = e2e.wait_phase("oss")
-        status = obj["status"]
-        assert status["phase"] == "Succeeded", status  # captured and analysed
-        folder = status["artifactsUri"]
-        assert folder.startswith(f"{base}/default/oss-") and status["reportURL"] == f"{folder}/report/report.html"
-        traces = sorted(t["artifactUri"] for t in status["targets"])
-        assert traces == [f"{folder}/traces/rank{r}.pt.trace.json.gz" for r in range(4)], traces
-        assert e2e.cluster.s3 is not None
-        s3 = e2e.cluster.s3.client()
-        prefix = folder.removeprefix(f"oss://{BUCKET}/") + "/"
-        keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])}
-        assert {f"{prefix}traces/rank{r}.pt.trace.json.gz" for r in range(4)} <= keys, sorted(keys)
-        assert f"{prefix}report/report.json" in keys
-        e2e.cluster.api.delete("stepscope.dev/v1alpha1", "profilesessions", "default", "oss")
-        deadline = time.monotonic() + 120
-        while e2e.cluster.api.get("stepscope.dev/v1alpha1", "profilesessions", "default", "oss") is not None:
-            assert time.monotonic() < deadline, "the session was never released"
-            time.sleep(0.5)
-        assert s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("KeyCount", 0) == 0  # deleted
-    finally:
-        e2e.stop_training("ddp-oss")
