@@ -146,8 +146,9 @@ def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
 
     The soak starts once an evaluation judged every condition (each rank's straggler window and the regression's
     baseline are full) and lasts three times HOLD_S, the straggler's forSeconds and the stall's seconds here: every
-    evaluation in it judges every condition, a false straggler or stall would show in the status at the evaluation it
-    first held and would fire a session within the soak, and the trigger's window of recent steps moves on by
+    evaluation in it judges every condition, and a false straggler or stall would fire a session within the soak. A
+    rank that the busy machine slows for a few steps may make the straggler hold (the status says so, as it should);
+    it must not fire, and the trigger's window of recent steps moves on by
     evaluations every EVALUATION_INTERVAL_S seconds; the test requires more than half of the evaluations the soak can
     hold. The regression's own forSeconds (its default) is longer than the soak: its judgement is checked evaluation
     by evaluation, the sessions it may fire are the long soak's (`bench/trigger_soak.py`)."""
@@ -166,7 +167,7 @@ def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
             wait("an evaluation of every condition", lambda: every_condition_judged(status_of(e2e, "calm")), 120)
             began = time.monotonic()
             evaluations = set()
-            unexplained, explained_by_machine = [], []
+            unexplained, explained_by_machine, held = [], [], []
             while time.monotonic() - began < SOAK_S:
                 status = status_of(e2e, "calm")
                 if every_condition_judged(status):
@@ -174,11 +175,13 @@ def test_a_balanced_run_fires_nothing(e2e: Env) -> None:
                 if status.get("condition") == "StepTimeRegression":
                     why = machine_explains(probe, time.monotonic(), status)
                     (unexplained if why else explained_by_machine).append(why or status.get("message"))
-                else:
-                    assert status.get("condition") == "None", status
+                elif status.get("condition") != "None":
+                    assert not status.get("episodeFired"), status
+                    held.append(str(status.get("message")))
                 time.sleep(1)
             assert unexplained == [], unexplained
             print(f"step-time regressions the machine's own slowdown explained: {explained_by_machine}")
+            print(f"conditions that held for a moment and did not last their hold: {held}")
             assert len(evaluations) > SOAK_S / EVALUATION_INTERVAL_S / 2, evaluations  # the trigger kept evaluating
             fired = {s.get("condition") for s in status_of(e2e, "calm").get("sessions") or []}
             assert fired <= {"StepTimeRegression"}, fired
