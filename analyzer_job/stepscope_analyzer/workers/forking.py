@@ -64,15 +64,4 @@ def prepare() -> None:
     _prepared = True
 
 
-def prepare_for(traces: int) -> bool:
-    """`prepare` when `traces` traces would be parsed by more than one worker (pool_size); whether it did."""
-    try:
-        if pool_size(traces) <= 1:
-            return False
-    except ValueError:  # a malformed worker override: reported where the pool is sized
-        return False
-    prepare()
-    return True
-
-
-__all__ = ["POOL_MIN_RANKS", "PRELOAD", "context", "pool_size", "prepare", "prepare_for"]
+__all__ = ["POOL_MIN_RANKS", "PRELOAD", "context", "pool_size", "prepare"]

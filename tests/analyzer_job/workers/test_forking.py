@@ -51,21 +51,23 @@ def test_the_command_finds_the_traces_before_it_imports_the_models() -> None:
     assert out == "[]"
 
 
-@pytest.mark.parametrize(("workers", "prepared"), [("2", True), ("1", False), ("many", False)])
-def test_prepare_for_loads_what_the_workers_run_only_for_workers(workers: str, prepared: bool) -> None:
-    """For a pool: the parser and the analyses imported in the calling process and every object frozen; for one
-    process (or a malformed worker count, reported where the pool is sized): nothing."""
+def test_prepare_loads_what_the_workers_run_and_freezes_it_once() -> None:
+    """The parser and the analyses imported in the calling process and every object then alive frozen; a second call
+    does nothing more."""
     out = _run(
         """
         import gc, os, sys
         from stepscope_analyzer.workers import forking
-        done = forking.prepare_for(3)
-        print(done, "stepscope_analyzer.analyses" in sys.modules, gc.get_freeze_count() > 10_000,
+        before = "stepscope_analyzer.analyses" in sys.modules, gc.get_freeze_count()
+        forking.prepare()
+        frozen = gc.get_freeze_count()
+        forking.prepare()
+        print(before, "stepscope_analyzer.analyses" in sys.modules, frozen > 10_000, gc.get_freeze_count() == frozen,
               os.environ["OPENBLAS_NUM_THREADS"])
         """,
-        workers,
+        "2",
     )
-    assert out == f"{prepared} {prepared} {prepared} 1"
+    assert out == "(False, 0) True True True 1"
 
 
 def test_the_workers_are_forks_of_the_caller_with_the_preload_loaded_and_frozen() -> None:
