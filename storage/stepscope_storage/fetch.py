@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from stepscope_contract.storage import (
-    AddressingStyle,
     FetchLayout,
     StorageLocation,
     StorageUriError,
@@ -31,6 +30,7 @@ from stepscope_contract.storage import (
 )
 from stepscope_storage import open_store
 from stepscope_storage.connection import Connection
+from stepscope_storage.connection import add_arguments as add_storage_arguments
 from stepscope_storage.credentials import Credentials
 from stepscope_storage.failure_fix import with_fix
 from stepscope_storage.store import StorageError, Store
@@ -97,11 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=FetchLayout.SESSION.value,
         help="session: as stored; hta: traces flat (TraceAnalysis(trace_dir=DEST)); tensorboard: DEST/<session>/",
     )
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
-    p.add_argument("--region", default=None, help="object store region (oss:// derives its endpoint from it)")
-    p.add_argument(
-        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
-    )
+    add_storage_arguments(p)
     p.add_argument("-q", "--quiet", action="store_true", help="print only the summary line")
     return p
 
@@ -112,7 +108,7 @@ def main(argv: list[str]) -> int:
         session = parse_storage_uri(args.session)
         store = open_store(
             session,
-            Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style)),
+            Connection.from_args(args),
             Credentials.from_env(),
         )
         fetched = fetch_session(

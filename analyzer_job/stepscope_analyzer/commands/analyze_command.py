@@ -18,7 +18,7 @@ from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES,
 from stepscope_analyzer.gc_pause import paused
 from stepscope_analyzer.ranks.discovery import Layout, discover
 from stepscope_analyzer.ranks.storage_io import StorageError, Store, location_of, open_store
-from stepscope_contract.storage import AddressingStyle, StorageUriError
+from stepscope_contract.storage import StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
 from stepscope_storage.failure_fix import with_fix
@@ -36,7 +36,7 @@ def run(args: argparse.Namespace, started: float) -> int:
     phases.mark("imported")
     try:
         location = location_of(args.source)
-        connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+        connection = Connection.from_args(args)
         store = open_store(location, connection, Credentials.from_env())
         progress(f"stepscope analyze: reading {location.uri}")
         layout = discover(store, location)

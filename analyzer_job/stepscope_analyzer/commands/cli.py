@@ -14,7 +14,7 @@ from stepscope_analyzer.commands.console import EXIT_PARTIAL
 
 
 def analyze_parser() -> argparse.ArgumentParser:
-    from stepscope_contract.storage import AddressingStyle
+    from stepscope_storage.connection import add_arguments as add_storage_arguments
 
     p = argparse.ArgumentParser(
         prog="stepscope analyze",
@@ -25,11 +25,7 @@ def analyze_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("source", help="folder, file, file:///path, s3://bucket/prefix or oss://bucket/prefix")
     p.add_argument("-o", "--output", default="stepscope-report", help="output folder")
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS; unset: AWS)")
-    p.add_argument("--region", default=None, help="object store region (unset: the environment's)")
-    p.add_argument(
-        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
-    )
+    add_storage_arguments(p)
     p.add_argument("--top-n", type=int, default=50, help="top kernels/functions kept per rank")
     p.add_argument(
         "--outlier-threshold",

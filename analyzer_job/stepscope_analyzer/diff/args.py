@@ -7,7 +7,7 @@ import argparse
 
 from stepscope_analyzer.diff.defaults import DIFF_TOP_N
 from stepscope_contract.constants import DIFF_HTML
-from stepscope_contract.storage import AddressingStyle
+from stepscope_storage.connection import add_arguments as add_storage_arguments
 
 
 def _percent(text: str) -> float:
@@ -43,11 +43,7 @@ def diff_parser() -> argparse.ArgumentParser:
         help="decide on the measured step times (default: at equal op speed, the unchanged ops' per-call change "
         "taken for the machine's speed and taken out)",
     )
-    p.add_argument("--endpoint", default=None, help="S3-compatible endpoint URL (MinIO, OSS)")
-    p.add_argument("--region", default=None, help="object store region")
-    p.add_argument(
-        "--addressing-style", default="auto", choices=[s.value for s in AddressingStyle], help="S3 addressing style"
-    )
+    add_storage_arguments(p)
     p.add_argument("--top-n", type=int, default=DIFF_TOP_N, help="names kept per rank when analysing traces")
     p.add_argument("--diff-url", default=DIFF_HTML, help="where diff.md links diff.html (e.g. the CI artifact's URL)")
     p.add_argument("--report-url", default=None, help="where diff.md links the candidate's report.html")

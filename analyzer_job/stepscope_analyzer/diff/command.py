@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 from stepscope_analyzer.diff.args import diff_parser
 from stepscope_contract.constants import DIFF_HTML, DIFF_JSON, DIFF_JUNIT, DIFF_MD
 from stepscope_contract.diff import DiffVerdict
-from stepscope_contract.storage import AddressingStyle
 
 if TYPE_CHECKING:
     from stepscope_contract.diff import DiffResult
@@ -72,7 +71,7 @@ def diff_main(argv: list[str]) -> int:
     from stepscope_analyzer.report import model_json_bytes
     from stepscope_storage import Connection
 
-    connection = Connection(args.endpoint, args.region, AddressingStyle(args.addressing_style))
+    connection = Connection.from_args(args)
     try:
         baseline = load_side(args.baseline, connection, top_n=args.top_n, progress=_progress("baseline"))
         candidate = load_side(args.candidate, connection, top_n=args.top_n, progress=_progress("candidate"))
