@@ -111,7 +111,7 @@ def _pool_run(
     handed = 0
     cpus = cpus_per_trace(workers)  # more than one: CPUs to spare for each worker's inflate and scan threads
     with _executor(workers) as pool:
-        pool.submit(os.getpid).result()  # forks every worker now (a fork pool starts them all at its first task)
+        pool.submit(os.getpid)  # forks every worker now: a fork pool starts them all within its first submit
         while not suspects:
             while len(pending) < workers + IN_FLIGHT_SPARE and handed < workers * RANKS_PER_WORKER:
                 task = next(source, None)
