@@ -221,6 +221,8 @@ def main() -> int:
     print(f"  ours     : {ours['seconds']:.2f} s, largest process {ours['peak_rss_mb']:.0f} MB (default workers; the "
           "whole command: interpreter start, imports, analysis, report)")  # fmt: skip
     print(f"  ours (1) : {one['seconds']:.2f} s, largest process {one['peak_rss_mb']:.0f} MB (one process)")
+    for name in ("hta", "ours"):
+        print(f"  runs     : {name} " + ", ".join(f"{r['seconds']:.2f}" for r in runs[name]) + " s, in run order")
     parts = {k: statistics.median(r["phases"].get(k, 0.0) for r in runs["ours"]) for k in PHASES}
     print("  split    : " + ", ".join(f"{k} {v:.2f} s" for k, v in parts.items()) + " (medians, default workers)")
     print(f"  speed    : {speed:.1f}x HTA's analysis alone (bar >= 20x) {'OK' if speed >= 20 else 'BELOW BAR'}; "
