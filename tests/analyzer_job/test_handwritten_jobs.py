@@ -139,3 +139,13 @@ def test_the_rank_the_replay_saves_the_most_for_beyond_chance_is_named() -> None
     replayed = next(w for w in d.what_if if w.kind == "like_peers" and w.change == "rank 2 ran like its peers")
     assert slow.excess_us == replayed.gain_us >= 0.05 * d.median_step_us
     assert d.verdict.startswith("Rank 2 slows the job"), d.verdict
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu-dp4-balanced-w224", "cpu-dp4-balanced-w288", "cpu-dp4-balanced-w160", "cpu-dp4-balanced-w224-8steps"]
+)
+def test_healthy_jobs_of_the_fourth_set_have_no_slow_rank(name: str) -> None:
+    """The fourth set's false-alarm checks, recorded after the permutation test of the replay's saving was written:
+    four healthy DDP ranks on two loaded cores at three other widths, one of them over eight steps."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
