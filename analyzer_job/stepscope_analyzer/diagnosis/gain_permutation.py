@@ -31,7 +31,7 @@ import numpy.typing as npt
 from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD
 
 F64 = npt.NDArray[np.float64]
-MAX_EXACT = 1 << 20
+MAX_EXACT = 1 << 16
 """combinations (peers ** steps) enumerated exactly; beyond, the distribution is sampled"""
 SAMPLES = 1 << 16
 SEED = 46
@@ -54,11 +54,15 @@ class GainTest:
 
 def step_savings(work: F64) -> F64:
     """(ranks x steps) work -> each (rank, step)'s saving: the step's longest work less the longest with that rank's
-    work set to the median of the others' (diagnosis.dp_replay's `like_peers`, step by step)."""
+    work set to the median of the others' (diagnosis.dp_replay's `like_peers`, step by step). The others' median is
+    at most their longest, so only the step's heaviest rank saves anything: its lead over the next heaviest."""
     out = np.zeros_like(work)
-    for i in range(work.shape[0]):
-        others = np.delete(work, i, axis=0)
-        out[i] = work.max(axis=0) - np.maximum(others.max(axis=0), np.median(others, axis=0))
+    if work.shape[0] < 2:
+        return out
+    steps = np.arange(work.shape[1])
+    top = np.argmax(work, axis=0)
+    two = np.sort(work, axis=0)[-2:]
+    out[top, steps] = two[1] - two[0]
     return out
 
 
@@ -95,8 +99,9 @@ def gain_permutation_tests(work: dict[int, list[float]], min_peers: int = MIN_RA
     heaviest = np.bincount(np.argmax(table, axis=0), minlength=len(ranks))
     steps = table.shape[1]
     p_values = np.minimum(1.0, len(ranks) * share)
+    peers = tuple(ranks)
     out = [
-        GainTest(r, tuple(ranks), float(observed[i]) / steps, int(heaviest[i]), steps, float(p_values[i]))
+        GainTest(r, peers, float(observed[i]) / steps, int(heaviest[i]), steps, float(p_values[i]))
         for i, r in enumerate(ranks)
     ]
     out.sort(key=lambda t: (t.p_value, t.rank))
