@@ -17,8 +17,8 @@ a rank that is much the heaviest in four steps and level in the fifth has p = 4 
 where being the step's last in four of five has the binomial tail's 4 x 0.0156 = 0.0625.
 It asks the replayed wall-clock work, so it says who the job waits for, not why: the detector that uses it
 (diagnosis.arrival_stragglers) asks a cost that leans the same way, and the gain to clear its noise and the floor.
-Four peers at least (MIN_RANKS_FOR_SPREAD): among two or three the smallest p-value over five steps is no rarer
-than a stretch of the machine.
+Four peers at least (MIN_RANKS_FOR_SPREAD), as for the arrival order: of two, one is the heaviest in every step, and
+which one is what the cost tests judge.
 """
 
 from __future__ import annotations
