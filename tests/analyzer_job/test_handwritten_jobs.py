@@ -1,7 +1,8 @@
 """The analyzer on jobs written apart from the corpus' generators (fixtures/handwritten_jobs, see its README): a
 pipeline whose ranks are numbered stages fastest (replica-major, as DeepSpeed numbers them) with unnamed groups, its
 layers badly split between the stages; DDP jobs on shared cores, healthy or with one rank on more rows, among them
-the third set, recorded after the test of the order ranks arrive in (diagnosis.arrival_stragglers) was written."""
+the third set, recorded after the test of the order ranks arrive in (diagnosis.arrival_stragglers) was written, one of
+whose stragglers the permutation test of the replay's saving (diagnosis.gain_permutation) names."""
 
 from __future__ import annotations
 
@@ -120,3 +121,31 @@ def test_the_rank_its_peers_wait_for_in_every_step_is_named_by_the_order_they_ar
         f"like its peers gains {slow.excess_us / 1000:,.1f} ms per step" in default.verdict
     ), default.verdict
     assert "under the 5% floor" in default.verdict
+
+
+def test_the_rank_the_replay_saves_the_most_for_beyond_chance_is_named() -> None:
+    """Rank 2 on 1.25x the rows of four DDP ranks on two loaded cores (width 192): the step's last in 3 of 5 steps,
+    chance among four (p = 0.41); but it did the most work in 4 of the 5 steps, by far more than its peers in the
+    steps they led, and the replay's saving for it is the largest chance would give a rank of four once in 64
+    (p = 4 x 0.25^4 over the ranks, under half of consistency_alpha). Its corrected compute is above its peers' in
+    every step and the replay with it running like its peers gains over 5% of the step: rank 2, compute, its excess
+    that gain."""
+    truth = json.loads((JOBS / "cpu-dp4-rank2-rows-1.25x-w192" / "truth.json").read_text())
+    d = analyse("cpu-dp4-rank2-rows-1.25x-w192").diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
+    slow = d.slow_ranks[0]
+    heaviest = next(e for e in slow.evidence if e.metric == "heaviest in the replay")
+    assert (heaviest.value, heaviest.baseline) == (4.0, 5 / 4) and "p = 0.016" in heaviest.detail, heaviest.detail
+    replayed = next(w for w in d.what_if if w.kind == "like_peers" and w.change == "rank 2 ran like its peers")
+    assert slow.excess_us == replayed.gain_us >= 0.05 * d.median_step_us
+    assert d.verdict.startswith("Rank 2 slows the job"), d.verdict
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu-dp4-balanced-w224", "cpu-dp4-balanced-w288", "cpu-dp4-balanced-w160", "cpu-dp4-balanced-w224-8steps"]
+)
+def test_healthy_jobs_of_the_fourth_set_have_no_slow_rank(name: str) -> None:
+    """The fourth set's false-alarm checks, recorded after the permutation test of the replay's saving was written:
+    four healthy DDP ranks on two loaded cores at three other widths, one of them over eight steps."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict

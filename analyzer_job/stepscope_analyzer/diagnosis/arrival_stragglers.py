@@ -1,13 +1,18 @@
-"""A straggler whose cost the others' waits hide: the rank its peers wait for at their collectives step after step
-(diagnosis.arrival_order), whose own cost leans the same way, reported with what the replay of the recorded steps
-gains when it runs like its peers. The slow_workers detector asks it where the cost tests named no rank. Pure.
+"""A straggler whose cost the others' waits hide: the rank its peers wait for step after step, named by one of two
+tests without a threshold of their own, whose own cost leans the same way, reported with what the replay of the
+recorded steps gains when it runs like its peers. The slow_workers detector asks it where the cost tests named no
+rank. Pure.
 
 Where DDP overlaps its gradient all-reduces with the backward pass, or every rank shares a few loaded cores, the
 others' waiting on the training thread understates what a slow rank costs, and the contention correction's
 residual hides its extra compute from the effect-size test (diagnosis.slow_ranks): no threshold there is met,
-while the order in which the ranks arrive at the collectives still names it. Only peers are compared: the members
-of a group in one pipeline stage (a slower stage is the stage's finding, not a rank's). A rank is named when
-- it is its peers' last significantly often (arrival_order: p <= consistency_alpha, over the ranks tested);
+while who the others wait for still shows, step after step. Only peers are compared: the members of a group in one
+pipeline stage (a slower stage is the stage's finding, not a rank's). A rank is named when
+- one of the two tests finds it the one its peers wait for more than chance would, each at half of
+  consistency_alpha (Bonferroni over the two tests, and each over the ranks it tests):
+  the order its peers arrive in at their collectives (arrival_order: the step's last too often), or, in a job the
+  data-parallel replay re-times (no layout), the replay's saving for it (gain_permutation: the heaviest by more,
+  and more often, than exchangeable peers would be);
 - its compute or host time without CPU-contention stretches exceeds its peers' median, and in most steps (the cost
   with the larger excess is its cause);
 - the replay of the recorded steps with it running like its peers (ranking.rank_what_if) gains time that clears
@@ -17,19 +22,24 @@ of a group in one pipeline stage (a slower stage is the stage's finding, not a r
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from stepscope_analyzer.diagnosis.arrival_order import LastArrivals, last_arrival_tests
 from stepscope_analyzer.diagnosis.causes import STANDSTILL, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.dp_replay import dp_work
 from stepscope_analyzer.diagnosis.evidence import (
     arrival_evidence,
     cost_evidence,
+    gain_test_evidence,
     name_evidence,
     name_times,
     wait_evidence,
 )
 from stepscope_analyzer.diagnosis.facts import JobFacts
+from stepscope_analyzer.diagnosis.gain_permutation import GainTest, gain_permutation_tests
 from stepscope_analyzer.diagnosis.job_view import JobView, job_view, wall_excess
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.ranking import clears_noise, rank_what_if
@@ -40,9 +50,39 @@ from stepscope_contract.report import Evidence, SlowRank, WhatIf
 
 LEANING = ("compute", "host")
 """the own costs that may account for arriving late"""
+TESTS = 2
+"""the tests that may name a rank (the arrival order, the replay's saving): consistency_alpha is split over them"""
 
 
-def _leaning(view: JobView, t: LastArrivals, noise_floor: float) -> tuple[str, Effect] | None:
+@dataclass(frozen=True)
+class Waited:
+    """A rank one of the two tests finds its peers wait for: the test's figures as the evidence and the verdict
+    quote them."""
+
+    rank: int
+    peers: tuple[int, ...]
+    p_value: float
+    share: float
+    """the share of the steps the test counts for it (the step's last; the heaviest in the replay)"""
+    evidence: Evidence
+    words: str
+    """'arrives last at its peers' collectives in 5 of 5 steps (p = 0.0039)'"""
+
+
+def _by_arrivals(t: LastArrivals) -> Waited:
+    words = f"arrives last at its peers' collectives in {t.last_steps} of {t.steps} steps (p = {t.p_value:.2g})"
+    return Waited(t.rank, t.peers, t.p_value, t.last_steps / t.steps, arrival_evidence(t), words)
+
+
+def _by_gain(t: GainTest) -> Waited:
+    words = (
+        f"is the one the replay saves the most for, more than chance among its peers would make it (p = "
+        f"{t.p_value:.2g}; the heaviest in {t.heaviest_steps} of {t.steps} steps)"
+    )
+    return Waited(t.rank, t.peers, t.p_value, t.heaviest_steps / t.steps, gain_test_evidence(t), words)
+
+
+def _leaning(view: JobView, t: Waited, noise_floor: float) -> tuple[str, Effect] | None:
     """The rank's own cost (without CPU-contention stretches) that exceeds its peers' median the most, above it in
     most steps; None when neither does. Its effect is the straggler test's (the same noise, the same z): the
     evidence quotes it as it is, whether or not it reaches the outlier threshold."""
@@ -60,11 +100,11 @@ def _leaning(view: JobView, t: LastArrivals, noise_floor: float) -> tuple[str, E
     return best
 
 
-def _evidence(view: JobView, facts: JobFacts, t: LastArrivals, lean: tuple[str, Effect], w: WhatIf) -> list[Evidence]:
+def _evidence(view: JobView, facts: JobFacts, t: Waited, lean: tuple[str, Effect], w: WhatIf) -> list[Evidence]:
     cost, e = lean
     rank, step_us = t.rank, view.step_us
     cause = row_for_cost(cost).cause
-    out = [arrival_evidence(t)]
+    out = [t.evidence]
     out.append(cost_evidence(cost, e, wall_excess(view, rank, cost), view.samples[rank], step_us, gain_us=w.gain_us))
     phase = phase_of(view, rank, cost) if cause_row(cause).phases else None
     if phase is not None:
@@ -76,16 +116,15 @@ def _evidence(view: JobView, facts: JobFacts, t: LastArrivals, lean: tuple[str, 
     return out + name_evidence(rank, cause, tables, step_us, 6)
 
 
-def _under_floor(t: LastArrivals, w: WhatIf, step_us: float, cfg: DiagnosisConfig) -> str:
+def _under_floor(t: Waited, w: WhatIf, step_us: float, cfg: DiagnosisConfig) -> str:
     """'rank 3 arrives last ... but running like its peers gains 9.6 ms per step (2.4%), under the 5% floor'."""
     return (
-        f"rank {t.rank} arrives last at its peers' collectives in {t.last_steps} of {t.steps} steps (p = "
-        f"{t.p_value:.2g}), but the replay with it running like its peers gains {w.gain_us / 1000:,.1f} ms per step "
-        f"({100.0 * w.gain_us / step_us:.1f}% of the step), under the {cfg.min_slowdown_percent:g}% floor"
+        f"rank {t.rank} {t.words}, but the replay with it running like its peers gains {w.gain_us / 1000:,.1f} ms "
+        f"per step ({100.0 * w.gain_us / step_us:.1f}% of the step), under the {cfg.min_slowdown_percent:g}% floor"
     )
 
 
-def _slow_rank(view: JobView, facts: JobFacts, t: LastArrivals, cfg: DiagnosisConfig) -> SlowRank | str | None:
+def _slow_rank(view: JobView, facts: JobFacts, t: Waited, cfg: DiagnosisConfig) -> SlowRank | str | None:
     """The rank named, or what it costs the job where that is under the user's floor (None: not named)."""
     lean = _leaning(view, t, cfg.noise_floor_percent / 100.0 * view.step_us)
     if lean is None:
@@ -100,7 +139,7 @@ def _slow_rank(view: JobView, facts: JobFacts, t: LastArrivals, cfg: DiagnosisCo
     return SlowRank(
         rank=t.rank,
         cause=row_for_cost(cost).cause,
-        confidence=round(0.45 + 0.15 * t.last_steps / t.steps + 0.2 * (1.0 - t.p_value / cfg.consistency_alpha), 2),
+        confidence=round(0.45 + 0.15 * t.share + 0.2 * (1.0 - TESTS * t.p_value / cfg.consistency_alpha), 2),
         slowdown_pct=round(100.0 * gain / (view.step_us - gain), 1),
         excess_us=round(gain, 1),
         phase=phase_of(view, t.rank, cost) if cause_row(row_for_cost(cost).cause).phases else None,
@@ -110,18 +149,35 @@ def _slow_rank(view: JobView, facts: JobFacts, t: LastArrivals, cfg: DiagnosisCo
     )
 
 
-def _peers(t: LastArrivals, layout: Layout | None) -> bool:
+def _peers(t: Waited, layout: Layout | None) -> bool:
     """The group's members are peers: all in one pipeline stage (any group without stages)."""
     if layout is None or layout.stages < 2:
         return True
     return len({layout.stage.get(r, -1) for r in t.peers}) == 1
 
 
+def waited_for(facts: JobFacts, alpha: float) -> list[Waited]:
+    """The ranks either test finds their peers wait for at `alpha` (split over the two tests), peers only, each rank
+    once (by the test with the smaller p-value), the least likely first."""
+    level = alpha / TESTS
+    found = [_by_arrivals(t) for t in last_arrival_tests(facts.arrivals) if t.p_value <= level]
+    work = dp_work(facts.ok) if facts.layout is None else None
+    if work is not None:
+        found += [_by_gain(t) for t in gain_permutation_tests(work) if t.p_value <= level]
+    found.sort(key=lambda t: (t.p_value, t.rank))
+    seen: set[int] = set()
+    out = []
+    for t in found:
+        if t.rank not in seen and _peers(t, facts.layout):
+            seen.add(t.rank)
+            out.append(t)
+    return out
+
+
 def arrival_stragglers(facts: JobFacts, settings: DiagnosisConfig) -> tuple[list[SlowRank], tuple[str, ...]]:
-    """The ranks named by the order their peers arrive in at the collectives (see the module docstring), with the
-    ranks that wait for them; and those the test names whose replayed gain is under the user's floor, in words."""
-    tests = [t for t in last_arrival_tests(facts.arrivals) if t.p_value <= settings.consistency_alpha]
-    tests = [t for t in tests if _peers(t, facts.layout)]
+    """The ranks their peers wait for step after step (see the module docstring), with the ranks that wait for
+    them; and those the tests name whose replayed gain is under the user's floor, in words."""
+    tests = waited_for(facts, settings.consistency_alpha)
     if not tests:
         return [], ()
     view = job_view(facts.ok)

@@ -79,6 +79,12 @@ def _work_table(ranks: list[RankReport]) -> tuple[dict[int, list[float]], int] |
     return table, steps
 
 
+def dp_work(ranks: list[RankReport]) -> dict[int, list[float]] | None:
+    """Each rank's work per recorded step as the replay takes it, where every rank has the same recorded steps."""
+    table = _work_table(ranks)
+    return table[0] if table is not None else None
+
+
 def dp_gain_of(ranks: list[RankReport]) -> Callable[[list[int]], float] | None:
     """The mean replayed saving per step of any set of ranks running like the others (diagnosis.gain_shares)."""
     table = _work_table(ranks)

@@ -15,6 +15,7 @@ import numpy as np
 from stepscope_analyzer.diagnosis.arrival_order import LastArrivals
 from stepscope_analyzer.diagnosis.causes import cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.floor_test import FloorEffect
+from stepscope_analyzer.diagnosis.gain_permutation import GainTest
 from stepscope_analyzer.diagnosis.intermittent import Stall
 from stepscope_analyzer.diagnosis.job_view import MeanRatio
 from stepscope_analyzer.diagnosis.rank_costs import RankSamples
@@ -119,6 +120,18 @@ def arrival_evidence(t: LastArrivals) -> Evidence:
     )
     return Evidence(metric="last to arrive", value=float(t.last_steps), baseline=t.steps / len(t.peers), unit="steps",
                     detail=detail)  # fmt: skip
+
+
+def gain_test_evidence(t: GainTest) -> Evidence:
+    """The replay saves the most for the rank more often and by more than chance would make it (gain_permutation)."""
+    detail = (
+        f"the replay of the recorded steps with it running like its {len(t.peers) - 1} peers saves "
+        f"{t.saved_us / 1000:,.1f} ms per step; it did the most work of its {len(t.peers)} peers in {t.heaviest_steps} "
+        f"of {t.steps} steps, and exchangeable peers would be given a saving this large with p = {t.p_value:.2g} over "
+        f"the ranks tested"
+    )
+    return Evidence(metric="heaviest in the replay", value=float(t.heaviest_steps), baseline=t.steps / len(t.peers),
+                    unit="steps", detail=detail)  # fmt: skip
 
 
 def every_nth(steps: tuple[int, ...] | list[int]) -> int | None:

@@ -1,10 +1,11 @@
 """The job's shared facts, computed once before any cause is looked for, and what the detectors found. Pure.
 
 Every detector (diagnosis.detectors) reads the same `JobFacts`: the analysed ranks, the layout (stages, replicas,
-groups), the standstill evidence (stacks, Flight Recorder dumps), the matched waits (who waits for whom in which
-call), the step numbers, and on first use the per-rank, per-step samples of each cost with the job's noise
-(diagnosis.rank_costs), the steps' work for the replay (diagnosis.replay) and who arrived last at each matched
-collective (diagnosis.waits). `found` is what the detectors before
+groups), the standstill evidence (stacks, Flight Recorder dumps), the ranks' communication calls in columns (built
+once: diagnosis.waits.call_table) with the matched waits read from them (who waits for whom in which call), the step
+numbers, and on first use the per-rank, per-step samples of each cost with the job's noise (diagnosis.rank_costs),
+the steps' work for the replay (diagnosis.replay) and who arrived last at each matched collective (from the same
+columns). `found` is what the detectors before
 it in the table found (slow ranks, job findings): a detector that qualifies them (the ranks of a tensor-parallel
 group, the stages measured without their slow ranks) reads it there.
 
@@ -22,7 +23,7 @@ from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, step_numbers
 from stepscope_analyzer.diagnosis.layout import Layout, job_layout, layout_model
 from stepscope_analyzer.diagnosis.rank_costs import RankSamples, rank_samples, with_collective_waits
 from stepscope_analyzer.diagnosis.replay import StepWork, step_work
-from stepscope_analyzer.diagnosis.waits import Arrival, last_arrivals, matched_waits
+from stepscope_analyzer.diagnosis.waits import Arrival, CallTable, arrivals_of, call_table, waits_of
 from stepscope_analyzer.flight_recorder import Dump
 from stepscope_contract.report import (
     Cause,
@@ -61,6 +62,8 @@ class _Memo:
     samples: list[RankSamples] | None = None
     work: tuple[StepWork | None] | None = None
     arrivals: list[Arrival] | None = None
+    calls: tuple[CallTable | None] | None = None
+    """the ranks' calls in columns: built for the matched waits, read again for the arrivals"""
 
 
 @dataclass(frozen=True)
@@ -121,8 +124,15 @@ class JobFacts:
     def arrivals(self) -> list[Arrival]:
         """every matched collective with the member that arrived last (diagnosis.waits)"""
         if self._memo.arrivals is None:
-            self._memo.arrivals = last_arrivals(self.ok, self.layout)
+            self._memo.arrivals = arrivals_of(self.calls)
         return self._memo.arrivals
+
+    @property
+    def calls(self) -> CallTable | None:
+        """every analysed rank's communication calls in columns (diagnosis.waits), None without calls"""
+        if self._memo.calls is None:
+            self._memo.calls = (call_table(self.ok, self.layout),)
+        return self._memo.calls[0]
 
     def seeing(self, found: Found) -> JobFacts:
         """The same facts (derived ones shared) with what the detectors found so far."""
@@ -187,17 +197,19 @@ def job_facts(
     sizes = [r.world_size for r in ranks if r.world_size]
     world = world_size or (max(sizes) if sizes else None)
     layout = job_layout(ok, dumped_groups(flight_recorder))
+    calls = call_table(ok, layout)
     return JobFacts(
         ok=ok,
         layout=layout,
         shape=layout_model(layout, ok) if layout is not None else None,
         hang=find_hangs(evidence, flight_recorder, world, healthy={r.rank for r in ok}),
         node_of=_nodes_of(ranks, evidence, nodes),
-        waits=matched_waits(ok, layout),
+        waits=waits_of(calls),
         numbers=step_numbers(ok, []),
         world=world,
         failed=failed,
         errored=errored,
         other_jobs=other_jobs,
         analysed_count=analysed,
+        _memo=_Memo(calls=(calls,)),
     )

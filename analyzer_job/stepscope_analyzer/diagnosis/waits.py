@@ -327,8 +327,18 @@ def _first_of_each(sorted_keys: I64, most: int) -> npt.NDArray[np.bool_]:
     return first
 
 
-def _split(ranks: list[RankReport], layout: Layout | None) -> tuple[_Columns, _Rows, _Rows] | None:
-    """Every rank's calls: (the columns, all calls, the collectives that can be matched), None without calls."""
+@dataclass(frozen=True)
+class CallTable:
+    """Every rank's calls in columns, built once per job and read by both matched_waits and last_arrivals: the
+    columns (op and group numbering), every call, and the collectives that can be matched."""
+
+    columns: _Columns
+    rows: _Rows
+    collective: _Rows
+
+
+def call_table(ranks: list[RankReport], layout: Layout | None) -> CallTable | None:
+    """Every rank's calls (see CallTable), None without calls."""
     c = _columns(ranks, layout)
     if not c.rank:
         return None
@@ -339,17 +349,21 @@ def _split(ranks: list[RankReport], layout: Layout | None) -> tuple[_Columns, _R
     if layout is not None and layout.tp > 1:  # ungrouped calls could be the TP groups' or the replicas'
         unmatched |= np.isin(rows.group, [g for (label, _), g in c.groups.items() if not label])
     collective = rows.take(~p2p & ~unmatched)
-    return c, rows, collective.take(_same_count(collective))
+    return CallTable(c, rows, collective.take(_same_count(collective)))
 
 
 def matched_waits(ranks: list[RankReport], layout: Layout | None) -> list[RankWaits]:
     """Each rank that waits in matched calls: for whom, per step (its recorded steps with calls), most first."""
-    split = _split(ranks, layout)
-    if split is None:
+    return waits_of(call_table(ranks, layout))
+
+
+def waits_of(table: CallTable | None) -> list[RankWaits]:
+    """matched_waits over calls already in columns."""
+    if table is None:
         return []
-    c, rows, collective = split
+    c, rows = table.columns, table.rows
     waits = _Waits()
-    _collective_waits(c, collective, waits)
+    _collective_waits(c, table.collective, waits)
     p2p = np.isin(rows.op, [c.ops[o] for o in P2P if o in c.ops])
     _receive_waits(c, rows.take(p2p & (rows.other >= 0) & (rows.other != rows.rank)), waits)
     return _per_rank(c, waits, _steps_per_rank(rows.rank, rows.step))
@@ -367,12 +381,14 @@ class Arrival:
 def last_arrivals(ranks: list[RankReport], layout: Layout | None) -> list[Arrival]:
     """Every matched collective of two members or more (as matched_waits matches them), with the member that arrived
     last: the one whose call was shortest."""
-    split = _split(ranks, layout)
-    if split is None:
+    return arrivals_of(call_table(ranks, layout))
+
+
+def arrivals_of(table: CallTable | None) -> list[Arrival]:
+    """last_arrivals over calls already in columns."""
+    if table is None or table.collective.rank.size == 0:
         return []
-    collective = split[2]
-    if collective.rank.size == 0:
-        return []
+    collective = table.collective
     m = _matched(collective)
     rank, step = collective.rank[m.order], collective.step[m.order]
     bounds = np.flatnonzero(np.diff(m.seg)) + 1

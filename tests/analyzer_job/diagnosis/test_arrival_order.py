@@ -11,7 +11,8 @@ from math import comb
 import pytest
 
 from stepscope_analyzer.diagnosis.arrival_order import binomial_tail, last_arrival_tests
-from stepscope_analyzer.diagnosis.waits import Arrival, last_arrivals
+from stepscope_analyzer.diagnosis.facts import job_facts
+from stepscope_analyzer.diagnosis.waits import Arrival, arrivals_of, last_arrivals, matched_waits, waits_of
 from stepscope_contract.report import CommCalls, RankReport
 
 pytestmark = pytest.mark.unit
@@ -35,6 +36,16 @@ def _rank(rank: int, durations: list[list[float]]) -> RankReport:
 def test_each_matched_collective_names_the_member_whose_call_was_shortest() -> None:
     ranks = [_rank(0, [[900.0, 500.0]]), _rank(1, [[100.0, 700.0]]), _rank(2, [[600.0, 50.0]])]
     assert last_arrivals(ranks, None) == [Arrival(0, (0, 1, 2), 1), Arrival(0, (0, 1, 2), 2)]
+
+
+def test_the_job_s_facts_read_the_arrivals_from_the_columns_its_matched_waits_were_read_from() -> None:
+    """The calls are put in columns once per job (waits.call_table): the arrivals and the waits share them."""
+    ranks = [_rank(0, [[900.0, 500.0]]), _rank(1, [[100.0, 700.0]]), _rank(2, [[600.0, 50.0]])]
+    facts = job_facts(ranks)
+    table = facts.calls
+    assert table is not None and facts.calls is table
+    assert facts.arrivals == last_arrivals(facts.ok, None) == arrivals_of(table)
+    assert facts.waits == matched_waits(facts.ok, None) == waits_of(table) != []
 
 
 def test_binomial_tail() -> None:
