@@ -79,6 +79,9 @@ def test_demo_names_the_planted_slow_rank(tmp_path: Path) -> None:
     out = result.stdout + result.stderr
     assert result.returncode == 0, out[-4000:] + (tmp_path / "operator.log").read_text()[-4000:]
     assert "verdict: Rank 2" in out, out[-4000:]
+    assert "pods Ready: ddp-train-0-" in out and "profilesession.stepscope.dev/demo created" in out, out[-4000:]
+    phases = [line.split()[1] for line in out.splitlines() if re.match(r"^\s+demo\s+\S", line)]
+    assert "Analyzing" in phases and phases[-1] == "Succeeded", phases  # `kubectl get -w`: each change, in order
     assert (tmp_path / "report.html").stat().st_size > 0
     report = json.loads((tmp_path / "report.json").read_text())
     assert {r["rank"]: r["cause"] for r in report["diagnosis"]["slow_ranks"]}.get(2) == "host"
