@@ -24,7 +24,7 @@ def balanced(e2e: Env) -> Iterator[Env]:
     """One balanced 4-rank training, every rank past its rendezvous and stepping, for the last scenarios of the
     module, which profile a healthy job one session after another (as sessions of one long training are); the one
     that kills a sidecar of it runs last."""
-    e2e.start_training(BALANCED, slow_rank=-1)
+    e2e.start_training(BALANCED, slow_rank=-1, input_bound=True)
     pods = [p["metadata"]["name"] for p in e2e.ready_pods(BALANCED)]
     deadline = time.monotonic() + 180
     while not all(f"rank {i} step " in e2e.cluster.pod_log("default", pod, "trainer") for i, pod in enumerate(pods)):
@@ -84,7 +84,7 @@ def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> No
     """oss://bucket/prefix and a region, no endpoint: the sidecars, the analyzer Job and the cleanup Job all derive
     the same endpoint (stepscope_storage; the local cluster points OSS regions at its S3 server)."""
     base = f"oss://{BUCKET}/oss-sessions"
-    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base)
+    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base, input_bound=True)
     try:
         e2e.ready_pods("ddp-oss")
         time.sleep(2)
