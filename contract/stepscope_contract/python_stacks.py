@@ -4,11 +4,15 @@ While the steps are recorded, the hook samples the training thread's Python stac
 second (sys._current_frames, no ptrace) and writes one line per distinct stack, root frame first, in the folded
 format flamegraph.pl and speedscope read:
 
-    # stepscope-python-stacks {"hz": 100, "ticks": 512, "windowMs": 5120.4, "steps": 5, "dropped": 0}
+    # stepscope-python-stacks {"hz": 100, "ticks": 512, "windowMs": 5120.4, "steps": 5, "dropped": 0, "samples": 470}
     main (demo/train_ddp.py:124);load_batch (demo/train_ddp.py:56) 301
 
-The header is a comment line (it ends in "}", so folded readers skip it); `ticks` is how many samples were taken,
-`windowMs` the time they cover, `dropped` the samples of stacks beyond the MAX_STACKS most sampled ones. A frame is
+A stack's count is the sampling periods (1/hz seconds) its samples stand for: each sample counts the periods that
+elapsed since the previous one, so a stack the sampler reached late (a CPU-bound Python loop holds the GIL the
+sampler needs; a starved process runs it late) weighs the time it held, not the number of samples taken in it.
+The header is a comment line (it ends in "}", so folded readers skip it); `ticks` is the periods counted (the sum of
+the counts and `dropped`), `windowMs` the time they cover, `dropped` the periods of stacks beyond the MAX_STACKS most
+sampled ones, `samples` how many samples were taken (at most `ticks`). A frame is
 `function (path:line)`; ';' and line breaks never appear in a frame. The hook keeps a stdlib copy of these caps
 (stepscope_hook._sampler), which a test holds against this module; readers read the file within MAX_FILE_BYTES.
 """

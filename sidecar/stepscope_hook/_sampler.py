@@ -1,7 +1,11 @@
 """Python stacks of the training thread, sampled while the steps are recorded (stdlib only, Python 3.9+).
 
 A daemon thread reads `sys._current_frames()` `hz` times a second and counts each distinct stack of the thread
-that reaches the step boundaries; no ptrace, no signal, nothing in the training script. At the end of the window
+that reaches the step boundaries; no ptrace, no signal, nothing in the training script. A sample counts the sampling
+periods that elapsed since the previous one (at most MAX_WEIGHT_S of them): the thread needs the GIL to take a
+sample, which a CPU-bound Python loop hands over only every switch interval and a process starved of CPU gets late,
+so samples in such code come further apart than in code that sleeps or waits in C; counted by time, the counts
+stand for the time spent in each stack, not for how often the sampler got in. At the end of the window
 the counts are written in the folded format (stepscope_contract.python_stacks declares it and the caps below,
 which tests/sidecar/hook/test_sampler.py holds against that module): the MAX_STACKS most sampled stacks, the
 innermost MAX_FRAMES frames of each, every frame's text cut to MAX_FRAME_CHARS.
@@ -31,6 +35,7 @@ ROOT_CUT = "[deeper frames cut]"
 MAX_DISTINCT = 20000  # stacks counted in memory; a sample of one more distinct stack counts as dropped
 SAMPLER_THREAD = "stepscope-sampler"
 JOIN_S = 0.02
+MAX_WEIGHT_S = 0.5  # a sample stands for at most this much time (a suspended process's gap is not one stack's)
 
 _Code = Tuple[str, str, int]  # (function, file, line)
 _MARKERS = ("site-packages/", "dist-packages/")
@@ -90,7 +95,8 @@ class StackSampler:
         self.hz = max(1, min(int(hz), MAX_HZ))
         self.thread_id = thread_id
         self.counts: Dict[Tuple[object, ...], int] = {}
-        self.ticks = 0
+        self.ticks = 0  # sampling periods counted (the sum of the counts and `dropped`)
+        self.samples = 0  # samples taken
         self.dropped = 0
         self.started_at = 0.0
         self.stopped_at = 0.0
@@ -114,26 +120,39 @@ class StackSampler:
 
     def _run(self) -> None:
         period = 1.0 / self.hz
+        most = max(1.0, MAX_WEIGHT_S * self.hz)  # periods one sample may stand for
         sleep = time.sleep  # a plain sleep: an Event's timed wait costs several times the sample itself
+        clock = time.monotonic
         frames = sys._current_frames
         tid = self.thread_id
         counts = self.counts
         began = time.thread_time()
+        last = clock()
+        owed = 0.0  # periods elapsed and not yet counted (the fraction of one carries to the next sample)
         while True:
             sleep(period)
             if self._stopping:
                 break
             frame = frames().get(tid)
+            now = clock()
+            owed = min(owed + (now - last) / period, most)
+            last = now
             if frame is None:
+                owed = 0.0
                 continue
+            weight = int(owed)
+            if weight < 1:
+                continue
+            owed -= weight
             stack = _stack_of(frame)
-            self.ticks += 1
+            self.samples += 1
+            self.ticks += weight
             if stack in counts:
-                counts[stack] += 1
+                counts[stack] += weight
             elif len(counts) < MAX_DISTINCT:
-                counts[stack] = 1
+                counts[stack] = weight
             else:
-                self.dropped += 1
+                self.dropped += weight
         self.cpu_s = time.thread_time() - began
 
     def folded(self, steps: int) -> str:
@@ -151,7 +170,7 @@ class StackSampler:
         dropped = self.dropped + sum(n for _, n in ranked[MAX_STACKS:])
         window_ms = max((self.stopped_at or time.monotonic()) - self.started_at, 0.0) * 1000.0
         header = {"hz": self.hz, "ticks": self.ticks, "windowMs": round(window_ms, 3), "steps": steps,
-                  "dropped": dropped}  # fmt: skip
+                  "dropped": dropped, "samples": self.samples}  # fmt: skip
         lines = [HEADER_PREFIX + json.dumps(header, separators=(", ", ": "))]
         lines.extend("%s %d" % kv for kv in kept)
         return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ protocol tests in tests/storage/ run against every row of BACKENDS.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 
 from stepscope_contract.storage import Scheme, StorageLocation
@@ -34,6 +35,10 @@ from stepscope_storage.store import (
     TransferCounts,
     TransferSettings,
 )
+
+MAX_ATTEMPTS_ENV = "AWS_MAX_ATTEMPTS"
+"""the AWS SDKs' variable for the attempts per request; it sets TransferSettings.attempts where the caller sets none"""
+MOST_ATTEMPTS = 20
 
 Backend = Callable[[StorageLocation, EndpointSettings, Credentials | None, TransferSettings], Store]
 
@@ -69,7 +74,16 @@ def open_store(
     backend = BACKENDS.get(location.scheme)
     if backend is None:
         raise StorageError(f"no storage backend for {location.scheme.value}://")
-    return backend(location, settings or Connection(), credentials, transfer or TransferSettings())
+    return backend(location, settings or Connection(), credentials, transfer or default_transfer())
+
+
+def default_transfer() -> TransferSettings:
+    """TransferSettings, with the attempts per request AWS_MAX_ATTEMPTS sets (1 to MOST_ATTEMPTS) when it holds a
+    whole number (botocore reads it only where the client's config sets no attempts, and ours does)."""
+    value = os.environ.get(MAX_ATTEMPTS_ENV, "").strip()
+    if not value.isdigit():
+        return TransferSettings()
+    return TransferSettings(attempts=min(max(int(value), 1), MOST_ATTEMPTS))
 
 
 __all__ = [
@@ -85,5 +99,6 @@ __all__ = [
     "TooLargeError",
     "TransferCounts",
     "TransferSettings",
+    "default_transfer",
     "open_store",
 ]

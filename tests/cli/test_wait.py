@@ -77,7 +77,7 @@ def test_wait_for_prints_progress_once_per_change_and_stops_when_finished() -> N
         (200, _session("Succeeded", FINISHED, _cond("Regressed", "False"))),
     ]
     printed: list[str] = []
-    code = wait_for(lambda: answers.pop(0), 60, False, printed.append)
+    code = wait_for(lambda: answers.pop(0), 60, False, printed.append, poll=0.0)
     assert code == PASSED and printed.count("Capturing 0/0: m") == 1 and printed[-1] == "passed"
     assert sum("Succeeded" in line for line in printed) == 1, printed  # the phase and its message once
     assert wait_for(lambda: (404, None), 60, False, printed.append) == UNUSABLE

@@ -25,6 +25,8 @@ API = "stepscope.dev/v1alpha1"
 TERMINAL = ("Succeeded", "PartiallySucceeded", "Failed")
 BUCKET = "stepscope-demo"
 REPO = Path(__file__).resolve().parents[2]
+INPUT_MS = "20"
+"""what every rank of an input-bound training waits for each batch (Env.start_training(input_bound=True))"""
 
 
 @dataclass
@@ -40,8 +42,14 @@ class Env:
         slow_ms: float = 60.0,
         extra_env: dict[str, str] | None = None,
         storage_base: str | None = None,
+        input_bound: bool = False,
     ) -> None:
-        """`storage_base`: the sidecars' STEPSCOPE_STORAGE_BASE (comma-separated) instead of the demo's."""
+        """`storage_base`: the sidecars' STEPSCOPE_STORAGE_BASE (comma-separated) instead of the demo's.
+        `input_bound`: every rank waits INPUT_MS for each batch, for a balanced training whose scenario is not about
+        compute: its steps mostly wait, as an input-bound job's do, so its four ranks leave the two shared cores to
+        the other tests instead of holding both for as long as it runs; the ranks step evenly, and warm-up steps
+        take seconds."""
+        extra_env = {**(extra_env or {}), **({"INPUT_MS": INPUT_MS} if input_bound else {})}
         job = training_job(free_port(), slow_rank, mode, slow_ms, extra_env, storage_endpoint=self.cluster.s3_endpoint)
         job["metadata"]["name"] = name
         if storage_base is not None:

@@ -36,7 +36,7 @@ def _stored(e2e: Env, uri: str) -> bool:
 
 @pytest.fixture(scope="module")
 def training(e2e: Env) -> Iterator[Env]:
-    e2e.start_training(TRAINING, slow_rank=-1)
+    e2e.start_training(TRAINING, slow_rank=-1, input_bound=True)
     pods = [p["metadata"]["name"] for p in e2e.ready_pods(TRAINING)]
     deadline = time.monotonic() + 180  # every rank past its rendezvous and stepping
     while not all(f"rank {i} step " in e2e.cluster.pod_log("default", pod, "trainer") for i, pod in enumerate(pods)):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import re
 import time
 from collections.abc import Iterator
 from typing import Any as Env
@@ -22,7 +24,7 @@ def balanced(e2e: Env) -> Iterator[Env]:
     """One balanced 4-rank training, every rank past its rendezvous and stepping, for the last scenarios of the
     module, which profile a healthy job one session after another (as sessions of one long training are); the one
     that kills a sidecar of it runs last."""
-    e2e.start_training(BALANCED, slow_rank=-1)
+    e2e.start_training(BALANCED, slow_rank=-1, input_bound=True)
     pods = [p["metadata"]["name"] for p in e2e.ready_pods(BALANCED)]
     deadline = time.monotonic() + 180
     while not all(f"rank {i} step " in e2e.cluster.pod_log("default", pod, "trainer") for i, pod in enumerate(pods)):
@@ -64,9 +66,17 @@ def test_hung_rank_is_diagnosed_with_its_stack(e2e: Env) -> None:
     assert front["missing_ranks"] == [1] and front["collective"]["call_site"].startswith("train_ddp.py:")
     assert status["summary"]["slowestRank"] == 1 and status["summary"]["cause"] == "hang", status["summary"]
     assert "stepscope-watchdog" not in "".join(h["stacks"] for h in hangs.values())
-    # one message per target, not the same text twice
+    assert "rank 1 never reached it: it is stuck at train_ddp.py" in d["verdict"] and "wait_forever" in d["verdict"]
+    assert {h["rank"]: h["culprit"] for h in d["hangs"]} == {0: False, 1: True, 2: False, 3: False}
+    assert status["progress"] == "0/4, rank 1 hung, 3 waiting", status["progress"]  # the CAPTURED column
+    # the targets: the culprit Hung, the others Waiting for it in the collective; one message per target
+    assert {t["rank"]: t["state"] for t in status["targets"]} == {0: "Waiting", 1: "Hung", 2: "Waiting", 3: "Waiting"}
     for target in status["targets"]:
         assert target["message"].count("no step boundary") <= 1, target
+        if target["state"] == "Waiting":
+            assert re.search(r"waits for rank 1 in all_reduce at train_ddp\.py:\d+", target["message"]), target
+    torch_version = importlib.metadata.version("torch")  # the hung ranks' torch, from their manifests
+    assert [(r["environment"] or {}).get("torch_version") for r in report["ranks"]] == [torch_version] * 4
     e2e.stop_training("ddp-hang")
 
 
@@ -74,7 +84,7 @@ def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> No
     """oss://bucket/prefix and a region, no endpoint: the sidecars, the analyzer Job and the cleanup Job all derive
     the same endpoint (stepscope_storage; the local cluster points OSS regions at its S3 server)."""
     base = f"oss://{BUCKET}/oss-sessions"
-    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base)
+    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base, input_bound=True)
     try:
         e2e.ready_pods("ddp-oss")
         time.sleep(2)

@@ -3,7 +3,7 @@ when both are restricted, the next time after a moment, and the one due run made
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -33,6 +33,25 @@ def at(text: str) -> datetime:
 )
 def test_next_after(expression: str, after: str, expected: str) -> None:
     assert next_after(parse(expression), at(after)) == at(expected)
+
+
+@pytest.mark.parametrize(
+    "expression",
+    ["*/7 3-5 * * *", "0 0 1,15 * *", "30 4 * * 1-5", "0 12 13 * 5", "15 */6 10-12 * 0", "0 0 31 * *", "59 23 * 12 *"],
+)
+def test_next_after_is_the_first_matching_minute(expression: str) -> None:
+    """Against a minute-by-minute walk over up to six weeks from several starting moments (skipping whole months,
+    days and hours must not skip a match)."""
+    schedule = parse(expression)
+    for start in ("2026-02-27T23:58:00", "2026-03-01T04:29:30", "2026-11-30T23:59:00", "2027-01-12T11:59:00"):
+        moment = at(start).replace(second=0) + timedelta(minutes=1)
+        for _ in range(42 * 24 * 60):
+            if schedule.matches(moment):
+                break
+            moment += timedelta(minutes=1)
+        else:
+            continue
+        assert next_after(schedule, at(start)) == moment, (expression, start)
 
 
 def test_a_schedule_that_never_comes_is_none() -> None:

@@ -4,6 +4,7 @@ server the sidecar runs."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 
@@ -59,6 +60,7 @@ def test_malformed_replies_say_what_is_wrong(raw: bytes, says: str) -> None:
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, int, list[dict[str, object]]]]:
     seen: list[dict[str, object]] = []
+    released = asyncio.Event()  # the slow reply comes only at teardown (the server's cleanup waits for its handlers)
 
     async def post(request: web.Request) -> web.Response:
         seen.append({"auth": request.headers.get("Authorization"), "body": await request.json()})
@@ -76,7 +78,8 @@ async def server() -> AsyncIterator[tuple[str, int, list[dict[str, object]]]]:
         return web.Response(body=b"y" * (http1.MAX_REPLY + 10))
 
     async def slow(request: web.Request) -> web.Response:
-        await asyncio.sleep(5)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(released.wait(), 5)
         return web.Response(text="late")
 
     app = web.Application()
@@ -90,6 +93,7 @@ async def server() -> AsyncIterator[tuple[str, int, list[dict[str, object]]]]:
     await site.start()
     assert isinstance(site._server, asyncio.Server)
     yield "127.0.0.1", site._server.sockets[0].getsockname()[1], seen
+    released.set()
     await runner.cleanup()
 
 

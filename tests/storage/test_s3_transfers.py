@@ -23,13 +23,22 @@ from storage_harness import BUCKET, KEYS
 
 from stepscope_contract.storage import AddressingStyle, parse_storage_uri
 from stepscope_local.ports import free_port
-from stepscope_storage import ChecksumMismatch, DeadlineExceeded, StorageError, Store, TransferSettings, open_store
+from stepscope_storage import (
+    ChecksumMismatch,
+    DeadlineExceeded,
+    StorageError,
+    Store,
+    TransferSettings,
+    default_transfer,
+    open_store,
+)
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 MIB = 1024 * 1024
 CREDS = Credentials(KEYS["AWS_ACCESS_KEY_ID"], KEYS["AWS_SECRET_ACCESS_KEY"])
+SMALL = TransferSettings(attempts=3)
 HOP_HEADERS = {"connection", "transfer-encoding", "content-length", "keep-alive"}
 
 
@@ -175,6 +184,24 @@ def test_without_a_deadline_the_attempts_run_out(tmp_path: Path) -> None:
         store.put_file(tmp_path / "f", key, "application/octet-stream")
     assert not isinstance(info.value, DeadlineExceeded)
     assert store.counts.attempts == 2
+
+
+@pytest.mark.parametrize(("value", "attempts"), [("2", 2), ("0", 1), ("99", 20), ("many", 10), ("", 10)])
+def test_aws_max_attempts_sets_the_attempts_where_the_caller_sets_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str, attempts: int
+) -> None:
+    monkeypatch.setenv("AWS_MAX_ATTEMPTS", value)
+    assert default_transfer() == TransferSettings(attempts=attempts)
+    if value != "2":
+        return
+    location = parse_storage_uri(f"s3://{BUCKET}/env-attempts")
+    dead = Connection(f"http://127.0.0.1:{free_port()}", "us-east-1", AddressingStyle.PATH)
+    (tmp_path / "f").write_bytes(b"z")
+    # no TransferSettings: the environment's attempts; a caller's settings win over it
+    for store, tries in ((open_store(location, dead, CREDS), 2), (open_store(location, dead, CREDS, SMALL), 3)):
+        with pytest.raises(StorageError, match="EndpointConnectionError"):
+            store.put_file(tmp_path / "f", location.key("f"), "application/octet-stream")
+        assert store.counts.attempts == tries
 
 
 def test_a_download_that_does_not_match_the_recorded_sha256_is_refused(moto: str, raw_s3: Any, tmp_path: Path) -> None:

@@ -108,9 +108,13 @@ def judge(obj: dict[str, Any], ignore_slow_ranks: bool = False) -> tuple[int, li
 
 
 def wait_for(
-    get: Callable[[], tuple[int, Any]], timeout: float, ignore_slow_ranks: bool, out: Callable[[str], None]
+    get: Callable[[], tuple[int, Any]],
+    timeout: float,
+    ignore_slow_ranks: bool,
+    out: Callable[[str], None],
+    poll: float = POLL_SECONDS,
 ) -> int:
-    """Poll `get` (HTTP code, object) until the session finishes or `timeout` passes."""
+    """Poll `get` (HTTP code, object) every `poll` seconds until the session finishes or `timeout` passes."""
     deadline = time.monotonic() + timeout
     last = ""
     while True:
@@ -133,7 +137,7 @@ def wait_for(
         if time.monotonic() >= deadline:
             out(f"timed out after {timeout:g}s")
             return UNUSABLE
-        time.sleep(POLL_SECONDS)
+        time.sleep(poll)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,10 @@ class Schedule:
     def matches(self, moment: datetime) -> bool:
         if moment.minute not in self.minutes or moment.hour not in self.hours or moment.month not in self.months:
             return False
+        return self.day_matches(moment)
+
+    def day_matches(self, moment: datetime) -> bool:
+        """Whether the day fields admit `moment`'s day (the month, hour and minute aside)."""
         in_month = moment.day in self.days
         in_week = (moment.isoweekday() % 7) in self.weekdays
         if self.any_day or self.any_weekday:
@@ -71,17 +75,21 @@ def parse(expression: str) -> Schedule:
 
 
 def next_after(schedule: Schedule, after: datetime) -> datetime | None:
-    """The first scheduled minute strictly after `after` (seconds dropped), or None within the lookahead."""
+    """The first scheduled minute strictly after `after` (seconds dropped), or None within the lookahead. A month,
+    day or hour that cannot match is skipped whole, so a schedule that never comes costs a few thousand steps."""
     moment = after.replace(second=0, microsecond=0) + timedelta(minutes=1)
-    for _ in range(MAX_LOOKAHEAD_MINUTES):
-        if schedule.matches(moment):
-            return moment
-        if moment.month not in schedule.months:  # skip to the next month quickly
+    end = moment + timedelta(minutes=MAX_LOOKAHEAD_MINUTES)
+    while moment < end:
+        if moment.month not in schedule.months:
             moment = (moment.replace(day=1, hour=0, minute=0) + timedelta(days=32)).replace(day=1)
+        elif not schedule.day_matches(moment):
+            moment = moment.replace(hour=0, minute=0) + timedelta(days=1)
         elif moment.hour not in schedule.hours:
             moment = moment.replace(minute=0) + timedelta(hours=1)
-        else:
+        elif moment.minute not in schedule.minutes:
             moment += timedelta(minutes=1)
+        else:
+            return moment
     return None
 
 
