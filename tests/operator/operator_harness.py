@@ -139,6 +139,24 @@ def wait_for(api: EmulatorServer, name: str, phases: tuple[str, ...], timeout: f
     raise AssertionError(f"{name} never reached {phases}: {(obj or {}).get('status')}")
 
 
+def events_with(
+    api: EmulatorServer, reason: str, at_least: int = 1, about: str | None = None, timeout: float = 20
+) -> list[dict[str, Any]]:
+    """The namespace's events of `reason` (about the object named `about`, if given), once there are `at_least` of
+    them, or at the timeout whatever is there. kopf posts an event from its own queue after the handler's status
+    patch, so a phase can be read before its event."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = [
+            e
+            for e in api.list("v1", "events", "default")
+            if e.get("reason") == reason and about in (None, (e.get("involvedObject") or {}).get("name"))
+        ]
+        if len(found) >= at_least or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.2)
+
+
 def times_told(status: dict[str, Any], text: str) -> int:
     """How often `text` is in what `kubectl describe` shows of a session's words: its message, its conditions'
     messages and its summary."""

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 import yaml
-from operator_harness import API, OperatorProcess, session, wait_for
+from operator_harness import API, OperatorProcess, events_with, session, wait_for
 
 from stepscope_contract.analysis_documents import SessionDocument
 from stepscope_contract.session_index import SessionIndexEntry
@@ -112,6 +112,7 @@ def test_a_forged_artifacts_uri_deletes_only_the_sessions_own_folder(
     assert (victim_dir / "sub" / "precious.txt").read_text() == "keep me"
     assert _keys(cluster, OURS) == ["sessions/default/_sessions/other.json",
                                     "sessions/default/neighbour-0000abcd/ranks/0/manifest.json"]  # fmt: skip
+    events_with(cluster.api, "ArtifactsDeleted", about="victim")  # kopf posts it from its own queue
     reasons = {(e["type"], e["reason"]) for e in _events(cluster, "victim")}
     assert ("Warning", "ArtifactsUriIgnored") in reasons and ("Normal", "ArtifactsDeleted") in reasons, reasons
     # the deletion ran as a Job in the session's namespace with the session's own Secret, not the operator's keys

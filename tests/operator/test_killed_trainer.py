@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 
 import pytest
-from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, session, wait_for
+from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, events_with, session, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -81,5 +81,5 @@ def test_a_killed_trainer_ends_its_rank_and_names_it(api: EmulatorServer, operat
         "(and 1 more crashed)"
     ), status["message"]
     assert status["counts"]["failed"] == 2 and status["progress"] == "0/2"
-    reasons = [e["reason"] for e in api.list("v1", "events", "default") if e.get("reason") == "RankCrashed"]
+    reasons = [e["reason"] for e in events_with(api, "RankCrashed", at_least=2)]
     assert len(reasons) == 2, reasons

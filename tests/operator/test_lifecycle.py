@@ -15,6 +15,7 @@ from operator_harness import (
     SIDECAR_TOKEN,
     OperatorProcess,
     add_pod,
+    events_with,
     finish_analysis,
     session,
     times_told,
@@ -92,8 +93,8 @@ def test_happy_path_to_succeeded_with_kubectl(api: EmulatorServer, operator: Ope
         columns = ["NAME", "PHASE", "CAPTURED", "SLOWEST", "CAUSE", "BOTTLENECK", "GATE", "VS", "BASELINE", "AGE"]
         assert table.stdout.split()[:10] == columns, table.stdout
         assert "Succeeded" in table.stdout and "3/3" in table.stdout
-        events = api.list("v1", "events", "default")
-        reasons = {e.get("reason") for e in events}
+        events_with(api, "Succeeded", about="happy")  # the last of them: kopf posts events after the status patch
+        reasons = {e.get("reason") for e in api.list("v1", "events", "default")}
         assert {"Capturing", "Analyzing", "Succeeded"} <= reasons, reasons
 
 

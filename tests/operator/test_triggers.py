@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod
+from operator_harness import API, SIDECAR_TOKEN, OperatorProcess, add_pod, events_with
 from standin_sidecar import SidecarFleet
 from step_series import job
 
@@ -87,22 +87,6 @@ def sessions(api: EmulatorServer) -> list[dict[str, Any]]:
     return api.list(API, "profilesessions", "default")
 
 
-def events(api: EmulatorServer, name: str) -> list[dict[str, Any]]:
-    return [e for e in api.list("v1", "events", "default") if (e.get("involvedObject") or {}).get("name") == name]
-
-
-def wait_events(api: EmulatorServer, name: str, reason: str, timeout: float = 30) -> list[dict[str, Any]]:
-    """The object's events of `reason`, once there is one: kopf posts events from a task of its own, so one may
-    land after the status patch of the same evaluation."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = [e for e in events(api, name) if e["reason"] == reason]
-        if found:
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"{name}: no {reason} event among {events(api, name)}")
-
-
 def test_a_straggler_fires_one_owned_session(api: EmulatorServer, operator: OperatorProcess, tmp_path: Path) -> None:
     with SidecarFleet(SIDECAR_TOKEN, 4, upload_after=0.5) as fleet:
         serve(fleet, api, job(1, slow_rank=2, slow_ms=60.0, slow_from=250))
@@ -127,7 +111,7 @@ def test_a_straggler_fires_one_owned_session(api: EmulatorServer, operator: Oper
         assert session["spec"]["targets"] == {"selector": {"matchLabels": {"app": "trainer"}}} | {
             k: session["spec"]["targets"][k] for k in session["spec"]["targets"] if k != "selector"
         }
-        fired_events = wait_events(api, "watch", "Fired")
+        fired_events = events_with(api, "Fired", about="watch")
         assert len(fired_events) == 1 and "created ProfileSession watch-1" in fired_events[0]["message"]
 
         # the session runs on the same pods (the stand-ins capture it); the slowdown goes on: nothing new fires
@@ -167,7 +151,7 @@ def test_a_straggler_fires_one_owned_session(api: EmulatorServer, operator: Oper
         while sessions(api):
             assert time.monotonic() < deadline, "the session was not deleted"
             time.sleep(0.3)
-        assert wait_events(api, "watch", "SessionsDeleted")
+        assert events_with(api, "SessionsDeleted", about="watch")
 
 
 def test_deleting_a_trigger_deletes_its_sessions(api: EmulatorServer, operator: OperatorProcess) -> None:
@@ -204,7 +188,7 @@ def test_balanced_telemetry_fires_nothing_and_missing_telemetry_is_reported(
         )
         cond = {c["type"]: c for c in status["conditions"]}["TelemetryAvailable"]
         assert cond["reason"] == "NoTelemetry" and "sidecar answered 404" in cond["message"]
-        assert any(e["type"] == "Warning" for e in wait_events(api, "quiet", "NoTelemetry"))
+        assert any(e["type"] == "Warning" for e in events_with(api, "NoTelemetry", about="quiet"))
         assert not sessions(api)
 
 

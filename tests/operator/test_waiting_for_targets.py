@@ -5,7 +5,7 @@ selector that never matches fails once the wait is over, saying what was searche
 from __future__ import annotations
 
 import pytest
-from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, session, times_told, wait_for
+from operator_harness import SIDECAR_TOKEN, OperatorProcess, add_pod, events_with, session, times_told, wait_for
 from standin_sidecar import SidecarFleet
 
 from stepscope_local.kube import EmulatorServer
@@ -32,8 +32,7 @@ def test_pods_that_come_later_are_waited_for(api: EmulatorServer, operator: Oper
         add_pod(api, "late-1", second.host, second.port, {"app": "late"}, env=[{"name": "RANK", "value": "1"}])
         done = wait_for(api, "early", ("Analyzing", "Failed"))["status"]
         assert done["phase"] == "Analyzing" and done["progress"] == "2/2", done
-        events = {e.get("reason") for e in api.list("v1", "events", "default")}
-        assert "WaitingForTargets" in events, events
+        assert events_with(api, "WaitingForTargets"), api.list("v1", "events", "default")
 
 
 def test_nothing_matching_fails_after_the_wait(api: EmulatorServer, operator: OperatorProcess) -> None:
