@@ -18,8 +18,6 @@ the operator stays the only writer of a session's status. Pure.
   fits the document into that, dropping what the operator can recompute or do without first).
 """
 
-from __future__ import annotations
-
 from typing import Annotated
 
 from pydantic import Field, ValidationError
@@ -49,7 +47,7 @@ class SessionDocument(CamelModel):
         return self.model_dump_json(by_alias=True, exclude_none=True)
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> SessionDocument:
+    def from_json(cls, data: str | bytes) -> "SessionDocument":
         """The document, or ValueError (with pydantic's reason) when it is not one."""
         if len(data) > MAX_SESSION_DOCUMENT_BYTES:
             raise ValueError(f"the session document is {len(data)} bytes, over {MAX_SESSION_DOCUMENT_BYTES}")
@@ -137,7 +135,7 @@ class AnalysisOutcome(CamelModel):
         return self.model_dump_json(by_alias=True, exclude_none=True)
 
     @classmethod
-    def from_json(cls, data: str | bytes) -> AnalysisOutcome | None:
+    def from_json(cls, data: str | bytes) -> "AnalysisOutcome | None":
         """The document, or None when `data` is not one (empty, cut short, another program's message)."""
         if not data or len(data) > MAX_OUTCOME_BYTES:
             return None

@@ -4,8 +4,6 @@ pydantic's JSON Schema is turned into a Kubernetes *structural* openAPIV3Schema:
 `Optional[X]` as a plain optional X, no `additionalProperties: false` beside `properties`, no titles.
 """
 
-from __future__ import annotations
-
 from typing import Any
 
 import yaml

@@ -10,14 +10,13 @@ candidate added, with its interval. The rule (README "Comparing with a baseline"
 steps' interval's lower end or the added work's interval's lower end is above `max_regression_pct`.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from stepscope_contract.empty import new_list
 from stepscope_contract.report import SessionInfo
 
 DIFF_SCHEMA_VERSION: Final = 1
@@ -109,7 +108,9 @@ class AddedWork(DiffModel):
         "(the decision is taken on it)",
     )
     ci_high_pct: float | None = None
-    names: list[str] = Field(default_factory=list, description="the largest contributors, largest first (at most 5)")
+    names: list[str] = Field(
+        default_factory=new_list, description="the largest contributors, largest first (at most 5)"
+    )
 
 
 class PhaseDelta(DiffModel):
@@ -128,7 +129,7 @@ class RankDelta(DiffModel):
     baseline_median_us: float | None = None
     candidate_median_us: float | None = None
     delta_pct: float | None = Field(default=None, description="candidate median / baseline median - 1, in %")
-    phases: list[PhaseDelta] = Field(default_factory=list)
+    phases: list[PhaseDelta] = Field(default_factory=new_list)
 
 
 class DiffResult(DiffModel):
@@ -160,7 +161,7 @@ class DiffResult(DiffModel):
         default=None, description="the added work's evidence; null when the candidate added none"
     )
     decided_by: list[str] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="what cleared the gate: 'steps' (regression_ci_low_pct above it, or for an improvement "
         "regression_ci_high_pct below its mirror) and/or 'added_work' (added_work.ci_low_pct above it)",
     )
@@ -170,15 +171,15 @@ class DiffResult(DiffModel):
     baseline: SideSummary
     candidate: SideSummary
     top_changes: list[TopChange] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="ranked by at_equal_op_speed_delta_us_per_step, the figure every output shows: the largest "
         "increase first (the largest decrease first when the verdict is improved); a pass or an improvement leaves "
         "out the names whose change is smaller than the steps' noise (half the width of their interval; a note "
         "says how many)",
     )
     changes_total: int = Field(default=0, description="names listed (beyond the noise), before top_changes was cut")
-    phases: list[PhaseDelta] = Field(default_factory=list, description="job-wide, when both reports carry phases")
-    ranks: list[RankDelta] = Field(default_factory=list)
+    phases: list[PhaseDelta] = Field(default_factory=new_list, description="job-wide, when both reports carry phases")
+    ranks: list[RankDelta] = Field(default_factory=new_list)
     unchanged_ops_speed_pct: float | None = Field(
         default=None,
         description="how much slower (+) or faster (-) per call, in %, the ops (kernels, where the ranks list GPU "
@@ -189,4 +190,4 @@ class DiffResult(DiffModel):
     unchanged_ops_speed_ci_low_pct: float | None = Field(default=None, description="its interval's lower end, in %")
     unchanged_ops_speed_ci_high_pct: float | None = Field(default=None, description="its interval's upper end, in %")
     unchanged_ops: int = Field(default=0, description="how many ops (or kernels) that figure is over")
-    notes: list[str] = Field(default_factory=list, description="what limits the comparison")
+    notes: list[str] = Field(default_factory=new_list, description="what limits the comparison")

@@ -21,8 +21,6 @@ ignored, so a newer sidecar may add fields. A line (camelCase keys; absent keys:
   samples only; pcie* every 10th sample (each query takes tens of milliseconds).
 """
 
-from __future__ import annotations
-
 from dataclasses import dataclass
 from typing import Annotated, Final
 

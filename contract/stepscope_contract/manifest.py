@@ -1,12 +1,11 @@
 """manifest.json of a rank's folder in storage: what was captured, sizes, checksums, errors."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated
 
 from pydantic import Field
 
+from stepscope_contract.empty import new_list
 from stepscope_contract.session import CamelModel
 from stepscope_contract.wire import CaptureState, RankMeta
 
@@ -27,10 +26,10 @@ class RankManifest(CamelModel):
     node: str | None = None
     rank: Annotated[int, Field(ge=0)]
     state: CaptureState
-    files: list[ArtifactFile] = Field(default_factory=list)
+    files: list[ArtifactFile] = Field(default_factory=new_list)
     meta: RankMeta | None = None
     gpu_metrics: str = Field(default="not requested", description="'captured' or why there are none")
-    errors: list[str] = Field(default_factory=list)
+    errors: list[str] = Field(default_factory=new_list)
     capture_started_at: datetime | None = None
     capture_finished_at: datetime | None = None
     upload_finished_at: datetime | None = None

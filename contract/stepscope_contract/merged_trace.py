@@ -5,11 +5,11 @@ small job): each rank is a process (pid = rank, named "rank R (pod)"), its threa
 recorded them, its clock shifted so that the collectives end together (the alignment the report's timeline uses).
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from stepscope_contract.empty import new_dict
 
 MAX_RANKS: Final = 16
 """ranks in one merged trace"""
@@ -31,11 +31,11 @@ class MergedTrace(BaseModel):
         description="after the alignment, the largest spread of a collective's end over the ranks, µs"
     )
     offsets_us: dict[str, float] = Field(
-        default_factory=dict, description="per rank (as text), what was added to its timestamps, µs"
+        default_factory=new_dict, description="per rank (as text), what was added to its timestamps, µs"
     )
     link: str | None = Field(default=None, description="the file, relative to the report")
     row_ts_us: dict[str, float] = Field(
-        default_factory=dict,
+        default_factory=new_dict,
         description="per rank (as text), where the timeline's step starts in the merged trace, µs from its "
         "first event (as Perfetto's time axis shows it)",
     )

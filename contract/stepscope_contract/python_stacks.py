@@ -17,11 +17,11 @@ sampled ones, `samples` how many samples were taken (at most `ticks`). A frame i
 (stepscope_hook._sampler), which a test holds against this module; readers read the file within MAX_FILE_BYTES.
 """
 
-from __future__ import annotations
-
 from typing import Annotated, Final
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from stepscope_contract.empty import new_list
 
 HEADER_PREFIX: Final = "# stepscope-python-stacks "
 MAX_STACKS: Final = 400
@@ -57,7 +57,7 @@ class PythonLine(_Model):
     peers_ms_per_step: float = Field(description="the median of its peers' samples there, in ms per step")
     excess_ms_per_step: float = Field(description="what the rank spends there beyond its peers, ms per step")
     callers: Annotated[list[Annotated[str, Field(max_length=MAX_FRAME_CHARS)]], Field(max_length=3)] = Field(
-        default_factory=list, description="the frames above it, the nearest first ('function (path:line)')"
+        default_factory=new_list, description="the frames above it, the nearest first ('function (path:line)')"
     )
 
 
@@ -73,7 +73,7 @@ class PythonProfile(_Model):
     hz: int
     samples: int
     peers: str = Field(default="", description="the ranks compared with, as a rank set")
-    stacks: Annotated[list[FlameStack], Field(max_length=MAX_FLAME_STACKS)] = Field(default_factory=list)
+    stacks: Annotated[list[FlameStack], Field(max_length=MAX_FLAME_STACKS)] = Field(default_factory=new_list)
     differential: Annotated[list[FlameStack], Field(max_length=MAX_FLAME_STACKS)] = Field(
-        default_factory=list, description="per stack, what the rank spends beyond its peers' median (positive only)"
+        default_factory=new_list, description="per stack, what the rank spends beyond its peers' median (positive only)"
     )

@@ -1,13 +1,12 @@
 """report.json: the analyzer's output. snake_case, with HTA's column names for the breakdowns."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from enum import StrEnum
 from typing import TYPE_CHECKING, Annotated
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from stepscope_contract.empty import new_list
 from stepscope_contract.merged_trace import MergedTrace
 from stepscope_contract.python_stacks import MAX_LINES, PythonLine, PythonProfile
 
@@ -96,16 +95,16 @@ class SlowRank(ReportModel):
     )
     stall_us: float | None = Field(default=None, description="one stall's size: its median excess, µs")
     steps_recorded: int | None = Field(default=None, description="the steps compared (set with stalled_steps)")
-    evidence: list[Evidence] = Field(default_factory=list)
-    comparison: list[NameComparison] = Field(
-        default_factory=list, description="kernels/ops/functions that differ most from the median of the others"
+    evidence: list[Evidence] = Field(default_factory=new_list)
+    comparison: list["NameComparison"] = Field(
+        default_factory=new_list, description="kernels/ops/functions that differ most from the median of the others"
     )
     waiters: list[Waiter] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="the ranks that wait for it directly, from matched calls (diagnosis.waits), most first (<= 8)",
     )
     python_lines: Annotated[list[PythonLine], Field(max_length=MAX_LINES)] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="host causes: the Python frames behind the excess, from the sampled stacks against its peers",
     )
 
@@ -140,8 +139,8 @@ class CollectiveCall(ReportModel):
     process_group: str = Field(description="'<name>:<description>', e.g. '0:default_pg'")
     seq: int = Field(description="the collective's sequence number in its process group")
     op: str = Field(description="e.g. all_reduce, broadcast")
-    input_sizes: list[list[int]] = Field(default_factory=list)
-    dtypes: list[str] = Field(default_factory=list)
+    input_sizes: list[list[int]] = Field(default_factory=new_list)
+    dtypes: list[str] = Field(default_factory=new_list)
     completed: bool = False
     call_site: str | None = Field(default=None, description="the Python line that issued it ('train.py:52 in step')")
 
@@ -169,22 +168,22 @@ class GroupWavefront(ReportModel):
     """A process group in which some ranks wait inside a collective that others never entered."""
 
     process_group: str
-    members: list[int] = Field(default_factory=list)
+    members: list[int] = Field(default_factory=new_list)
     seq: int = Field(description="sequence number of the collective the waiting ranks are in")
     collective: CollectiveCall | None = Field(default=None, description="what the waiting ranks wait in")
-    waiting_ranks: list[int] = Field(default_factory=list)
-    missing_ranks: list[int] = Field(default_factory=list, description="members that never entered it")
-    rows: list[WavefrontRank] = Field(default_factory=list)
+    waiting_ranks: list[int] = Field(default_factory=new_list)
+    missing_ranks: list[int] = Field(default_factory=new_list, description="members that never entered it")
+    rows: list[WavefrontRank] = Field(default_factory=new_list)
 
 
 class FlightRecorderFindings(ReportModel):
     """Cross-rank analysis of PyTorch Flight Recorder dumps, aligned per process group by sequence number."""
 
-    ranks: list[int] = Field(default_factory=list, description="ranks whose dump was read")
-    wavefronts: list[GroupWavefront] = Field(default_factory=list)
-    mismatches: list[CollectiveMismatch] = Field(default_factory=list)
-    culprits: list[int] = Field(default_factory=list)
-    notes: list[str] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=new_list, description="ranks whose dump was read")
+    wavefronts: list[GroupWavefront] = Field(default_factory=new_list)
+    mismatches: list[CollectiveMismatch] = Field(default_factory=new_list)
+    culprits: list[int] = Field(default_factory=new_list)
+    notes: list[str] = Field(default_factory=new_list)
 
 
 class StepStats(ReportModel):
@@ -194,9 +193,9 @@ class StepStats(ReportModel):
     min_us: float = 0.0
     max_us: float = 0.0
     spread_pct: float = Field(default=0.0, description="(max - min) / median, in %")
-    durations_us: list[float] = Field(default_factory=list)
+    durations_us: list[float] = Field(default_factory=new_list)
     numbers: list[int] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="each recorded step's number (N of its ProfilerStep#N span), parallel to durations_us; empty "
         "when the spans are not numbered",
     )
@@ -248,7 +247,7 @@ class TimelineRow(ReportModel):
     rank: int
     ranks: str = Field(default="", description="the ranks the row stands for, as a rank set ('4-19'), when several")
     step_us: float
-    spans: list[PhaseSpan] = Field(default_factory=list)
+    spans: list[PhaseSpan] = Field(default_factory=new_list)
 
 
 class StepTimeline(ReportModel):
@@ -256,7 +255,7 @@ class StepTimeline(ReportModel):
 
     step_index: int = Field(description="index of the step among each rank's recorded steps")
     step_number: int | None = Field(default=None, description="its ProfilerStep#N, where numbered")
-    rows: list[TimelineRow] = Field(default_factory=list)
+    rows: list[TimelineRow] = Field(default_factory=new_list)
     ranks_total: int = Field(default=0, description="the ranks the rows stand for")
 
 
@@ -268,12 +267,12 @@ class MemoryUsage(ReportModel):
     events: int = Field(default=0, description="allocator events inside the recorded steps")
     peak_allocated_bytes: float = 0.0
     peak_reserved_bytes: float = Field(default=0.0, description="0 on CPU (its allocator reserves nothing apart)")
-    t_ms: list[float] = Field(default_factory=list, description="ms since the first recorded step's start")
+    t_ms: list[float] = Field(default_factory=new_list, description="ms since the first recorded step's start")
     allocated_bytes: list[float] = Field(
-        default_factory=list, description="the total allocated at t_ms (the most in each of at most 240 bins)"
+        default_factory=new_list, description="the total allocated at t_ms (the most in each of at most 240 bins)"
     )
-    reserved_bytes: list[float] = Field(default_factory=list)
-    step_starts_ms: list[float] = Field(default_factory=list, description="each recorded step's start, ms")
+    reserved_bytes: list[float] = Field(default_factory=new_list)
+    step_starts_ms: list[float] = Field(default_factory=new_list, description="each recorded step's start, ms")
 
 
 class MetricStats(ReportModel):
@@ -294,10 +293,10 @@ class ThrottleShare(ReportModel):
 class GpuSeries(ReportModel):
     """The samples over the window, thinned to at most GPU_SERIES_POINTS points (for the report's plots)."""
 
-    t_s: list[float] = Field(default_factory=list, description="seconds since the window's start")
-    sm_clock_mhz: list[float | None] = Field(default_factory=list)
-    power_w: list[float | None] = Field(default_factory=list)
-    temperature_c: list[float | None] = Field(default_factory=list)
+    t_s: list[float] = Field(default_factory=new_list, description="seconds since the window's start")
+    sm_clock_mhz: list[float | None] = Field(default_factory=new_list)
+    power_w: list[float | None] = Field(default_factory=new_list)
+    temperature_c: list[float | None] = Field(default_factory=new_list)
 
 
 GPU_SERIES_POINTS = 120
@@ -322,7 +321,7 @@ class GpuMetrics(ReportModel):
     memory_used_bytes: MetricStats | None = None
     memory_total_bytes: int | None = None
     throttle: list[ThrottleShare] = Field(
-        default_factory=list, description="throttle reasons seen, most frequent first"
+        default_factory=new_list, description="throttle reasons seen, most frequent first"
     )
     series: GpuSeries = Field(default_factory=GpuSeries)
 
@@ -363,7 +362,7 @@ class CaptureInfo(ReportModel):
 
     steps: int | None = None
     skip_steps: int | None = None
-    activities: list[str] = Field(default_factory=list)
+    activities: list[str] = Field(default_factory=new_list)
     record_shapes: bool | None = None
     with_stack: bool | None = None
     profile_memory: bool | None = None
@@ -371,7 +370,7 @@ class CaptureInfo(ReportModel):
     step_timeout_seconds: int | None = None
 
     @classmethod
-    def from_spec(cls, spec: CaptureSpec) -> CaptureInfo:
+    def from_spec(cls, spec: "CaptureSpec") -> "CaptureInfo":
         """What a session's spec.capture asked for."""
         return cls(
             steps=spec.steps,
@@ -397,7 +396,7 @@ class Bottleneck(ReportModel):
     )
     mean_us: float = 0.0
     bottleneck_ratio: float = Field(default=0.0, description="time not overlapped by compute / end-to-end time")
-    ranks: list[int] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=new_list)
 
 
 class KernelStat(ReportModel):
@@ -440,30 +439,32 @@ class CommCalls(ReportModel):
     group's other members (the k-th call of that group and op in the step), a receive with its peer's send. The
     first whole steps' calls only, at most MAX_COMM_CALLS."""
 
-    ops: list[str] = Field(default_factory=list, description="the ops named by op_index: 'allreduce', 'send', 'recv'")
-    groups: list[str] = Field(
-        default_factory=list, description="the process groups named by group_index ('<name>:<description>')"
+    ops: list[str] = Field(
+        default_factory=new_list, description="the ops named by op_index: 'allreduce', 'send', 'recv'"
     )
-    op_index: list[int] = Field(default_factory=list, description="each call's op, an index into ops")
+    groups: list[str] = Field(
+        default_factory=new_list, description="the process groups named by group_index ('<name>:<description>')"
+    )
+    op_index: list[int] = Field(default_factory=new_list, description="each call's op, an index into ops")
     group_index: list[int] = Field(
-        default_factory=list, description="each call's process group, an index into groups; -1 where not recorded"
+        default_factory=new_list, description="each call's process group, an index into groups; -1 where not recorded"
     )
     peer: list[int] = Field(
-        default_factory=list, description="sends and receives: the other end's global rank; -1 where not recorded"
+        default_factory=new_list, description="sends and receives: the other end's global rank; -1 where not recorded"
     )
     toward: list[int] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="sends and receives with no recorded peer: +1 the next pipeline stage, -1 the previous one, 0 "
         "not known (from the work beside the call); empty when no call needs it",
     )
-    step: list[int] = Field(default_factory=list, description="the recorded step each call was issued in")
+    step: list[int] = Field(default_factory=new_list, description="the recorded step each call was issued in")
     start_us: list[float] = Field(
-        default_factory=list, description="each call's start, µs after the rank's first recorded step began"
+        default_factory=new_list, description="each call's start, µs after the rank's first recorded step began"
     )
-    dur_us: list[float] = Field(default_factory=list, description="each call's duration (waiting included), µs")
+    dur_us: list[float] = Field(default_factory=new_list, description="each call's duration (waiting included), µs")
 
     @model_validator(mode="after")
-    def _parallel(self) -> CommCalls:
+    def _parallel(self) -> "CommCalls":
         """One entry per call in every list (start_us and toward: every call or none), indices within their
         lists, no more than MAX_COMM_CALLS: a summary that says otherwise is refused, not half read."""
         n = len(self.dur_us)
@@ -501,7 +502,7 @@ class RankWaits(ReportModel):
 
     rank: Annotated[int, Field(ge=0)]
     waited_us_per_step: float = Field(description="the rank's waiting in matched calls, per step")
-    waits_for: list[WaitFor] = Field(default_factory=list, description="the ranks it waits for, most first (<= 3)")
+    waits_for: list[WaitFor] = Field(default_factory=new_list, description="the ranks it waits for, most first (<= 3)")
 
 
 class CallFloors(ReportModel):
@@ -513,10 +514,10 @@ class CallFloors(ReportModel):
     The floors over the even and the odd steps alone tell how reproducible they are (variable-length inputs are
     not). The calls with the largest floors only (at most 128), in parallel lists."""
 
-    calls: list[str] = Field(default_factory=list, description="`op name#k`: the k-th call of that op in a step")
-    floor_us: list[float] = Field(default_factory=list, description="each call's least own time over the steps, µs")
-    even_us: list[float] = Field(default_factory=list, description="the same over the even recorded steps only")
-    odd_us: list[float] = Field(default_factory=list, description="the same over the odd recorded steps only")
+    calls: list[str] = Field(default_factory=new_list, description="`op name#k`: the k-th call of that op in a step")
+    floor_us: list[float] = Field(default_factory=new_list, description="each call's least own time over the steps, µs")
+    even_us: list[float] = Field(default_factory=new_list, description="the same over the even recorded steps only")
+    odd_us: list[float] = Field(default_factory=new_list, description="the same over the odd recorded steps only")
     steps: int = Field(default=0, ge=0, description="recorded steps the floors are taken over")
 
 
@@ -525,7 +526,7 @@ class ProcessGroup(ReportModel):
 
     name: str = Field(description="the group's name (torch numbers them in creation order, the same on every rank)")
     desc: str = Field(default="", description="its description: 'mesh_pp', 'DATA_PARALLEL_GROUP', 'undefined', ...")
-    ranks: list[int] = Field(default_factory=list, description="its members' global ranks, in group-rank order")
+    ranks: list[int] = Field(default_factory=new_list, description="its members' global ranks, in group-rank order")
 
 
 class RankPerStep(ReportModel):
@@ -571,7 +572,7 @@ class RankReport(ReportModel):
         default=None, description="GPU ranks: idle time by cause, streams merged (adds up to idle_time)"
     )
     idle_breakdown_by_stream: list[StreamIdle] = Field(
-        default_factory=list, description="GPU ranks: HTA's idle-time breakdown per stream (streams overlap)"
+        default_factory=new_list, description="GPU ranks: HTA's idle-time breakdown per stream (streams overlap)"
     )
     world_size: int | None = None
     window_us: float = Field(default=0.0, description="end-to-end time of the analysed window, µs")
@@ -600,33 +601,33 @@ class RankReport(ReportModel):
         default=None, description="backend, world size and process groups of the trace, to tell jobs apart"
     )
     process_groups: list[ProcessGroup] = Field(
-        default_factory=list, description="the process groups the trace says this rank belongs to (pg_config)"
+        default_factory=new_list, description="the process groups the trace says this rank belongs to (pg_config)"
     )
-    top_kernels: list[KernelStat] = Field(default_factory=list)
-    top_functions: list[Bottleneck] = Field(default_factory=list)
-    collectives: list[Collective] = Field(default_factory=list)
+    top_kernels: list[KernelStat] = Field(default_factory=new_list)
+    top_functions: list[Bottleneck] = Field(default_factory=new_list)
+    collectives: list[Collective] = Field(default_factory=new_list)
     phases: StepPhases | None = Field(default=None, description="mean µs per step in each phase")
-    step_phases: list[StepPhases] = Field(default_factory=list, description="the phases of each recorded step")
+    step_phases: list[StepPhases] = Field(default_factory=new_list, description="the phases of each recorded step")
     step_ops_outside_work: list[float] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="CPU-only ranks, per recorded step: µs of tensor ops on the training thread that run outside "
         "the step's work (in phase other, not in forward, backward, the optimizer or data loading): work that is "
         "compute, whatever phase it falls in; empty when the steps have no phases",
     )
     step_spans: list[list[PhaseSpan]] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="per recorded step: its phases in time order (GPU ranks: in the step's GPU window, stretched to "
         "the step; stretches under 1% of the step folded into a neighbour, at most 32 per step); report.json keeps "
         "them in `timeline` for one step only",
     )
     step_dilation: list[float] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="CPU-only ranks, per recorded step: how much waiting for a CPU stretched the training thread's "
         "ops (their wall time over their time at each op's typical speed; at least the step's active time over "
         "that time less the training thread's measured CPU wait, where the hook recorded it); 1.0 = not at all",
     )
     step_cpu_wait: list[float] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="CPU-only ranks captured through the hook (Linux), per recorded step: µs the training thread was "
         "runnable but waiting for a CPU (schedstat); empty when not measured",
     )
@@ -666,7 +667,7 @@ class GroupTime(ReportModel):
     group's ranks of each rank's median step, split by what ran."""
 
     group: str = Field(description="'stage 0', 'replica 3'")
-    ranks: list[int] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=new_list)
     step_us: float = 0.0
     compute_us: float = Field(default=0.0, description="forward + backward + optimizer")
     waiting_us: float = Field(default=0.0, description="blocked on a collective or a peer's send (communication_wait)")
@@ -686,10 +687,10 @@ class ParallelLayout(ReportModel):
     source: str = Field(description="process groups (named | unnamed) | collectives (who meets whom)")
     summary: str = Field(description="'4 ranks = 2 stages x 2 replicas, from process groups'")
     microbatches: int | None = Field(default=None, description="per step, from the first stage's sends")
-    ranks: list[LayoutRank] = Field(default_factory=list)
-    by_stage: list[GroupTime] = Field(default_factory=list, description="the step decomposed per pipeline stage")
+    ranks: list[LayoutRank] = Field(default_factory=new_list)
+    by_stage: list[GroupTime] = Field(default_factory=new_list, description="the step decomposed per pipeline stage")
     by_replica: list[GroupTime] = Field(
-        default_factory=list, description="the step decomposed per data-parallel replica"
+        default_factory=new_list, description="the step decomposed per data-parallel replica"
     )
 
 
@@ -710,11 +711,11 @@ class JobFinding(ReportModel):
 
     cause: Cause
     summary: str = Field(description="the finding in one sentence")
-    ranks: list[int] = Field(default_factory=list, description="the ranks it concerns (a stage's, a group's)")
+    ranks: list[int] = Field(default_factory=new_list, description="the ranks it concerns (a stage's, a group's)")
     stage: int | None = None
     gain_us: float = Field(default=0.0, description="estimated µs per step saved by the remedy")
     remedy: str = ""
-    evidence: list[Evidence] = Field(default_factory=list)
+    evidence: list[Evidence] = Field(default_factory=new_list)
 
 
 class WhatIf(ReportModel):
@@ -760,29 +761,31 @@ class Diagnosis(ReportModel):
         description="median_step_us (mean_step_us when a slow rank stalls intermittently) / expected_step_us: how "
         "much faster fixing the slow ranks makes it",
     )
-    slow_ranks: list[SlowRank] = Field(default_factory=list)
-    slow_nodes: list[SlowNode] = Field(default_factory=list)
-    hangs: list[Hang] = Field(default_factory=list)
+    slow_ranks: list[SlowRank] = Field(default_factory=new_list)
+    slow_nodes: list[SlowNode] = Field(default_factory=new_list)
+    hangs: list[Hang] = Field(default_factory=new_list)
     flight_recorder: FlightRecorderFindings | None = Field(
         default=None, description="what the ranks' Flight Recorder dumps say (hangs and desyncs)"
     )
-    bottlenecks: list[Bottleneck] = Field(default_factory=list)
-    communication: list[Collective] = Field(default_factory=list)
-    next_steps: list[str] = Field(default_factory=list)
+    bottlenecks: list[Bottleneck] = Field(default_factory=new_list)
+    communication: list[Collective] = Field(default_factory=new_list)
+    next_steps: list[str] = Field(default_factory=new_list)
     layout: ParallelLayout | None = Field(
         default=None, description="the job's parallel layout, when it has pipeline stages or tensor parallelism"
     )
     findings: list[JobFinding] = Field(
-        default_factory=list, description="causes of the job's shape: stage imbalance, pipeline bubble, data imbalance"
+        default_factory=new_list,
+        description="causes of the job's shape: stage imbalance, pipeline bubble, data imbalance",
     )
     what_if: list[WhatIf] = Field(
-        default_factory=list, description="pipeline jobs: the step time under each what-if, from a replay of the steps"
+        default_factory=new_list,
+        description="pipeline jobs: the step time under each what-if, from a replay of the steps",
     )
     waits: list[RankWaits] = Field(
-        default_factory=list, description="who waits for whom, from the ranks' matched calls (ranks that wait)"
+        default_factory=new_list, description="who waits for whom, from the ranks' matched calls (ranks that wait)"
     )
     by_op_type: list[OpTypeTime] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="the step's work by op type: the top slow rank (else the slowest rank) against its peers' median "
         "(its stage's ranks in a pipeline, every other rank otherwise); GPU ranks from their top kernels, CPU ranks "
         "from their ops' self time",
@@ -839,9 +842,9 @@ class VsBaseline(ReportModel):
     )
     added_work_ci_low_pct: float | None = None
     added_work_ci_high_pct: float | None = None
-    decided_by: list[str] = Field(default_factory=list, description="what cleared the gate: steps, added_work")
+    decided_by: list[str] = Field(default_factory=new_list, description="what cleared the gate: steps, added_work")
     top_changes: list[BaselineChange] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="diff.json's list, in its order (at_equal_op_speed_delta_us_per_step, largest increase first; "
         "largest decrease first when improved), at most 20",
     )
@@ -882,8 +885,8 @@ class Distributions(ReportModel):
     compared_in_full: int = Field(
         default=0, description="analysed ranks the diagnosis compared in full (all of them up to its budget)"
     )
-    columns: list[Quantiles] = Field(default_factory=list)
-    nodes: list[NodeSpread] = Field(default_factory=list, description="the slowest nodes first, bounded")
+    columns: list[Quantiles] = Field(default_factory=new_list)
+    nodes: list[NodeSpread] = Field(default_factory=new_list, description="the slowest nodes first, bounded")
     nodes_total: int = 0
 
 
@@ -895,7 +898,7 @@ class Report(ReportModel):
     world_size: int | None = None
     analysis_seconds: float = 0.0
     ranks: list[RankReport] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="ranks in full: every rank of a small job; past REPORT_RANKS_IN_FULL analysed ranks, the ranks "
         "the diagnosis names, a few peers and the ranks that were not analysed (every rank: ranks_table)",
     )
@@ -906,9 +909,9 @@ class Report(ReportModel):
         default=None, description="every analysed rank's numbers as distributions (job, nodes)"
     )
     diagnosis: Diagnosis
-    errors: list[RankError] = Field(default_factory=list)
+    errors: list[RankError] = Field(default_factory=new_list)
     notes: list[str] = Field(
-        default_factory=list, description="what the analysis left aside and why (files that are not traces, ...)"
+        default_factory=new_list, description="what the analysis left aside and why (files that are not traces, ...)"
     )
     capture: CaptureInfo | None = Field(default=None, description="the session's capture spec, when known")
     missing_ranks: str = Field(

@@ -1,7 +1,5 @@
 """The ProfileSession custom resource: spec and status models (the CRD is generated from these)."""
 
-from __future__ import annotations
-
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Any, Literal
@@ -9,6 +7,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from stepscope_contract.empty import new_dict, new_list
 from stepscope_contract.ranks import RANK_SET_PATTERN, parse_rank_set
 from stepscope_contract.storage import AddressingStyle
 
@@ -60,10 +59,10 @@ LABEL_VALUE = Annotated[str, Field(max_length=63)]
 class LabelSelectorRequirement(CamelModel):
     key: Annotated[str, Field(min_length=1, max_length=317)]
     operator: Literal["In", "NotIn", "Exists", "DoesNotExist"]
-    values: Annotated[list[LABEL_VALUE], Field(max_length=64)] = Field(default_factory=list)
+    values: Annotated[list[LABEL_VALUE], Field(max_length=64)] = Field(default_factory=new_list)
 
     @model_validator(mode="after")
-    def _values_match_operator(self) -> LabelSelectorRequirement:
+    def _values_match_operator(self) -> "LabelSelectorRequirement":
         if self.operator in ("In", "NotIn") and not self.values:
             raise ValueError(f"operator {self.operator} needs at least one value")
         if self.operator in ("Exists", "DoesNotExist") and self.values:
@@ -78,7 +77,7 @@ class LabelSelector(CamelModel):
     match_expressions: Annotated[list[LabelSelectorRequirement], Field(max_length=32)] | None = None
 
     @model_validator(mode="after")
-    def _not_empty(self) -> LabelSelector:
+    def _not_empty(self) -> "LabelSelector":
         if not self.match_labels and not self.match_expressions:
             raise ValueError("selector needs matchLabels or matchExpressions (an empty selector matches every pod)")
         return self
@@ -111,7 +110,7 @@ class TargetSpec(CamelModel):
     )
 
     @model_validator(mode="after")
-    def _exactly_one_source(self) -> TargetSpec:
+    def _exactly_one_source(self) -> "TargetSpec":
         if self.selector is not None and self.job_ref is not None:
             raise ValueError("set targets.selector or targets.jobRef, not both")
         if self.selector is None and self.job_ref is None:
@@ -222,7 +221,7 @@ class StorageSpec(CamelModel):
     )
 
     @model_validator(mode="after")
-    def _scheme_fits_settings(self) -> StorageSpec:
+    def _scheme_fits_settings(self) -> "StorageSpec":
         if self.uri.startswith("file://") and self.endpoint is not None:
             raise ValueError(f"storage.endpoint only applies to s3:// and oss:// URIs, not to {self.uri}")
         if self.uri.startswith("file://") and self.credentials_secret is not None:
@@ -267,7 +266,7 @@ class BaselineSpec(CamelModel):
     )
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> BaselineSpec:
+    def _exactly_one(self) -> "BaselineSpec":
         if (self.session is None) == (self.uri is None):
             raise ValueError("set baseline.session (a previous session) or baseline.uri (a stored report), not both")
         return self
@@ -315,7 +314,7 @@ class ProfileSessionSpec(CamelModel):
     gate: GateSpec = Field(default_factory=GateSpec, description="the regression gate against the baseline")
 
     @model_validator(mode="after")
-    def _baseline_in_store(self) -> ProfileSessionSpec:
+    def _baseline_in_store(self) -> "ProfileSessionSpec":
         uri = self.baseline.uri if self.baseline is not None else None
         if uri is not None and not same_store(uri, self.storage.uri):
             raise ValueError(f"baseline.uri {uri} must be in the same store (scheme and bucket) as {self.storage.uri}")
@@ -462,9 +461,9 @@ class ReportSummary(CamelModel):
     slowest_node: Annotated[str, Field(max_length=253)] | None = None
     cause: Annotated[str, Field(max_length=64)] | None = None
     top_bottleneck: Annotated[str, Field(max_length=256)] | None = None
-    slow_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+    slow_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=new_list)
     hung_ranks: Annotated[list[int], Field(max_length=64)] = Field(
-        default_factory=list,
+        default_factory=new_list,
         description="the ranks that hold a standstill up (a hang's or a desync's culprits), not those waiting for them",
     )
     waiting_ranks: Annotated[list[int], Field(max_length=64)] | None = Field(
@@ -473,7 +472,7 @@ class ReportSummary(CamelModel):
     waiting_in: Annotated[str, Field(max_length=256)] | None = Field(
         default=None, description="the collective the waiting ranks wait in (the most of them), with its call site"
     )
-    errored_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=list)
+    errored_ranks: Annotated[list[int], Field(max_length=64)] = Field(default_factory=new_list)
     median_step_ms: float | None = Field(default=None, description="the job's median step time")
     p90_step_ms: float | None = None
     slowdown_percent: float | None = Field(default=None, description="how much the slowest rank slows the job")
@@ -527,7 +526,7 @@ class ProfileSessionStatus(CamelModel):
     phase: Phase = Phase.PENDING
     message: Annotated[str, Field(max_length=4096)] = ""
     observed_generation: Annotated[int, Field(ge=0)] | None = None
-    conditions: Annotated[list[Condition], Field(max_length=16)] = Field(default_factory=list)
+    conditions: Annotated[list[Condition], Field(max_length=16)] = Field(default_factory=new_list)
     capture_id: Annotated[str, Field(max_length=63)] | None = None
     start_time: datetime | None = None
     capture_deadline: datetime | None = None
@@ -537,7 +536,7 @@ class ProfileSessionStatus(CamelModel):
         default="0/0",
         description="captured/total, for the printer column; after a hang's report, the rank the others wait for",
     )
-    targets: Annotated[list[TargetStatus], Field(max_length=MAX_TARGET_STATUSES)] = Field(default_factory=list)
+    targets: Annotated[list[TargetStatus], Field(max_length=MAX_TARGET_STATUSES)] = Field(default_factory=new_list)
     targets_truncated: bool = False
     artifacts_uri: Annotated[str, Field(max_length=2048)] | None = None
     analyzer_job: Annotated[str, Field(max_length=253)] | None = None
@@ -556,8 +555,8 @@ class ObjectMeta(BaseModel):
     namespace: str = "default"
     uid: str = ""
     generation: int = 0
-    labels: dict[str, str] = Field(default_factory=dict)
-    annotations: dict[str, str] = Field(default_factory=dict)
+    labels: dict[str, str] = Field(default_factory=new_dict)
+    annotations: dict[str, str] = Field(default_factory=new_dict)
 
 
 class ProfileSession(BaseModel):

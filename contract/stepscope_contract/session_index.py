@@ -6,8 +6,6 @@ does not outlive the run, the storage does. A name used again points at its late
 cannot collide with a session's folder (`<name>-<uid8>`: DNS names hold no underscore). Pure.
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from typing import Annotated, Final
 

@@ -22,13 +22,12 @@ HTTP (sidecar, bearer token like every route but /healthz): `GET /v1/steps?last=
 steps (1..MAX_STEPS_PER_REQUEST) of every rank of the pod.
 """
 
-from __future__ import annotations
-
 import struct
 from typing import Annotated, Final
 
 from pydantic import ConfigDict, Field
 
+from stepscope_contract.empty import new_list
 from stepscope_contract.session import CamelModel
 
 TELEMETRY_DIR: Final = "telemetry"
@@ -96,17 +95,17 @@ class RankSteps(CamelModel):
     )
     closed: bool = Field(default=False, description="the process exited or its hook switched off: no stall")
     ended_at: Annotated[list[float], Field(max_length=MAX_STEPS_PER_REQUEST)] = Field(
-        default_factory=list, description="unix time each step ended"
+        default_factory=new_list, description="unix time each step ended"
     )
-    duration_ms: Annotated[list[float], Field(max_length=MAX_STEPS_PER_REQUEST)] = Field(default_factory=list)
+    duration_ms: Annotated[list[float], Field(max_length=MAX_STEPS_PER_REQUEST)] = Field(default_factory=new_list)
     backward_ms: Annotated[list[float], Field(max_length=MAX_STEPS_PER_REQUEST)] = Field(
-        default_factory=list, description="time inside torch.autograd.backward (DDP waits there for its all-reduce)"
+        default_factory=new_list, description="time inside torch.autograd.backward (DDP waits there for its all-reduce)"
     )
     data_wait_ms: Annotated[list[float], Field(max_length=MAX_STEPS_PER_REQUEST)] = Field(
-        default_factory=list, description="time inside DataLoader iterators"
+        default_factory=new_list, description="time inside DataLoader iterators"
     )
     profiled: Annotated[list[bool], Field(max_length=MAX_STEPS_PER_REQUEST)] = Field(
-        default_factory=list, description="the step ran during a capture (not a normal step)"
+        default_factory=new_list, description="the step ran during a capture (not a normal step)"
     )
 
     def own_ms(self) -> list[float]:
@@ -120,4 +119,4 @@ class PodSteps(CamelModel):
     model_config = ConfigDict(allow_inf_nan=False)
 
     pod: str | None = None
-    ranks: Annotated[list[RankSteps], Field(max_length=MAX_RANKS_PER_POD)] = Field(default_factory=list)
+    ranks: Annotated[list[RankSteps], Field(max_length=MAX_RANKS_PER_POD)] = Field(default_factory=new_list)

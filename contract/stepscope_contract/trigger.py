@@ -6,8 +6,6 @@ baseline, one rank straggles behind the others, or no step came for a while -- o
 Cooldown, one active session at a time, a daily cap and history limits (as a CronJob's) bound what it creates.
 """
 
-from __future__ import annotations
-
 import re
 from datetime import datetime
 from enum import StrEnum
@@ -16,6 +14,7 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from stepscope_contract.empty import new_list
 from stepscope_contract.session import (
     LABEL_VALUE,
     AnalysisSpec,
@@ -136,7 +135,7 @@ class SessionTemplateSpec(CamelModel):
     )
 
     @model_validator(mode="after")
-    def _no_targets(self) -> SessionTemplateSpec:
+    def _no_targets(self) -> "SessionTemplateSpec":
         if self.targets is not None:
             raise ValueError("sessionTemplate.spec.targets must not be set: the sessions profile spec.targets")
         return self
@@ -178,7 +177,7 @@ class ProfileTriggerSpec(CamelModel):
     suspend: bool = Field(default=False, description="evaluate and report, but create no session")
 
     @model_validator(mode="after")
-    def _something_to_do(self) -> ProfileTriggerSpec:
+    def _something_to_do(self) -> "ProfileTriggerSpec":
         if not self.conditions.any() and self.schedule is None:
             raise ValueError(
                 "set at least one of conditions.stepTimeRegression, conditions.straggler, conditions.stall or schedule"
@@ -268,10 +267,10 @@ class ProfileTriggerStatus(CamelModel):
     active_session: Annotated[str, Field(max_length=253)] | None = None
     session_count: Annotated[int, Field(ge=0)] = Field(default=0, description="sessions created, ever")
     sessions: Annotated[list[FiredSession], Field(max_length=MAX_FIRED_SESSIONS)] = Field(
-        default_factory=list, description="the sessions it created, newest first"
+        default_factory=new_list, description="the sessions it created, newest first"
     )
     observed: TelemetryObservation | None = None
-    conditions: Annotated[list[TriggerStatusCondition], Field(max_length=8)] = Field(default_factory=list)
+    conditions: Annotated[list[TriggerStatusCondition], Field(max_length=8)] = Field(default_factory=new_list)
 
 
 class ProfileTrigger(BaseModel):

@@ -19,14 +19,13 @@ Hook files under $STEPSCOPE_HOOK_DIR (written atomically: temp file + rename):
                                        (RankMeta)
 """
 
-from __future__ import annotations
-
 from datetime import datetime
 from enum import StrEnum
 from typing import Annotated, Final
 
 from pydantic import Field
 
+from stepscope_contract.empty import new_list
 from stepscope_contract.session import CamelModel, CaptureSpec
 from stepscope_contract.storage import AddressingStyle
 
@@ -66,7 +65,7 @@ class CaptureOptions(CaptureSpec):
     )
 
     @classmethod
-    def from_spec(cls, spec: CaptureSpec) -> CaptureOptions:
+    def from_spec(cls, spec: CaptureSpec) -> "CaptureOptions":
         """The options a session's spec.capture asks of every sidecar."""
         return cls.model_validate(spec.model_dump())
 
@@ -105,8 +104,8 @@ class CaptureStatus(CamelModel):
     capture_id: str
     state: CaptureState
     message: str = ""
-    ranks: list[int] = Field(default_factory=list, description="ranks this pod captured")
-    artifacts: list[UploadedArtifact] = Field(default_factory=list)
+    ranks: list[int] = Field(default_factory=new_list, description="ranks this pod captured")
+    artifacts: list[UploadedArtifact] = Field(default_factory=new_list)
     steps_captured: Annotated[int, Field(ge=0)] = 0
     started_at: datetime | None = None
     updated_at: datetime | None = None
@@ -119,7 +118,7 @@ class AgentStatus(CamelModel):
     node: str | None = None
     busy: bool = False
     current: CaptureStatus | None = None
-    hook_ranks: list[int] = Field(default_factory=list, description="ranks whose hook reported in")
+    hook_ranks: list[int] = Field(default_factory=new_list, description="ranks whose hook reported in")
     gpu_metrics: str = Field(default="unknown", description="'available' or why not")
 
 
@@ -141,7 +140,7 @@ class HookRequest(CaptureOptions):
     requested_at: float = Field(description="unix time the request was written")
 
     @classmethod
-    def from_options(cls, capture_id: str, options: CaptureOptions, requested_at: float) -> HookRequest:
+    def from_options(cls, capture_id: str, options: CaptureOptions, requested_at: float) -> "HookRequest":
         """What the sidecar hands the hooks for a capture request's options."""
         return cls.model_validate({**options.model_dump(), "capture_id": capture_id, "requested_at": requested_at})
 
@@ -193,7 +192,7 @@ class RankMeta(CamelModel):
     device: str = Field(default="cpu", description="'cuda' when CUDA activity was recorded")
     steps_requested: int
     steps_captured: int
-    step_durations_ms: list[float] = Field(default_factory=list)
+    step_durations_ms: list[float] = Field(default_factory=new_list)
     hung: bool = False
     seconds_since_last_step: float | None = None
     error: str | None = None

@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import TYPE_CHECKING
 
 from stepscope_analyzer import phases
 from stepscope_analyzer.commands.console import EXIT_BAD_SOURCE, EXIT_NO_TRACES, progress
@@ -22,6 +23,9 @@ from stepscope_contract.storage import StorageUriError
 from stepscope_storage.connection import Connection
 from stepscope_storage.credentials import Credentials
 from stepscope_storage.failure_fix import with_fix
+
+if TYPE_CHECKING:
+    from stepscope_contract.analysis_documents import SessionDocument
 
 FINISH = "stepscope_analyzer.commands.analyze_finish"
 
@@ -49,9 +53,15 @@ def run(args: argparse.Namespace, started: float) -> int:
     return _analyze(args, started, store, layout, location.uri)
 
 
-def _analyze(args: argparse.Namespace, started: float, store: Store, layout: Layout, uri: str) -> int:
+def _session_document(store: Store, source: str) -> SessionDocument | None:
+    """The session folder's session.json (its models imported only for a session: a folder of traces has none)."""
     with paused():
         from stepscope_analyzer.ranks.session_file import session_document
+    return session_document(store, source)
+
+
+def _analyze(args: argparse.Namespace, started: float, store: Store, layout: Layout, uri: str) -> int:
+    with paused():
         from stepscope_analyzer.ranks.two_pass import gather_all
 
     if layout.session:
@@ -60,7 +70,7 @@ def _analyze(args: argparse.Namespace, started: float, store: Store, layout: Lay
         progress(f"found {len(layout.inputs)} candidate trace file(s) (folder of traces)")
     for note in layout.notes:
         progress(note)
-    document = session_document(store, args.source) if layout.session else None
+    document = _session_document(store, args.source) if layout.session else None
     capture_id = document.capture_id if document is not None else None  # node summaries must be of this capture
     phases.mark("ranks began")
     gathered = gather_all(
