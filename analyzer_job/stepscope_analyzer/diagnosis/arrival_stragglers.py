@@ -29,7 +29,6 @@ import numpy as np
 from stepscope_analyzer.diagnosis.arrival_order import LastArrivals, last_arrival_tests
 from stepscope_analyzer.diagnosis.causes import STANDSTILL, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.dp_replay import dp_work
 from stepscope_analyzer.diagnosis.evidence import (
     arrival_evidence,
     cost_evidence,
@@ -161,9 +160,8 @@ def waited_for(facts: JobFacts, alpha: float) -> list[Waited]:
     once (by the test with the smaller p-value), the least likely first."""
     level = alpha / TESTS
     found = [_by_arrivals(t) for t in last_arrival_tests(facts.arrivals) if t.p_value <= level]
-    work = dp_work(facts.ok) if facts.layout is None else None
-    if work is not None:
-        found += [_by_gain(t) for t in gain_permutation_tests(work) if t.p_value <= level]
+    if facts.dp_work is not None:
+        found += [_by_gain(t) for t in gain_permutation_tests(facts.dp_work.work) if t.p_value <= level]
     found.sort(key=lambda t: (t.p_value, t.rank))
     seen: set[int] = set()
     out = []

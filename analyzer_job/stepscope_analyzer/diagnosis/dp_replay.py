@@ -11,10 +11,11 @@ the mean replayed saving.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope_analyzer.diagnosis.rank_costs import rank_samples
+from stepscope_analyzer.diagnosis.rank_costs import RankSamples
 from stepscope_analyzer.diagnosis.stats import mean_interval
 from stepscope_contract.report import RankReport, StepPhases, WhatIf
 
@@ -64,43 +65,41 @@ def replayed_what_if(kind: str, change: str, saved: list[float], step_us: float)
     )
 
 
-def _work_table(ranks: list[RankReport]) -> tuple[dict[int, list[float]], int] | None:
-    """Each rank's work per recorded step, where every rank has the same recorded steps."""
+@dataclass(frozen=True)
+class DpWork:
+    """Each rank's work per recorded step as the replay takes it (every rank has `steps` of them)."""
+
+    work: dict[int, list[float]]
+    steps: int
+
+
+def dp_work(ranks: list[RankReport], samples: list[RankSamples]) -> DpWork | None:
+    """The ranks' work per recorded step, where every rank has the same recorded steps (None otherwise, or for one
+    rank); `samples`: the ranks' per-step costs (diagnosis.rank_costs), whose communication each rank's work holds."""
     counts = {len(r.step_phases) for r in ranks}
     if len(counts) != 1 or 0 in counts or len(ranks) < 2:
         return None
     steps = counts.pop()
-    own = {s.rank: s.costs["communication"].tolist() for s in rank_samples(ranks) if s.per_step}
+    own = {s.rank: s.costs["communication"].tolist() for s in samples if s.per_step}
     table = {}
     for r in ranks:
         comm = own.get(r.rank, [])
         comm = comm if len(comm) == steps else [0.0] * steps
         table[r.rank] = [_work(p) + c for p, c in zip(r.step_phases, comm, strict=True)]
-    return table, steps
+    return DpWork(table, steps)
 
 
-def dp_work(ranks: list[RankReport]) -> dict[int, list[float]] | None:
-    """Each rank's work per recorded step as the replay takes it, where every rank has the same recorded steps."""
-    table = _work_table(ranks)
-    return table[0] if table is not None else None
-
-
-def dp_gain_of(ranks: list[RankReport]) -> Callable[[list[int]], float] | None:
+def dp_gain_of(job: DpWork) -> Callable[[list[int]], float]:
     """The mean replayed saving per step of any set of ranks running like the others (diagnosis.gain_shares)."""
-    table = _work_table(ranks)
-    if table is None:
-        return None
-    work, steps = table
-    return lambda changed: float(np.mean(_saved(work, steps, [r for r in changed if r in work])))
+    return lambda changed: float(np.mean(_saved(job.work, job.steps, [r for r in changed if r in job.work])))
 
 
-def dp_what_ifs(ranks: list[RankReport], slow: list[int], step_us: float) -> list[WhatIf]:
+def dp_what_ifs(job: DpWork | None, slow: list[int], step_us: float) -> list[WhatIf]:
     """A `like_peers` what-if for each slow rank, and an `all_like_peers` one for all of them together where there
-    are several, where every rank has the same recorded steps."""
-    table = _work_table(ranks)
-    if table is None or step_us <= 0:
+    are several (none without a job of equal recorded steps)."""
+    if job is None or step_us <= 0:
         return []
-    work, steps = table
+    work, steps = job.work, job.steps
     changed = [s for s in dict.fromkeys(slow) if s in work]
     out = [_replayed(work, steps, [rank], step_us) for rank in changed]
     if len(changed) > 1:

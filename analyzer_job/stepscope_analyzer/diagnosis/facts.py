@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
+from stepscope_analyzer.diagnosis.dp_replay import DpWork, dp_work
 from stepscope_analyzer.diagnosis.hangs import HangEvidence, HangFindings, find_hangs
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, step_numbers
 from stepscope_analyzer.diagnosis.layout import Layout, job_layout, layout_model
@@ -64,6 +65,8 @@ class _Memo:
     arrivals: list[Arrival] | None = None
     calls: tuple[CallTable | None] | None = None
     """the ranks' calls in columns: built for the matched waits, read again for the arrivals"""
+    dp_work: tuple[DpWork | None] | None = None
+    """the data-parallel replay's work table: read by the permutation test, the ranking and the what-ifs"""
 
 
 @dataclass(frozen=True)
@@ -133,6 +136,14 @@ class JobFacts:
         if self._memo.calls is None:
             self._memo.calls = (call_table(self.ok, self.layout),)
         return self._memo.calls[0]
+
+    @property
+    def dp_work(self) -> DpWork | None:
+        """each rank's work per recorded step as the data-parallel replay takes it (diagnosis.dp_replay; None with
+        stages, or where the ranks recorded different numbers of steps)"""
+        if self._memo.dp_work is None:
+            self._memo.dp_work = (dp_work(self.ok, self.samples) if self.layout is None else None,)
+        return self._memo.dp_work[0]
 
     def seeing(self, found: Found) -> JobFacts:
         """The same facts (derived ones shared) with what the detectors found so far."""

@@ -85,7 +85,7 @@ def _shares(facts: JobFacts, working: list[int], host: frozenset[int]) -> dict[i
         job = facts.step_work
         gain_of = pipeline_gain_of(job, host) if job is not None else None
     else:
-        gain_of = dp_gain_of(facts.ok)
+        gain_of = dp_gain_of(facts.dp_work) if facts.dp_work is not None else None
     return gain_shares(working, gain_of) if gain_of is not None else {}
 
 
@@ -141,7 +141,7 @@ def _not_cleared(
 def _what_ifs(facts: JobFacts, working: list[int], step_us: float, host: frozenset[int]) -> list[WhatIf]:
     if facts.layout is not None:
         return what_ifs(facts.step_work, working, step_us, host)
-    return dp_what_ifs(facts.ok, working, step_us)
+    return dp_what_ifs(facts.dp_work, working, step_us)
 
 
 def rank_what_if(facts: JobFacts, rank: int, host: bool = False) -> WhatIf | None:
