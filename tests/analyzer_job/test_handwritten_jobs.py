@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 from pathlib import Path
 
 import pytest
@@ -129,16 +130,23 @@ def test_the_rank_the_replay_saves_the_most_for_beyond_chance_is_named() -> None
     steps they led, and the replay's saving for it is the largest chance would give a rank of four once in 64
     (p = 4 x 0.25^4 over the ranks, under half of consistency_alpha). Its corrected compute is above its peers' in
     every step and the replay with it running like its peers gains over 5% of the step: rank 2, compute, its excess
-    that gain."""
-    truth = json.loads((JOBS / "cpu-dp4-rank2-rows-1.25x-w192" / "truth.json").read_text())
-    d = analyse("cpu-dp4-rank2-rows-1.25x-w192").diagnosis
-    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
-    slow = d.slow_ranks[0]
-    heaviest = next(e for e in slow.evidence if e.metric == "heaviest in the replay")
+    that gain. Its call floors name it too (1.25x its peers', whose own ratios are within 6% of 1): with that test
+    left out, the permutation test alone names it."""
+    name = "cpu-dp4-rank2-rows-1.25x-w192"
+    truth = [(s["rank"], s["cause"]) for s in json.loads((JOBS / name / "truth.json").read_text())["slow_ranks"]]
+    alone = analyse_folder(JOBS / name, DiagnosisConfig(floor_peer_multiple=math.inf)).diagnosis
+    assert [(s.rank, s.cause.value) for s in alone.slow_ranks] == truth
+    heaviest = next(e for e in alone.slow_ranks[0].evidence if e.metric == "heaviest in the replay")
     assert (heaviest.value, heaviest.baseline) == (4.0, 5 / 4) and "p = 0.016" in heaviest.detail, heaviest.detail
-    replayed = next(w for w in d.what_if if w.kind == "like_peers" and w.change == "rank 2 ran like its peers")
-    assert slow.excess_us == replayed.gain_us >= 0.05 * d.median_step_us
-    assert d.verdict.startswith("Rank 2 slows the job"), d.verdict
+    d = analyse(name).diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == truth
+    slow = d.slow_ranks[0]
+    floors = next(e for e in slow.evidence if e.metric == "op calls at their least")
+    assert floors.value == pytest.approx(1.25, abs=0.01)
+    for diagnosis in (alone, d):
+        replayed = next(w for w in diagnosis.what_if if w.change == "rank 2 ran like its peers")
+        assert diagnosis.slow_ranks[0].excess_us == replayed.gain_us >= 0.05 * diagnosis.median_step_us
+        assert diagnosis.verdict.startswith("Rank 2 slows the job"), diagnosis.verdict
 
 
 @pytest.mark.parametrize(

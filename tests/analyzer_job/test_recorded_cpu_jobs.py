@@ -58,7 +58,7 @@ def test_variable_length_inputs_make_the_floors_too_noisy_to_decide() -> None:
     report = _analyse("cpu-balanced-4r-transformer-shapes-0")
     effects = floor_effects(report.ranks)
     assert max(e.ratio for e in effects.values()) > 1.4  # as far apart as a straggler's
-    assert all(not e.stands_out(1.4, 4.0) for e in effects.values())  # but a rank's own halves differ as much
+    assert all(not e.stands_out(1.4, 4.0, 3.0) for e in effects.values())  # but a rank's own halves differ as much
     assert max(e.noise for e in effects.values()) > 0.3
 
 

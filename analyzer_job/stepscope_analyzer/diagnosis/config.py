@@ -33,6 +33,9 @@ class DiagnosisConfig:
     healthy ranks on one shared machine were seen up to 1.25x apart"""
     floor_noise_multiple: float = 4.0
     """... and the log of that ratio at least this many times the job's split-half noise of it"""
+    floor_peer_multiple: float = 3.0
+    """... or, with three other ranks or more, the log of that ratio at least this many times the largest of theirs
+    (the spread of healthy ranks' floors in this job; diagnosis.floor_test)"""
     late_share: float = 0.2
     """in a job of four ranks or more, a rank the other ranks wait for at least this share of the median step (their
     mean wait per step minus its own) counts as a compute straggler when its compute averages `late_compute_ratio`

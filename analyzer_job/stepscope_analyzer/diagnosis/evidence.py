@@ -85,6 +85,8 @@ def with_saving(evidence: list[Evidence], gain_us: float, how: str) -> list[Evid
 def floor_evidence(f: FloorEffect) -> Evidence:
     """More work, not waiting for a CPU: the rank's op calls per step times their floors against the other ranks'."""
     spread = f"the floors of even and odd steps differ by up to {100 * math.expm1(f.noise):.0f}% within a rank"
+    if f.peer_spread is not None:
+        spread += f", the other ranks' own ratios stay within {100 * math.expm1(f.peer_spread):.0f}% of 1"
     if abs(f.call_ratio - 1.0) < CALLS_ALIKE:
         detail = (
             f"its op calls at their least over the recorded steps take {f.ratio:.2f}x the other ranks' (weighted "

@@ -15,6 +15,13 @@ noise is the largest such split over its ranks. A rank's floors stand out when t
 DiagnosisConfig.floor_ratio and its log is floor_noise_multiple times the job's noise: then its extra work is not
 waiting for a CPU. Every rank must carry floors of at least MIN_CALLS common calls, else nothing stands out.
 
+With few recorded steps on loaded cores a half of two or three steps can have every call of an op stretched, and
+the split-half noise then dwarfs any rank's effect. Where a rank has at least MIN_PEERS other ranks, their own
+ratios are a second measure of the noise, between ranks rather than between steps: how far healthy floors stray
+from each other on this machine, this job. The rank's floors also stand out when the log of their ratio is
+floor_peer_multiple times the largest of its peers' (each against the ratio of its own peers), and that spread is
+taken as at least MIN_PEER_SPREAD: peers that agree closely do not make a small difference a large one.
+
 More work is also more calls of the same cost (a layer applied twice, a loop over more microbatches): the floors of
 the call slots every rank has cannot see it. Each op's calls per step (the rank's top functions) times the others'
 typical floor of one of its calls (the median of their slots' floors), summed over the ops every rank calls, is the
@@ -41,6 +48,10 @@ MIN_FLOOR_US = 5.0
 """calls whose floor is below this on the rank or the others' are left out (timer resolution)"""
 MAX_WEIGHT_SHARE = 0.05
 """no call weighs more than this share of the compared floors"""
+MIN_PEERS = 3
+"""other ranks needed for their ratios' spread to measure the noise"""
+MIN_PEER_SPREAD = math.log(1.05)
+"""the least spread of the peers' ratios (a log) the rank's ratio is measured against"""
 
 
 @dataclass(frozen=True)
@@ -54,14 +65,21 @@ class FloorEffect:
     """call slots compared"""
     call_ratio: float = 1.0
     """its calls per step, at the others' cost per call, over the others' (1.0 where calls are not counted)"""
+    peer_spread: float | None = None
+    """the largest |log| of the other ranks' own ratios, at least MIN_PEER_SPREAD (None: fewer than MIN_PEERS)"""
 
     @property
     def per_call(self) -> float:
         """the rank's typical call floor over the other ranks' (weighted median)"""
         return self.ratio / self.call_ratio
 
-    def stands_out(self, min_ratio: float, noise_multiple: float) -> bool:
-        return self.ratio >= min_ratio and math.log(self.ratio) >= noise_multiple * self.noise
+    def stands_out(self, min_ratio: float, noise_multiple: float, peer_multiple: float) -> bool:
+        """Above `min_ratio` and `noise_multiple` times the split-half noise, or `peer_multiple` times the spread
+        of its peers' ratios (module docstring)."""
+        effect = math.log(self.ratio)
+        if self.ratio >= min_ratio and effect >= noise_multiple * self.noise:
+            return True
+        return self.peer_spread is not None and effect >= peer_multiple * self.peer_spread
 
 
 def _weighted_median(values: F64, weights: F64) -> float:
@@ -102,11 +120,15 @@ def floor_effects(ranks: list[RankReport]) -> dict[int, FloorEffect]:
         split, _ = _log_ratio(cube[i, :, 1], np.maximum(cube[i, :, 2], 1e-9))
         noise = max(noise, abs(split))
     calls = call_ratios(ranks)
+    logs = {r: lr + math.log(calls.get(r, 1.0)) for r, (lr, n) in found.items() if n >= MIN_CALLS}
     return {
-        r: FloorEffect(r, math.exp(lr) * calls.get(r, 1.0), noise, n, calls.get(r, 1.0))
-        for r, (lr, n) in found.items()
-        if n >= MIN_CALLS
+        r: FloorEffect(r, math.exp(logs[r]), noise, found[r][1], calls.get(r, 1.0), _peer_spread(logs, r)) for r in logs
     }
+
+
+def _peer_spread(logs: dict[int, float], rank: int) -> float | None:
+    others = [abs(v) for r, v in logs.items() if r != rank]
+    return max(*others, MIN_PEER_SPREAD) if len(others) >= MIN_PEERS else None
 
 
 def _per_call(r: RankReport) -> dict[str, tuple[float, float]]:

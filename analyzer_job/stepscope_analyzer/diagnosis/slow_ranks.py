@@ -145,7 +145,9 @@ def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect],
     as work. The flag carries the corrected test."""
     for rank, f in view.floors.items():
         flagged = any(x.cost == "compute" for x in out.get(rank, []))
-        if flagged or rank not in tested or not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple):
+        if flagged or rank not in tested:
+            continue
+        if not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple, cfg.floor_peer_multiple):
             continue
         e = tested[rank]
         excess = (1.0 - 1.0 / f.ratio) * view.wall["compute"][rank][0]

@@ -1,6 +1,7 @@
 """The call-floor comparison of CPU ranks: a rank whose op calls at their least take longer than the others' in
 most calls stands out; one op alone does not decide; floors that differ between a rank's even and odd steps (work
-that varies per step) raise the noise until nothing stands out; ranks without floors compare nothing."""
+that varies per step) raise the noise until nothing stands out; ranks without floors compare nothing; with three
+peers or more, the spread of their own ratios is a second measure of the noise."""
 
 from __future__ import annotations
 
@@ -37,8 +38,8 @@ def test_a_rank_with_more_work_in_most_calls_stands_out() -> None:
     scale = np.where(np.arange(len(CALLS)) % 4 == 0, 1.0, 2.0)  # three calls in four do twice the work
     effects = floor_effects(_ranks([_floors(np.ones(40), seed=s) for s in range(3)] + [_floors(scale, seed=9)]))
     assert effects[3].ratio == pytest.approx(2.0, rel=0.05)
-    assert effects[3].stands_out(1.4, 4.0)
-    assert not any(effects[r].stands_out(1.4, 4.0) for r in range(3))
+    assert effects[3].stands_out(1.4, 4.0, 3.0)
+    assert not any(effects[r].stands_out(1.4, 4.0, 3.0) for r in range(3))
     assert effects[3].calls == len(CALLS)
 
 
@@ -54,7 +55,7 @@ def test_floors_that_differ_between_a_ranks_own_steps_are_noise() -> None:
     effects = floor_effects(_ranks([_floors(np.ones(40), split=0.3), _floors(twice, split=0.3)]))
     assert effects[1].ratio == pytest.approx(2.0, rel=0.05)
     assert effects[1].noise == pytest.approx(np.log(1.3), rel=0.05)
-    assert not effects[1].stands_out(1.4, 4.0)
+    assert not effects[1].stands_out(1.4, 4.0, 3.0)
 
 
 def test_nothing_is_compared_without_floors_on_every_rank_or_enough_common_calls() -> None:
@@ -88,5 +89,30 @@ def test_a_rank_that_makes_more_calls_at_the_same_cost_per_call_stands_out() -> 
     )
     assert effects[3].call_ratio == pytest.approx(expected, rel=0.05)
     assert effects[3].per_call == pytest.approx(1.0, abs=0.05)
-    assert effects[3].ratio == pytest.approx(expected, rel=0.08) and effects[3].stands_out(1.4, 4.0)
-    assert all(not effects[r].stands_out(1.4, 4.0) and effects[r].call_ratio == pytest.approx(1.0) for r in range(3))
+    assert effects[3].ratio == pytest.approx(expected, rel=0.08) and effects[3].stands_out(1.4, 4.0, 3.0)
+    assert all(not effects[r].stands_out(1.4, 4.0, 3.0) for r in range(3))
+    assert all(effects[r].call_ratio == pytest.approx(1.0) for r in range(3))
+
+
+def test_with_three_peers_or_more_their_own_spread_is_a_second_measure_of_the_noise() -> None:
+    """Every rank's halves differ by 30% (a loaded machine's few steps): the split-half noise hides a rank whose
+    calls take 1.25x the others', its three peers' ratios, within a few percent of each other, do not; a peer that
+    strays as far as 1.15x is spread enough to hide it again."""
+    tight = [_floors(np.ones(40), split=0.3, seed=s) for s in range(3)]
+    effects = floor_effects(_ranks([*tight, _floors(np.full(40, 1.25), split=0.3, seed=9)]))
+    assert effects[3].ratio == pytest.approx(1.25, rel=0.03)
+    assert not effects[3].stands_out(1.4, 4.0, float("inf"))  # by the split-half noise alone
+    spread = effects[3].peer_spread
+    assert spread is not None and spread == pytest.approx(np.log(1.05), rel=0.01)  # the peers agree: the least spread
+    assert effects[3].stands_out(1.4, 4.0, 3.0)
+    assert not any(effects[r].stands_out(1.4, 4.0, 3.0) for r in range(3))  # each has rank 3 among its peers
+
+    strays = [*tight[:2], _floors(np.full(40, 1.15), split=0.3, seed=2)]
+    effects = floor_effects(_ranks([*strays, _floors(np.full(40, 1.25), split=0.3, seed=9)]))
+    assert not effects[3].stands_out(1.4, 4.0, 3.0)
+
+
+def test_fewer_than_three_peers_have_no_spread_to_measure() -> None:
+    effects = floor_effects(_ranks([_floors(np.ones(40), seed=s) for s in range(2)] + [_floors(np.full(40, 2.0))]))
+    assert all(e.peer_spread is None for e in effects.values())
+    assert not effects[2].stands_out(1.4, float("inf"), 0.0)
