@@ -2,7 +2,8 @@
 pipeline whose ranks are numbered stages fastest (replica-major, as DeepSpeed numbers them) with unnamed groups, its
 layers badly split between the stages; DDP jobs on shared cores, healthy or with one rank on more rows, among them
 the third set, recorded after the test of the order ranks arrive in (diagnosis.arrival_stragglers) was written, one of
-whose stragglers the permutation test of the replay's saving (diagnosis.gain_permutation) names."""
+whose stragglers the permutation test of the replay's saving (diagnosis.gain_permutation) names; the fifth and sixth,
+recorded after the floors' peer spread (diagnosis.floor_test) was written."""
 
 from __future__ import annotations
 
@@ -157,3 +158,34 @@ def test_healthy_jobs_of_the_fourth_set_have_no_slow_rank(name: str) -> None:
     four healthy DDP ranks on two loaded cores at three other widths, one of them over eight steps."""
     d = analyse(name).diagnosis
     assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+FIFTH_AND_SIXTH_HEALTHY = [
+    "cpu-dp4-balanced-w176", "cpu-dp4-balanced-w208", "cpu-dp4-balanced-w240", "cpu-dp4-balanced-w272-8steps",
+    "cpu-dp4-balanced-w200", "cpu-dp4-balanced-w232", "cpu-dp4-balanced-w264-8steps", "cpu-dp4-balanced-w296",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("name", FIFTH_AND_SIXTH_HEALTHY)
+def test_healthy_jobs_of_the_fifth_and_sixth_sets_have_no_slow_rank(name: str) -> None:
+    """The fifth and sixth sets' false-alarm checks, recorded after the floors' peer spread was written: four healthy
+    DDP ranks at four more widths each, on a quiet machine (the fifth) and beside two busy loops (the sixth)."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+def test_a_rank_whose_floors_stray_far_beyond_its_peers_is_named() -> None:
+    """Rank 1 on 1.25x the rows (fifth set, quiet machine, width 208): its op calls at their least take 1.22x the
+    others', whose own ratios stay within 5% of 1, while the floors of a rank's even and odd steps differ by 8%
+    (4x that is over the ratio, as is floor_ratio): only the peers' spread tells the extra work from noise. The
+    others wait for it, and the replay with it running like its peers gains over 5% of the step."""
+    name = "cpu-dp4-rank1-rows-1.25x-w208"
+    truth = [(s["rank"], s["cause"]) for s in json.loads((JOBS / name / "truth.json").read_text())["slow_ranks"]]
+    d = analyse(name).diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == truth == [(1, "compute")]
+    floors = next(e for e in d.slow_ranks[0].evidence if e.metric == "op calls at their least")
+    assert floors.value == pytest.approx(1.22, abs=0.01) and "ratios stay within 5% of 1" in floors.detail
+    replayed = next(w for w in d.what_if if w.change == "rank 1 ran like its peers")
+    assert d.slow_ranks[0].excess_us == replayed.gain_us >= 0.05 * d.median_step_us
+    without = analyse_folder(JOBS / name, DiagnosisConfig(floor_peer_multiple=math.inf)).diagnosis
+    assert not without.slow_ranks and without.verdict.startswith("No slow rank"), without.verdict
