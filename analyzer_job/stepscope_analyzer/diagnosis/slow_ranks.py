@@ -13,8 +13,10 @@ their collectives. A rank is slow when
    time any positive lag will do: the causes table's wait_weight). In a job without collectives this check is moot.
    With two ranks this decides which one slows the other.
 On CPU ranks a compute excess the contention correction hid still counts when the rank's op calls at their least
-over the steps take floor_ratio times the other ranks' (floor_test: contention does not raise a call's least time,
-more work per call does) and its wall-clock compute stands out consistently by the user's floor.
+over the steps take floor_ratio times the other ranks' beyond the floors' noise, or stray from theirs far beyond the
+spread of its peers' own ratios (floor_test: contention does not raise a call's least time, more work per call
+does), its contention-corrected compute is above theirs in most steps, and its extra work (its wall-clock compute
+less the same over its work ratio) reaches the user's floor.
 Where inputs vary in size from step to step, every rank's compute spreads so widely that neither test sees a rank
 doing twice the work; in a job of four ranks or more, such a rank's compute still counts when the other ranks wait
 for it at least late_share of the step (averaged over the steps) and its compute averages late_compute_ratio times
@@ -138,11 +140,11 @@ def _flag_late(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out
 
 def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
     """CPU ranks whose compute did not stand out once corrected for contention, but whose work (floor_test: op
-    calls per step times their least time) is floor_ratio times the others': its excess is the share of its
-    wall-clock compute that is extra work (its compute less the same over its work ratio), and must reach the
-    user's floor. The contention-corrected compute (`tested`: its test per rank) must lean the same way, above the
-    others' in most steps; wall-clock time is no check here, as on shared cores it holds as much waiting for a CPU
-    as work. The flag carries the corrected test."""
+    calls per step times their least time) stands out from the others' (FloorEffect.stands_out): its excess is the
+    share of its wall-clock compute that is extra work (its compute less the same over its work ratio), and must
+    reach the user's floor. The contention-corrected compute (`tested`: its test per rank) must lean the same way,
+    above the others' in most steps; wall-clock time is no check here, as on shared cores it holds as much waiting
+    for a CPU as work. The flag carries the corrected test."""
     for rank, f in view.floors.items():
         flagged = any(x.cost == "compute" for x in out.get(rank, []))
         if flagged or rank not in tested:
