@@ -26,6 +26,7 @@ import argparse
 import dataclasses
 import datetime
 import json
+import math
 import os
 import random
 from dataclasses import dataclass
@@ -103,7 +104,10 @@ def _make_stage(job: PipeJob, rank: int, stage: int) -> Any:
             self.head = nn.Linear(WIDTH - 1, 10) if last else None
 
         def forward(self, x: Any) -> Any:
-            length = int(x[0, 0, -1].item())
+            # the stage's shape inference runs this on an uninitialised tensor (NaN or anything): every length gives
+            # the same output shape, so an unreadable one takes the whole sequence
+            raw = float(x[0, 0, -1].item())
+            length = min(max(int(raw), 1), x.shape[1]) if math.isfinite(raw) else x.shape[1]
             h = x[:, :length, :-1]
             for block in self.blocks:
                 if copies > 1:
