@@ -121,14 +121,17 @@ def floor_effects(ranks: list[RankReport]) -> dict[int, FloorEffect]:
         noise = max(noise, abs(split))
     calls = call_ratios(ranks)
     logs = {r: lr + math.log(calls.get(r, 1.0)) for r, (lr, n) in found.items() if n >= MIN_CALLS}
-    return {
-        r: FloorEffect(r, math.exp(logs[r]), noise, found[r][1], calls.get(r, 1.0), _peer_spread(logs, r)) for r in logs
-    }
+    spreads = _peer_spreads(logs)
+    return {r: FloorEffect(r, math.exp(logs[r]), noise, found[r][1], calls.get(r, 1.0), spreads[r]) for r in logs}
 
 
-def _peer_spread(logs: dict[int, float], rank: int) -> float | None:
-    others = [abs(v) for r, v in logs.items() if r != rank]
-    return max(*others, MIN_PEER_SPREAD) if len(others) >= MIN_PEERS else None
+def _peer_spreads(logs: dict[int, float]) -> dict[int, float | None]:
+    """Each rank's peer spread: the largest |log| among the other ranks (the job's largest, or for the rank that
+    holds it the second largest), at least MIN_PEER_SPREAD; None with fewer than MIN_PEERS other ranks."""
+    if len(logs) - 1 < MIN_PEERS:
+        return dict.fromkeys(logs)
+    first, second = sorted(logs, key=lambda r: abs(logs[r]), reverse=True)[:2]
+    return {r: max(abs(logs[second if r == first else first]), MIN_PEER_SPREAD) for r in logs}
 
 
 def _per_call(r: RankReport) -> dict[str, tuple[float, float]]:
