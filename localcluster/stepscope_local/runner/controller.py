@@ -8,7 +8,6 @@ import ipaddress
 import itertools
 import logging
 import queue
-import secrets
 import threading
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 from stepscope_local.kube.errors import ApiError
 from stepscope_local.kube.store import Store
 from stepscope_local.runner.jobs import plan_job, pod_for
+from stepscope_local.runner.networks import claim_network
 from stepscope_local.runner.pods import PodWorker, RunnerConfig
 
 logger = logging.getLogger(__name__)
@@ -23,11 +23,9 @@ SKIP_ANNOTATION = "stepscope.dev/local-runner"  # "skip": leave the pod to the t
 TICK_S = 0.5
 
 
-def pod_ips(network: str | None) -> Iterator[str]:
-    """Pod IPs from a loopback network: `network` (e.g. "127.0.0.0/16") or, by default, a random /16 inside
-    127.0.0.0/8, so that two local clusters on one machine never hand out the same IP:port."""
-    net = ipaddress.IPv4Network(network or f"127.{secrets.randbelow(254) + 1}.0.0/16")
-    for address in net.hosts():
+def pod_ips(network: str) -> Iterator[str]:
+    """Pod IPs from a loopback network (e.g. "127.7.0.0/16", one this cluster claimed: runner.networks)."""
+    for address in ipaddress.IPv4Network(network).hosts():
         if address.packed[-1] not in (0, 1, 255):
             yield str(address)
 
@@ -44,7 +42,8 @@ class Runner:
         self._workers: dict[str, PodWorker] = {}  # pod uid -> worker
         self._by_name: dict[tuple[str, str], PodWorker] = {}
         self._stoppers: list[threading.Thread] = []
-        self._ips = pod_ips(config.pod_network)
+        self._network = claim_network(config.pod_network)  # no other local cluster hands out its IPs
+        self._ips = pod_ips(self._network.network)
         self._nodes = itertools.cycle(config.nodes)
         self._unsubscribe: list[Any] = []
         self._lock = threading.Lock()
@@ -77,6 +76,7 @@ class Runner:
             t.start()
         for t in stoppers + self._stoppers:
             t.join(30)
+        self._network.release()
 
     def kill_container(self, namespace: str, pod: str, container: str) -> bool:
         with self._lock:

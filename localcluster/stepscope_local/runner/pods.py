@@ -52,7 +52,7 @@ class RunnerConfig:
     work_dir: Path
     nodes: tuple[str, ...] = ("node-0", "node-1", "node-2", "node-3")
     grace_seconds: float = 3.0
-    pod_network: str | None = None  # loopback network of pod IPs; None: a random 127.N.0.0/16
+    pod_network: str | None = None  # loopback network of pod IPs; None: a free 127.N.0.0/16 (runner.networks)
     # (namespace, serviceAccountName) -> the kubeconfig of that identity; None: kubeconfig_path for every pod
     service_account_kubeconfig: Callable[[str, str], Path] | None = None
     # what every container's environment starts from, as a node's would (e.g. where OSS regions resolve to)
