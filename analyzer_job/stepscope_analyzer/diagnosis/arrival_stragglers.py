@@ -17,7 +17,12 @@ pipeline stage (a slower stage is the stage's finding, not a rank's). A rank is 
   with the larger excess is its cause);
 - the replay of the recorded steps with it running like its peers (ranking.rank_what_if) gains time that clears
   its noise (ranking.clears_noise) and reaches the user's floor. That gain is its excess. A rank whose gain clears
-  its noise but not the floor is not named; the verdict says what it costs the job (Found.under_floor).
+  its noise but not the floor is not named; the verdict says what it costs the job (Found.under_floor);
+- that gain is mostly its own: its leaning cost's excess over its peers' (without CPU-contention stretches) is at
+  least OWN_SHARE of it. The replay re-times wall-clock work: on shared cores a rank the scheduler kept waiting for
+  a CPU more than its peers is the one they wait for, and the replay gains that wait, though the rank computes
+  hardly more than they do. Such a rank is not named either; the verdict says how little of the gain is its own
+  work and that the rest was waiting for a CPU (Found.under_floor).
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ LEANING = ("compute", "host")
 """the own costs that may account for arriving late"""
 TESTS = 2
 """the tests that may name a rank (the arrival order, the replay's saving): consistency_alpha is split over them"""
+OWN_SHARE = 0.5
+"""the share of the replayed gain its own cost's excess must account for: most of it"""
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,21 @@ def _under_floor(t: Waited, w: WhatIf, step_us: float, cfg: DiagnosisConfig) -> 
     )
 
 
+def _not_its_own(view: JobView, t: Waited, w: WhatIf, lean: tuple[str, Effect]) -> str:
+    """'rank 2 is the one ..., and the replay ... gains 11.0 ms per step, but its own compute ... exceeds its peers'
+    by 1.1 ms per step, less than half of that: the rest is time it waited for a CPU'."""
+    cost, e = lean
+    samples = view.samples[t.rank]
+    corrected = not np.array_equal(samples.tested[cost], samples.costs[cost])
+    own = f"its own {cost} without CPU-contention stretches" if corrected else f"its own {cost} in its median step"
+    rest = "time it waited for a CPU" if corrected else f"not its {cost} in most steps"
+    return (
+        f"rank {t.rank} {t.words}, and the replay with it running like its peers gains {w.gain_us / 1000:,.1f} ms "
+        f"per step, but {own} exceeds its peers' by {e.excess_us / 1000:,.1f} ms per step, less than half of that: "
+        f"the rest is {rest}"
+    )
+
+
 def _slow_rank(view: JobView, facts: JobFacts, t: Waited, cfg: DiagnosisConfig) -> SlowRank | str | None:
     """The rank named, or what it costs the job where that is under the user's floor (None: not named)."""
     lean = _leaning(view, t, cfg.noise_floor_percent / 100.0 * view.step_us)
@@ -133,6 +155,8 @@ def _slow_rank(view: JobView, facts: JobFacts, t: Waited, cfg: DiagnosisConfig) 
         return None
     if w.gain_us < cfg.floor_us(view.step_us):
         return _under_floor(t, w, view.step_us, cfg)
+    if lean[1].excess_us < OWN_SHARE * w.gain_us:
+        return _not_its_own(view, t, w, lean)
     cost, e = lean
     gain = min(w.gain_us, 0.9 * view.step_us)
     return SlowRank(
