@@ -8,7 +8,7 @@ without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
   in wall-clock time reaches the user's floor. A GPU rank's work is its compute per step; a CPU rank's is its op
   calls per step times their least time over the steps (floor_test.work_per_step), which waiting for a CPU cannot
   raise: on shared cores the stages compete for them unevenly, and the last stage of a healthy pp4 x dp2 job on two
-  oversubscribed cores computed 1.73x the others' median even without contention stretches, where its work was
+  oversubscribed cores computed 1.73x the others' median even without contention stretches, where its work is
   1.2x theirs (its loss). Where a CPU rank has no floors, its compute without contention stretches stands in for
   its work. The pipeline runs at its slowest
   stage's pace, for every microbatch and the schedule's warm-up and cool-down: balanced stages (the same total
