@@ -237,10 +237,9 @@ def pipeline_findings(
     wall = {s.rank: s.costs["compute"] for s in samples}
     gpu = all(r.device == "cuda" for r in ranks)
     work = None if gpu else _cpu_work(ranks, compute)
+    level, measure = (compute, "compute") if work is None else (work, OP_CALLS)
     found = [
-        stage_imbalance(layout, compute, step_us, microbatches, cfg, wall=wall)
-        if work is None
-        else stage_imbalance(layout, work, step_us, microbatches, cfg, wall=wall, work=OP_CALLS),
+        stage_imbalance(layout, level, step_us, microbatches, cfg, wall=wall, work=measure),
         pipeline_bubble(layout, ranks, step_us, microbatches),
         None if slow else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
     ]
