@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.phase_names import COMM, name_mask
 from stepscope_analyzer.analyses.step_phases import StepWindows
 from stepscope_analyzer.analyses.steps import step_number
@@ -42,7 +43,7 @@ def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.in
     rows = np.flatnonzero(
         ev.cat_mask("cpu_op") & (ev.pid == steps.pid) & (ev.tid == steps.tid) & (ev.stream == -1) & ~name_mask(ev, COMM)
     )
-    rows = rows[np.lexsort((-ev.dur[rows], ev.ts[rows]))]
+    rows = rows[intervals.nesting_order(ev.ts[rows], ev.dur[rows])]
     ts = ev.ts[rows].tolist()
     dur = ev.dur[rows].tolist()
     own = list(dur)

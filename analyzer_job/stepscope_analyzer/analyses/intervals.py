@@ -11,6 +11,20 @@ from stepscope_analyzer.analyses.interval_kernels import search_right
 F64 = npt.NDArray[np.float64]
 
 
+def nesting_order(starts: F64, lengths: F64) -> npt.NDArray[np.intp]:
+    """The order of intervals by start, the longer first among those that start together (a parent before the
+    children that start with it); ties in both keep their order. `np.lexsort((-lengths, starts))`: numpy sorts the
+    pairs as complex numbers (lexicographically, real part first) in one stable pass, several times faster than
+    lexsort's two on a trace's nearly time-ordered events."""
+    return np.argsort(starts - 1j * lengths, kind="stable")
+
+
+def ending_order(ends: F64, lengths: F64) -> npt.NDArray[np.intp]:
+    """The order of intervals by end, the shorter first among those that end together (`np.lexsort((lengths,
+    ends))`, by the same complex sort as nesting_order)."""
+    return np.argsort(ends + 1j * lengths, kind="stable")
+
+
 def merge(ts: F64, end: F64) -> tuple[F64, F64]:
     """Merge intervals into disjoint sorted ones. Intervals that touch (start == previous end) merge, as in HTA."""
     if ts.size == 0:

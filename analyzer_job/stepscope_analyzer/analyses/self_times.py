@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from stepscope_analyzer.analyses import interval_kernels
+from stepscope_analyzer.analyses import interval_kernels, intervals
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -41,7 +41,7 @@ def self_durations(pid: I64, tid: I64, ts: F64, dur: F64, rows: npt.NDArray[np.i
     first = float(s.min())
     span = float((s + d).max()) - first + 1.0
     starts = (s - first) + thread.astype(np.float64) * span  # threads side by side, never overlapping
-    order = np.lexsort((-d, starts))  # by start, the longer first
+    order = intervals.nesting_order(starts, d)  # by start, the longer first
     starts, lengths = starts[order], d[order]
     own = lengths.copy()
     _children(starts, starts + lengths, own)

@@ -77,3 +77,16 @@ def test_by_first_level_gives_an_inverted_interval_no_time() -> None:
     # a sub-microsecond kernel after HTA's rounding (ceil the start, floor the end) ends before it starts
     owned = intervals.by_first_level(np.array([5.0, 0.0]), np.array([4.0, 10.0]), np.array([0, 1], dtype=np.int64), 2)
     assert intervals.length(*owned[0]) == 0.0 and intervals.length(*owned[1]) == 10.0
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_nesting_and_ending_orders_are_lexsorts(seed: int) -> None:
+    """By start the longer first, by end the shorter first, ties in both in their given order: as np.lexsort,
+    on times with many ties (a parent and its first child start together) and with -0.0 and fractions."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(0, 400))
+    starts = rng.integers(0, 40, n).astype(np.float64) + rng.choice([0.0, -0.0, 0.5, 0.25], n)
+    lengths = rng.integers(0, 6, n).astype(np.float64) * rng.choice([1.0, 0.5], n)
+    ends = starts + lengths
+    assert np.array_equal(intervals.nesting_order(starts, lengths), np.lexsort((-lengths, starts)))
+    assert np.array_equal(intervals.ending_order(ends, lengths), np.lexsort((lengths, ends)))
