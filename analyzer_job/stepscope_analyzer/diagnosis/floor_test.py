@@ -146,13 +146,6 @@ def _per_call(r: RankReport) -> dict[str, tuple[float, float]]:
     return {op: (counts[op] / r.steps.count, float(np.median(v))) for op, v in slots.items() if op in counts}
 
 
-def work_per_step(r: RankReport) -> float | None:
-    """The rank's op calls per step times their least time, summed over the ops it has floors for (module
-    docstring): its work, which waiting for a CPU cannot raise; None without floors."""
-    calls = _per_call(r)
-    return sum(count * floor for count, floor in calls.values()) if calls else None
-
-
 def call_ratios(ranks: list[RankReport]) -> dict[int, float]:
     """Each rank's calls per step at the other ranks' cost per call, over the other ranks' (module docstring), over
     the ops every rank counts; empty where they count none in common."""

@@ -3,14 +3,9 @@ Pure.
 
 With the layout (diagnosis.layout) and each rank's compute per recorded step (forward + backward + optimizer;
 without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
-- stage imbalance: a stage's work per step (the median of its ranks') is at least STAGE_RATIO times the median of
-  the other stages', every one of its ranks does more than every rank of the other stages, and its compute's excess
-  in wall-clock time reaches the user's floor. A GPU rank's work is its compute per step; a CPU rank's is its op
-  calls per step times their least time over the steps (floor_test.work_per_step), which waiting for a CPU cannot
-  raise: on shared cores the stages compete for them unevenly, and the last stage of a healthy pp4 x dp2 job on two
-  oversubscribed cores computed 1.73x the others' median even without contention stretches, where its work is
-  1.2x theirs (its loss). Where a CPU rank has no floors, its compute without contention stretches stands in for
-  its work. The pipeline runs at its slowest
+- stage imbalance: a stage's compute per step (the median of its ranks') is at least STAGE_RATIO (CPU ranks:
+  CPU_STAGE_RATIO) times the median of the other stages', every one of its ranks computes more than every rank of
+  the other stages, and its excess in wall-clock time reaches the user's floor. The pipeline runs at its slowest
   stage's pace, for every microbatch and the schedule's warm-up and cool-down: balanced stages (the same total
   compute spread evenly) would save (M + S - 1) / M times the stage's excess over the stages' mean per step (M
   microbatches, S stages), at most the step's share of it (diagnosis.replay's what-if replaces this estimate
@@ -36,7 +31,7 @@ import numpy.typing as npt
 
 from stepscope_analyzer.diagnosis.causes import cause_row
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.floor_test import floor_effects, work_per_step
+from stepscope_analyzer.diagnosis.floor_test import floor_effects
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.stats import median
@@ -45,9 +40,10 @@ from stepscope_contract.report import Cause, Evidence, JobFinding, RankReport
 
 F64 = npt.NDArray[np.float64]
 STAGE_RATIO = 1.3
-"""a stage doing this many times the median of the other stages' work per step is imbalanced"""
-OP_CALLS = "op calls at their least"
-"""what a CPU stage's work is, as its finding names it"""
+"""a stage computing this many times the median of the other stages' compute per step is imbalanced (GPU ranks)"""
+CPU_STAGE_RATIO = 1.8
+"""the same for CPU ranks: on a shared CPU the stages compete for cores unevenly (the last stage of a healthy
+pp4 x dp2 job on two oversubscribed cores computed 1.73x the others' median, after the contention correction)"""
 BUBBLE_SHARE = 1 / 3
 """a schedule whose warm-up and cool-down take this share of the step is worth more microbatches"""
 DATA_CV = 0.05
@@ -79,11 +75,9 @@ def stage_imbalance(
     *,
     threshold: float = STAGE_RATIO,
     wall: dict[int, F64] | None = None,
-    work: str = "compute",
 ) -> JobFinding | None:
-    """`compute`: per rank, its work per step (GPU ranks: compute; CPU ranks: op calls times their least time, or
-    compute without CPU-contention stretches); `wall`: its compute in wall-clock time (what the job pays), which the
-    user's floor applies to (default: `compute`); `work`: what `compute` measures, as the evidence names it."""
+    """`compute`: per rank, compute per step as tested (without CPU-contention stretches); `wall`: the same in
+    wall-clock time (what the job pays), which the user's floor applies to (default: `compute`)."""
     stages = _stage_compute(layout, compute)
     if len(stages) < 2:
         return None
@@ -103,11 +97,11 @@ def stage_imbalance(
     ratio = level[heavy] / rest
     summary = (
         f"pipeline stage {heavy} (rank {format_rank_set(ranks)}) computes {ratio:.2f}x the other stages per step "
-        f"({level[heavy] / 1000:,.1f} ms vs {rest / 1000:,.1f} ms of {work}): the pipeline runs at its pace"
+        f"({level[heavy] / 1000:,.1f} ms vs {rest / 1000:,.1f} ms): the pipeline runs at its pace"
     )
     evidence = [
         Evidence(
-            metric=f"stage {k} {work} per step",
+            metric=f"stage {k} compute per step",
             value=v,
             baseline=rest,
             detail=f"stage {k}: {v / 1000:,.1f} ms per step (its ranks' median)",
@@ -210,15 +204,6 @@ def data_imbalance(
                       evidence=evidence)  # fmt: skip
 
 
-def _cpu_work(ranks: list[RankReport], compute: dict[int, F64]) -> dict[int, F64] | None:
-    """Each CPU rank's work per step (floor_test.work_per_step) as one sample; None unless every rank of `compute`
-    has floors."""
-    work = {r.rank: work_per_step(r) for r in ranks if r.rank in compute}
-    if len(work) < len(compute) or any(w is None for w in work.values()):
-        return None
-    return {r: np.asarray([w], dtype=np.float64) for r, w in work.items() if w is not None}
-
-
 def pipeline_findings(
     layout: Layout | None,
     ranks: list[RankReport],
@@ -236,10 +221,9 @@ def pipeline_findings(
     compute = {s.rank: s.tested["compute"] for s in samples}
     wall = {s.rank: s.costs["compute"] for s in samples}
     gpu = all(r.device == "cuda" for r in ranks)
-    work = None if gpu else _cpu_work(ranks, compute)
-    level, measure = (compute, "compute") if work is None else (work, OP_CALLS)
+    threshold = STAGE_RATIO if gpu else CPU_STAGE_RATIO
     found = [
-        stage_imbalance(layout, level, step_us, microbatches, cfg, wall=wall, work=measure),
+        stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold, wall=wall),
         pipeline_bubble(layout, ranks, step_us, microbatches),
         None if slow else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
     ]
