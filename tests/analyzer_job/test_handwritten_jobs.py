@@ -3,7 +3,8 @@ pipeline whose ranks are numbered stages fastest (replica-major, as DeepSpeed nu
 layers badly split between the stages; DDP jobs on shared cores, healthy or with one rank on more rows, among them
 the third set, recorded after the test of the order ranks arrive in (diagnosis.arrival_stragglers) was written, one of
 whose stragglers the permutation test of the replay's saving (diagnosis.gain_permutation) names; the fifth and sixth,
-recorded after the floors' peer spread (diagnosis.floor_test) was written."""
+recorded after the floors' peer spread (diagnosis.floor_test) was written; the seventh, pipelines whose layers are
+split unevenly, recorded after a change of the stage rule that it showed wrong."""
 
 from __future__ import annotations
 
@@ -189,3 +190,20 @@ def test_a_rank_whose_floors_stray_far_beyond_its_peers_is_named() -> None:
     assert d.slow_ranks[0].excess_us == replayed.gain_us >= 0.05 * d.median_step_us
     without = analyse_folder(JOBS / name, DiagnosisConfig(floor_peer_multiple=math.inf)).diagnosis
     assert not without.slow_ranks and without.verdict.startswith("No slow rank"), without.verdict
+
+
+@pytest.mark.parametrize("name", ["cpu-pp2dp2-balanced-4-4", "cpu-pp2dp2-balanced-w256"])
+def test_healthy_pipelines_of_the_seventh_set_have_no_finding(name: str) -> None:
+    """Two healthy pp2 x dp2 jobs beside busy loops (load 6.6-7.1): neither a slow rank nor a stage imbalance."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not [f for f in d.findings if f.cause.value == "stage_imbalance"], d.verdict
+    assert d.verdict.startswith("No slow rank"), d.verdict
+
+
+def test_a_stage_holding_twice_the_layers_is_a_stage_imbalance() -> None:
+    """Layers split 2-4 (seventh set): stage 1 computes 2.09x stage 0 without contention stretches, a stage
+    imbalance of stage 1's ranks, not a slow rank."""
+    d = analyse("cpu-pp2dp2-layers-2-4").diagnosis
+    assert not d.slow_ranks, d.verdict
+    [stage] = [f for f in d.findings if f.cause.value == "stage_imbalance"]
+    assert stage.stage == 1 and stage.ranks == [1, 3] and "computes 2.09x the other stages" in stage.summary
