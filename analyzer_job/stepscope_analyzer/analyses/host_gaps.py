@@ -56,8 +56,8 @@ def _neighbours(ev: TraceColumns, main: npt.NDArray[np.bool_], g0: F64, g1: F64)
     """The training-thread event that ended last before each gap and the one that starts first after it."""
     rows = np.flatnonzero(main & ~ev.cat_mask("python_function"))
     ends = ev.ts[rows] + ev.dur[rows]
-    by_end = rows[intervals.ending_order(ends, ev.dur[rows])]
-    end_sorted = ev.ts[by_end] + ev.dur[by_end]
+    order = intervals.ending_order(ends, ev.dur[rows])
+    by_end, end_sorted = rows[order], ends[order]
     by_start = rows[intervals.nesting_order(ev.ts[rows], ev.dur[rows])]
     start_sorted = ev.ts[by_start]
     before = np.searchsorted(end_sorted, g0 + _EDGE_US, side="right") - 1

@@ -134,8 +134,7 @@ def _not_its_own(view: JobView, t: Waited, w: WhatIf, lean: tuple[str, Effect]) 
     """'rank 2 is the one ..., and the replay ... gains 11.0 ms per step, but its own compute ... exceeds its peers'
     by 1.1 ms per step, less than half of that: the rest is time it waited for a CPU'."""
     cost, e = lean
-    samples = view.samples[t.rank]
-    corrected = not np.array_equal(samples.tested[cost], samples.costs[cost])
+    corrected = view.samples[t.rank].corrected(cost)
     own = f"its own {cost} without CPU-contention stretches" if corrected else f"its own {cost} in its median step"
     rest = "time it waited for a CPU" if corrected else f"not its {cost} in most steps"
     return (

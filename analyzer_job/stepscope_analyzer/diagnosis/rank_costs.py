@@ -55,6 +55,10 @@ class RankSamples:
     ops_outside: F64 | None = None
     """µs per step of tensor ops outside the step's work (RankReport.step_ops_outside_work), where measured"""
 
+    def corrected(self, cost: str) -> bool:
+        """Whether this cost's tested samples had CPU-contention stretches taken out (they differ from wall-clock)."""
+        return not np.array_equal(self.tested[cost], self.costs[cost])
+
     def residual_us(self, cost: str) -> float:
         """µs per step of contention stretch that may remain in this cost's tested samples (its median)."""
         return self.residual_share * float(np.median(self.costs[cost] - self.tested[cost]))

@@ -131,7 +131,7 @@ def _flag_late(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out
         flagged = any(x.cost == "compute" for x in out.get(rank, []))
         if flagged or rank not in wall or lateness < cfg.late_share * view.step_us:
             continue
-        corrected = not np.array_equal(view.samples[rank].tested["compute"], view.samples[rank].costs["compute"])
+        corrected = view.samples[rank].corrected("compute")
         means = MeanRatio(tested[rank], median([v for r, v in tested.items() if r != rank]), lateness, corrected)
         excess = clock[rank] - median([v for r, v in clock.items() if r != rank])
         if means.ratio >= cfg.late_compute_ratio and excess >= cfg.floor_us(view.step_us):
