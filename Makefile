@@ -47,7 +47,10 @@ $(STAMP):
 	$(UV) --compile-bytecode $(FIND_LINKS) -c $(CONSTRAINTS) -e '.[all]' --group test --group lint
 	@rm -f $(VENV)/.installed-*; touch $@
 
+# The repo's own modules are installed editable, so nothing compiled them: their bytecode is written here (only
+# what is missing or stale), or each command would compile every module it imports where PYTHONDONTWRITEBYTECODE is set.
 venv: $(STAMP) ## create .venv with the pinned dependencies
+	@$(BIN)/python -m compileall -q -j 0 $(PACKAGES) > /dev/null
 
 $(BENCH_STAMP): $(STAMP)
 	@test -x $(BIN)/uv || $(BIN)/python -m pip install -q --disable-pip-version-check uv==$(UV_VERSION)

@@ -22,7 +22,7 @@ MAX_SOURCE_BYTES: Final = 48 * 1024 * 1024
 
 
 class MergedTrace(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     ranks: Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=MAX_RANKS)]
     events: int = Field(description="events written")

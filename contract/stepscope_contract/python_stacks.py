@@ -44,7 +44,7 @@ MAX_PEERS: Final = 8
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class PythonLine(_Model):

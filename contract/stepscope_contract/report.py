@@ -19,7 +19,10 @@ REPORT_RANKS_IN_FULL = 64
 
 
 class ReportModel(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Every report model builds its validator on first use (contract.deferred): a command imports them all and
+    validates few, the rank workers' parent builds a rank's ahead of the fork."""
+
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 class Cause(StrEnum):

@@ -31,8 +31,14 @@ FINISH = "stepscope_analyzer.commands.analyze_finish"
 
 
 def _import_finish() -> None:
+    """The finishing half, and the report's validators (built on first use: contract.deferred), loaded while the
+    workers parse the first ranks."""
     with paused():
         importlib.import_module(FINISH)
+        from stepscope_contract.deferred import build_now
+        from stepscope_contract.report import Report
+
+        build_now(Report)
 
 
 def run(args: argparse.Namespace, started: float) -> int:

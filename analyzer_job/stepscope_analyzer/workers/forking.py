@@ -1,7 +1,8 @@
 """How the rank workers start (rank_pool): forked from the process that hands them ranks, once that process has
 imported what a worker runs.
 
-`prepare` imports the parser and the analyses (PRELOAD) in the calling process and freezes what exists then
+`prepare` imports the parser and the analyses (PRELOAD) in the calling process, builds the validators of the models
+a worker constructs (the contract's models build theirs on first use: contract.deferred), and freezes what exists then
 (`gc.freeze`, as the gc module's documentation advises before fork() without exec()): the workers forked from it
 start with every module loaded, and their garbage collector never walks (and so never writes to, page by page) the
 objects they share with it. The caller needs most of PRELOAD itself (numpy and the report models for the reduce), so
@@ -60,6 +61,10 @@ def prepare() -> None:
     with paused():
         for name in PRELOAD:
             importlib.import_module(name)
+        from stepscope_contract.deferred import build_now
+        from stepscope_contract.report import RankReport
+
+        build_now(RankReport)  # the models a worker constructs, built once here (first use, in each worker, else)
     gc.freeze()
     _prepared = True
 

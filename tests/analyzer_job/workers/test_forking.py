@@ -52,8 +52,9 @@ def test_the_command_finds_the_traces_before_it_imports_the_models() -> None:
 
 
 def test_prepare_loads_what_the_workers_run_and_freezes_it_once() -> None:
-    """The parser and the analyses imported in the calling process and every object then alive frozen; a second call
-    does nothing more."""
+    """The parser and the analyses imported in the calling process, the validators of the models a worker builds
+    with them (deferred otherwise: every worker would build its own), and every object then alive frozen; a second
+    call does nothing more."""
     out = _run(
         """
         import gc, os, sys
@@ -62,12 +63,13 @@ def test_prepare_loads_what_the_workers_run_and_freezes_it_once() -> None:
         forking.prepare()
         frozen = gc.get_freeze_count()
         forking.prepare()
+        from stepscope_contract.report import RankReport, StepStats
         print(before, "stepscope_analyzer.analyses" in sys.modules, frozen > 10_000, gc.get_freeze_count() == frozen,
-              os.environ["OPENBLAS_NUM_THREADS"])
+              os.environ["OPENBLAS_NUM_THREADS"], RankReport.__pydantic_complete__, StepStats.__pydantic_complete__)
         """,
         "2",
     )
-    assert out == "(False, 0) True True True 1"
+    assert out == "(False, 0) True True True 1 True True"
 
 
 def test_the_workers_are_forks_of_the_caller_with_the_preload_loaded_and_frozen() -> None:
