@@ -63,6 +63,13 @@ class Flag:
     """set when the rank's call floors decided (its cost stood out in wall-clock time only)"""
     late: MeanRatio | None = None
     """set when the other ranks' waiting decided (late_share) with the rank's mean cost against theirs"""
+    own_excess_us: float | None = None
+    """the excess the rank's own work takes, without the time it waited for a CPU (None: wall_excess_us)"""
+
+    @property
+    def waited_excess_us(self) -> float:
+        """how long the others can wait for this excess: the rank's extra work itself"""
+        return self.wall_excess_us if self.own_excess_us is None else self.own_excess_us
 
 
 @dataclass(frozen=True)

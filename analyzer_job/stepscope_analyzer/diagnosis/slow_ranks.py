@@ -16,7 +16,9 @@ On CPU ranks a compute excess the contention correction hid still counts when th
 over the steps take floor_ratio times the other ranks' beyond the floors' noise, or stray from theirs far beyond the
 spread of its peers' own ratios (floor_test: contention does not raise a call's least time, more work per call
 does), its contention-corrected compute is above theirs in most steps, and its extra work (its wall-clock compute
-less the same over its work ratio) reaches the user's floor.
+less the same over its work ratio) reaches the user's floor. The wait check then weighs the extra work itself (the
+same share of its contention-corrected compute): on shared cores its wall-clock excess also holds the time it waited
+for a CPU while the others computed, which they do not wait for.
 Where inputs vary in size from step to step, every rank's compute spreads so widely that neither test sees a rank
 doing twice the work; in a job of four ranks or more, such a rank's compute still counts when the other ranks wait
 for it at least late_share of the step (averaged over the steps) and its compute averages late_compute_ratio times
@@ -153,15 +155,16 @@ def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect],
             continue
         e = tested[rank]
         excess = (1.0 - 1.0 / f.ratio) * view.wall["compute"][rank][0]
+        own = (1.0 - 1.0 / f.ratio) * float(np.median(view.samples[rank].tested["compute"]))
         if e.excess_us > 0 and 2 * e.steps_above > e.steps and excess >= cfg.floor_us(view.step_us):
-            out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f))
+            out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f, own_excess_us=own))
 
 
 def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig) -> bool:
     """The other ranks wait for this one: by at least wait_share of its excess (weighted per cause), and at all."""
     if not view.has_collectives:
         return True
-    needed = sum(cfg.wait_share * row_for_cost(f.cost).wait_weight * f.wall_excess_us for f in flags)
+    needed = sum(cfg.wait_share * row_for_cost(f.cost).wait_weight * f.waited_excess_us for f in flags)
     lateness = view.lateness(rank)
     return lateness > 0 and lateness >= needed
 
