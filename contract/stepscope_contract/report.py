@@ -522,6 +522,12 @@ class CallFloors(ReportModel):
     even_us: list[float] = Field(default_factory=new_list, description="the same over the even recorded steps only")
     odd_us: list[float] = Field(default_factory=new_list, description="the same over the odd recorded steps only")
     steps: int = Field(default=0, ge=0, description="recorded steps the floors are taken over")
+    total_us: float = Field(
+        default=0.0,
+        ge=0.0,
+        description="the floors of every call present in every recorded step, summed (not only the listed ones): "
+        "the step's op work at its least, which waiting for a CPU does not raise; µs",
+    )
 
 
 class ProcessGroup(ReportModel):

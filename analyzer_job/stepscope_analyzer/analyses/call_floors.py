@@ -35,8 +35,10 @@ def call_floors(ev: TraceColumns, steps: StepWindows, calls: CallSlots | None = 
     even = np.arange(steps.count) % 2 == 0
     least, least_even, least_odd = slot_least(calls), slot_least(calls, even), slot_least(calls, ~even)
     kept = np.flatnonzero(present & (least > 0))
+    total = float(least[kept].sum())
     kept = kept[np.argsort(-least[kept], kind="stable")][:MAX_CALLS]
     return CallFloors(
+        total_us=round(total, 1),
         calls=[f"{ev.names[int(calls.name_id[i])]}#{int(calls.nth[i])}" for i in kept.tolist()],
         floor_us=[round(float(x), 1) for x in least[kept]],
         even_us=[round(float(x), 1) for x in least_even[kept]],

@@ -3,9 +3,13 @@ Pure.
 
 With the layout (diagnosis.layout) and each rank's compute per recorded step (forward + backward + optimizer;
 without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
-- stage imbalance: a stage's compute per step (the median of its ranks') is at least STAGE_RATIO (CPU ranks:
-  CPU_STAGE_RATIO) times the median of the other stages', every one of its ranks computes more than every rank of
-  the other stages, and its excess in wall-clock time reaches the user's floor. The pipeline runs at its slowest
+- stage imbalance: a stage's compute per step (the median of its ranks') is at least STAGE_RATIO times the median
+  of the other stages', every one of its ranks computes more than every rank of the other stages, and its excess in
+  wall-clock time reaches the user's floor. CPU ranks are compared by their op work instead (op_work: their op calls
+  at their least time, summed per step), which waiting for a CPU does not raise, against the same STAGE_RATIO, and
+  every rank of the stage must do STAGE_RATIO times the work of every rank of the others (a call stretched in every
+  recorded step leaves one replica's floors high); without op work, by their compute without contention stretches
+  against CPU_STAGE_RATIO. The pipeline runs at its slowest
   stage's pace, for every microbatch and the schedule's warm-up and cool-down: balanced stages (the same total
   compute spread evenly) would save (M + S - 1) / M times the stage's excess over the stages' mean per step (M
   microbatches, S stages), at most the step's share of it (diagnosis.replay's what-if replaces this estimate
@@ -42,8 +46,9 @@ F64 = npt.NDArray[np.float64]
 STAGE_RATIO = 1.3
 """a stage computing this many times the median of the other stages' compute per step is imbalanced (GPU ranks)"""
 CPU_STAGE_RATIO = 1.8
-"""the same for CPU ranks: on a shared CPU the stages compete for cores unevenly (the last stage of a healthy
-pp4 x dp2 job on two oversubscribed cores computed 1.73x the others' median, after the contention correction)"""
+"""the same for CPU ranks without op work (summaries without call floors' total), by their compute: on a shared CPU
+the stages compete for cores unevenly (the last stage of a healthy pp4 x dp2 job on two oversubscribed cores
+computed 1.73x the others' median, after the contention correction)"""
 BUBBLE_SHARE = 1 / 3
 """a schedule whose warm-up and cool-down take this share of the step is worth more microbatches"""
 DATA_CV = 0.05
@@ -66,6 +71,18 @@ def _stage_compute(layout: Layout, compute: dict[int, F64]) -> dict[int, list[fl
     return out
 
 
+OP_WORK = "op work"
+
+
+def op_work(ranks: dict[int, RankReport]) -> dict[int, F64] | None:
+    """CPU ranks: each rank's op calls per step at their least time, summed (CallFloors.total_us: what waiting for a
+    CPU does not raise); None unless every rank has it."""
+    work = {k: r.call_floors.total_us for k, r in ranks.items() if r.call_floors is not None}
+    if len(work) < len(ranks) or not all(v > 0 for v in work.values()):
+        return None
+    return {k: np.asarray([v]) for k, v in work.items()}
+
+
 def stage_imbalance(
     layout: Layout,
     compute: dict[int, F64],
@@ -75,9 +92,13 @@ def stage_imbalance(
     *,
     threshold: float = STAGE_RATIO,
     wall: dict[int, F64] | None = None,
+    measure: str = "compute",
 ) -> JobFinding | None:
-    """`compute`: per rank, compute per step as tested (without CPU-contention stretches); `wall`: the same in
-    wall-clock time (what the job pays), which the user's floor applies to (default: `compute`)."""
+    """`compute`: per rank, compute per step as tested (without CPU-contention stretches), or its op work at its
+    least (`measure` names it in the finding, and then every rank of the stage must reach `threshold` times every
+    rank of the others: a call stretched in every recorded step keeps one rank's floors high, and the ratio must
+    clear that spread between replicas); `wall`: the same in wall-clock time (what the job pays), which the user's
+    floor applies to (default: `compute`)."""
     stages = _stage_compute(layout, compute)
     if len(stages) < 2:
         return None
@@ -85,7 +106,8 @@ def stage_imbalance(
     heavy = max(level, key=lambda s: level[s])
     others = [level[s] for s in level if s != heavy]
     rest = median(others)
-    separated = min(stages[heavy]) > max(v for s, vs in stages.items() if s != heavy for v in vs)
+    apart = 1.0 if measure == "compute" else threshold
+    separated = min(stages[heavy]) > apart * max(v for s, vs in stages.items() if s != heavy for v in vs)
     paid = {s: median(v) for s, v in _stage_compute(layout, wall if wall is not None else compute).items()}
     excess = paid[heavy] - median([v for s, v in paid.items() if s != heavy])
     if rest <= 0 or level[heavy] < threshold * rest or not separated or excess < cfg.floor_us(step_us):
@@ -95,16 +117,19 @@ def stage_imbalance(
     gain = min((level[heavy] - mean) * (m + s - 1) / m, 0.9 * step_us)
     ranks = sorted(r for r in compute if layout.stage.get(r, 0) == heavy)
     ratio = level[heavy] / rest
-    summary = (
-        f"pipeline stage {heavy} (rank {format_rank_set(ranks)}) computes {ratio:.2f}x the other stages per step "
-        f"({level[heavy] / 1000:,.1f} ms vs {rest / 1000:,.1f} ms): the pipeline runs at its pace"
+    figures = f"{level[heavy] / 1000:,.1f} ms vs {rest / 1000:,.1f} ms"
+    how = (
+        f"computes {ratio:.2f}x the other stages per step ({figures})"
+        if measure == "compute"
+        else f"does {ratio:.2f}x the other stages' {measure} per step (its op calls at their least time: {figures})"
     )
+    summary = f"pipeline stage {heavy} (rank {format_rank_set(ranks)}) {how}: the pipeline runs at its pace"
     evidence = [
         Evidence(
-            metric=f"stage {k} compute per step",
+            metric=f"stage {k} {measure} per step",
             value=v,
             baseline=rest,
-            detail=f"stage {k}: {v / 1000:,.1f} ms per step (its ranks' median)",
+            detail=f"stage {k}: {v / 1000:,.1f} ms of {measure} per step (its ranks' median)",
         )
         for k, v in sorted(level.items())
     ]
@@ -221,9 +246,15 @@ def pipeline_findings(
     compute = {s.rank: s.tested["compute"] for s in samples}
     wall = {s.rank: s.costs["compute"] for s in samples}
     gpu = all(r.device == "cuda" for r in ranks)
-    threshold = STAGE_RATIO if gpu else CPU_STAGE_RATIO
+    work = None if gpu else op_work({r.rank: r for r in ranks if r.rank in compute})
+    if gpu:
+        stages = stage_imbalance(layout, compute, step_us, microbatches, cfg, wall=wall)
+    elif work is not None:
+        stages = stage_imbalance(layout, work, step_us, microbatches, cfg, wall=wall, measure=OP_WORK)
+    else:
+        stages = stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=CPU_STAGE_RATIO, wall=wall)
     found = [
-        stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=threshold, wall=wall),
+        stages,
         pipeline_bubble(layout, ranks, step_us, microbatches),
         None if slow else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
     ]

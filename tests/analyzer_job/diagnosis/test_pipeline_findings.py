@@ -115,3 +115,33 @@ def test_on_cpu_ranks_inputs_that_vary_show_in_the_call_floors() -> None:
     assert [f.cause for f in varying.findings] == [Cause.DATA_IMBALANCE]
     assert "differs by 2.00x between even and odd steps" in varying.findings[0].summary
     assert diagnose(_with_floors(ranks, 1.0)).findings == []
+
+
+def _with_work(ranks: list[RankReport], work: dict[int, float]) -> list[RankReport]:
+    """CPU ranks whose op calls at their least time add up to `work[stage]` µs per step (the listed calls alone
+    hold a tenth of it: the total counts every call)."""
+    layout = job_layout(ranks)
+    assert layout is not None
+    out = []
+    for r in ranks:
+        total = work[layout.stage[r.rank]]
+        listed = [total / 10 / 40] * 40
+        f = CallFloors(calls=[f"aten::addmm#{k}" for k in range(40)], floor_us=listed, even_us=listed,
+                       odd_us=listed, steps=r.steps.count, total_us=total)  # fmt: skip
+        out.append(r.model_copy(update={"call_floors": f}))
+    return out
+
+
+def test_cpu_stages_are_compared_by_their_op_work() -> None:
+    """pp2 x dp2 on CPU ranks, stage 1 computing 1.3x stage 0 per step (under the 1.8x that compute on CPU ranks
+    is held to, where waiting for a CPU stretches stages unevenly): stage 1's op calls at their least time add up
+    to 1.5x stage 0's, a stage imbalance at the GPU's 1.3x; equal op work is none, and so is a 1.2x one."""
+    ranks = pipeline_job(PipeShape(pp=2, dp=2, microbatches=8, device="cpu", stage_scale={1: 1.3}))
+    heavy = diagnose(_with_work(ranks, {0: 20_000.0, 1: 30_000.0}))
+    [stage] = [f for f in heavy.findings if f.cause is Cause.STAGE_IMBALANCE]
+    assert stage.stage == 1 and stage.ranks == [2, 3] and heavy.slow_ranks == []
+    assert "does 1.50x the other stages' op work per step (its op calls at their least time: 30.0 ms vs 20.0 ms)" in (
+        stage.summary
+    )
+    for work in ({0: 20_000.0, 1: 20_000.0}, {0: 20_000.0, 1: 24_000.0}):
+        assert not [f for f in diagnose(_with_work(ranks, work)).findings if f.cause is Cause.STAGE_IMBALANCE]
