@@ -93,12 +93,13 @@ def stage_imbalance(
     threshold: float = STAGE_RATIO,
     wall: dict[int, F64] | None = None,
     measure: str = "compute",
+    pairwise: bool = False,
 ) -> JobFinding | None:
     """`compute`: per rank, compute per step as tested (without CPU-contention stretches), or its op work at its
-    least (`measure` names it in the finding, and then every rank of the stage must reach `threshold` times every
-    rank of the others: a call stretched in every recorded step keeps one rank's floors high, and the ratio must
-    clear that spread between replicas); `wall`: the same in wall-clock time (what the job pays), which the user's
-    floor applies to (default: `compute`)."""
+    least (`measure` names it in the finding); `wall`: the same in wall-clock time (what the job pays), which the
+    user's floor applies to (default: `compute`). `pairwise`: every rank of the stage must reach `threshold` times
+    every rank of the others, not only the stages' medians (op work: a call stretched in every recorded step keeps
+    one rank's floors high, and the ratio must clear that spread between replicas)."""
     stages = _stage_compute(layout, compute)
     if len(stages) < 2:
         return None
@@ -106,7 +107,7 @@ def stage_imbalance(
     heavy = max(level, key=lambda s: level[s])
     others = [level[s] for s in level if s != heavy]
     rest = median(others)
-    apart = 1.0 if measure == "compute" else threshold
+    apart = threshold if pairwise else 1.0
     separated = min(stages[heavy]) > apart * max(v for s, vs in stages.items() if s != heavy for v in vs)
     paid = {s: median(v) for s, v in _stage_compute(layout, wall if wall is not None else compute).items()}
     excess = paid[heavy] - median([v for s, v in paid.items() if s != heavy])
@@ -250,7 +251,7 @@ def pipeline_findings(
     if gpu:
         stages = stage_imbalance(layout, compute, step_us, microbatches, cfg, wall=wall)
     elif work is not None:
-        stages = stage_imbalance(layout, work, step_us, microbatches, cfg, wall=wall, measure=OP_WORK)
+        stages = stage_imbalance(layout, work, step_us, microbatches, cfg, wall=wall, measure=OP_WORK, pairwise=True)
     else:
         stages = stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=CPU_STAGE_RATIO, wall=wall)
     found = [

@@ -154,8 +154,9 @@ def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect],
         if not f.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple, cfg.floor_peer_multiple):
             continue
         e = tested[rank]
-        excess = (1.0 - 1.0 / f.ratio) * view.wall["compute"][rank][0]
-        own = (1.0 - 1.0 / f.ratio) * float(np.median(view.samples[rank].tested["compute"]))
+        extra = 1.0 - 1.0 / f.ratio  # the share of its compute that is extra work
+        excess = extra * view.wall["compute"][rank][0]
+        own = extra * float(np.median(view.samples[rank].tested["compute"]))
         if e.excess_us > 0 and 2 * e.steps_above > e.steps and excess >= cfg.floor_us(view.step_us):
             out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f, own_excess_us=own))
 
