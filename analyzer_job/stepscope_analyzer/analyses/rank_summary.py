@@ -240,10 +240,11 @@ def _host_bottlenecks(
     """`nested`: the host rows whose nesting gives the self times (default `rows_mask`; collectives nested in the
     ops that call them belong there too)."""
     out: list[Bottleneck] = []
-    end = ev.ts + ev.dur
     nest_rows = np.flatnonzero(rows_mask if nested is None else nested)
     own = np.zeros(ev.ts.size, dtype=np.float64)
     own[nest_rows] = self_durations(ev.pid, ev.tid, ev.ts, ev.dur, nest_rows)
+    del nest_rows
+    end = ev.ts + ev.dur
     step_ids = [i for i, n in enumerate(ev.names) if n.startswith("ProfilerStep#")]
     for cat, category in HOST_CATEGORIES:
         sel = rows_mask & ev.cat_mask(cat)

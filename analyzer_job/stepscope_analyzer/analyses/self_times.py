@@ -28,24 +28,33 @@ def self_durations(pid: I64, tid: I64, ts: F64, dur: F64, rows: npt.NDArray[np.i
     are still open at its start (those that started before it, less those that ended by then); its parent is the
     latest earlier event one level up. Zero-length events have no children and cover nothing: left out (self time
     0)."""
-    out = np.zeros(rows.size, dtype=np.float64)
-    if rows.size == 0:
-        return out
-    d = np.maximum(dur[rows], 0.0)
-    keep = np.flatnonzero(d > 0)
+    d = dur[rows]
+    keep = np.flatnonzero(d > 0)  # negative and NaN lengths too
     if keep.size == 0:
-        return out
-    s = ts[rows][keep]
+        return np.zeros(rows.size, dtype=np.float64)
     d = d[keep]
-    _, thread = np.unique(pid[rows][keep] * 0x1_0000_0000 + tid[rows][keep], return_inverse=True)
+    sub = rows[keep]
+    key = pid[sub] * 0x1_0000_0000
+    key += tid[sub]
+    thread = np.searchsorted(np.unique(key), key)  # each event's thread, numbered 0..
+    del key
+    s = ts[sub]
+    del sub
     first = float(s.min())
-    span = float((s + d).max()) - first + 1.0
-    starts = (s - first) + thread.astype(np.float64) * span  # threads side by side, never overlapping
-    order = intervals.nesting_order(starts, d)  # by start, the longer first
-    starts, lengths = starts[order], d[order]
-    own = lengths.copy()
-    _children(starts, starts + lengths, own)
-    out[keep[order]] = np.maximum(own, 0.0)
+    span = float(np.max(s + d)) - first + 1.0
+    s -= first
+    s += thread * span  # threads side by side, never overlapping
+    del thread  # a rank's largest arrays: each one freed as soon as it is used, for the worker's peak memory
+    order = intervals.nesting_order(s, d)
+    starts = s[order]
+    del s
+    own = d[order]
+    del d
+    ends = starts + own
+    _children(starts, ends, own)
+    del starts, ends
+    out = np.zeros(rows.size, dtype=np.float64)
+    out[keep[order]] = np.maximum(own, 0.0, out=own)
     return out
 
 

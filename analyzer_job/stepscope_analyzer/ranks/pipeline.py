@@ -15,6 +15,7 @@ traces has no pool: each trace is parsed here on every CPU.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 import time
@@ -33,7 +34,7 @@ from stepscope_analyzer.ranks.node_summaries import SummaryBudget, node_summarie
 from stepscope_analyzer.ranks.rank_artifacts import manifest_environment, rank_extras
 from stepscope_analyzer.ranks.rank_reading import RankRead, read_rank
 from stepscope_analyzer.ranks.recording_cycles import cycles_left_out, worker_of
-from stepscope_analyzer.ranks.storage_io import LocalStore, Store
+from stepscope_analyzer.ranks.storage_io import LocalStore, Store, read_bounded
 from stepscope_analyzer.ranks.trace_work import compute
 from stepscope_analyzer.workers.forking import pool_size
 from stepscope_analyzer.workers.rank_pool import Computed, Task, compute_all
@@ -444,10 +445,11 @@ def _in_pool(
             if early is not None:
                 finished.append(done(index, early))
                 continue
-            assert read.trace is not None
+            assert read.trace is not None and inp.trace_key is not None
             trace, read.trace = read.trace, None  # the worker holds the bytes from here on
             waiting[index] = (read, base)
-            yield Task(index, trace, inp.rank, _rank_in_name(inp.name))
+            again = functools.partial(read_bounded, store, inp.trace_key, "max_trace_file_bytes")
+            yield Task(index, trace, inp.rank, _rank_in_name(inp.name), again)
 
     progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
     phases.mark("pool requested")

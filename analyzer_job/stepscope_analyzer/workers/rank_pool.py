@@ -2,9 +2,10 @@
 
 Only the CPU-bound part runs in the workers: a trace's bytes in, its RankReport (or the error text) out, by the
 caller's `work` function (ranks.trace_work.compute parses and summarises). Reading
-from storage and everything that needs the store stay in the calling process, which keeps one trace per worker in
-flight and IN_FLIGHT_SPARE more (read and waiting for whichever worker frees first), so its memory holds a few
-stored (gzip) traces while each worker holds one inflated trace at a time, its stored bytes let go once parsed
+from storage and everything that needs the store stay in the calling process, which reads one trace per worker in
+flight and IN_FLIGHT_SPARE more (read and waiting for whichever worker frees first); a task's bytes leave it with
+the pickle sent to a worker (Task.again), so its memory holds the stored (gzip) traces no worker has taken yet
+while each worker holds one inflated trace at a time, its stored bytes let go once parsed
 (Handed): the per-worker peak is the serial path's peak for the largest trace (the imported code, plus the trace's
 columns, tens of bytes per kept event, and the decoded events of one 256 KiB chunk: bench/ranks_vs_hta.py prints
 the largest process), bounded by the same limits table (limits.py), which the workers receive with every task.
@@ -28,9 +29,10 @@ import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from concurrent.futures.process import BrokenProcessPool
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from stepscope_analyzer import limits
+from stepscope_analyzer.error_text import error_text
 from stepscope_analyzer.workers import forking, heap
 from stepscope_analyzer.workers.cpu_quota import cpus_per_trace
 from stepscope_contract.report import RankReport
@@ -51,12 +53,29 @@ class Computed:
 
 @dataclass
 class Task:
-    """One trace for the workers; a worker empties its own copy's `trace` as it hands the bytes to the work."""
+    """One trace for the workers; a worker empties its own copy's `trace` as it hands the bytes to the work.
+
+    With `again` (how the caller reads the trace once more), the bytes leave the calling process with the task: the
+    pickle sent to a worker takes them out of the task, so the caller holds no copy of a trace a worker has (only the
+    one pickled for whichever worker frees first), and a task run again after its worker died reads them anew."""
 
     index: int
     trace: bytes
     fixed_rank: int | None
     name_rank: int | None
+    again: Callable[[], bytes] | None = field(default=None, compare=False)
+
+    def __reduce__(self) -> tuple[type[Task], tuple[int, bytes, int | None, int | None]]:
+        trace = self.trace
+        if self.again is not None:
+            self.trace = b""  # sent: the pickle holds the only copy (pickled in the queue's feeder thread)
+        return (Task, (self.index, trace, self.fixed_rank, self.name_rank))
+
+    def with_trace(self) -> Task:
+        """This task with its bytes, read again where they were sent away."""
+        if self.trace or self.again is None:
+            return self
+        return replace(self, trace=self.again())
 
 
 class Handed:
@@ -91,6 +110,11 @@ def _executor(workers: int) -> ProcessPoolExecutor:
 
 def _alone(task: Task, top_n: int, work: Work) -> Computed:
     """One task in a fresh process of its own: a death there is this rank's."""
+    try:
+        task = task.with_trace()
+    except Exception as exc:  # the trace can no longer be read: that is this rank's error
+        rank = task.fixed_rank if task.fixed_rank is not None else task.name_rank
+        return Computed(None, f"the trace could not be read again after its worker died: {error_text(exc)}", rank)
     with _executor(1) as pool:
         try:
             return pool.submit(_in_worker, task, top_n, limits.current(), None, work).result()  # parse_trace decides

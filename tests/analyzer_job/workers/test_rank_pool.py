@@ -195,3 +195,37 @@ def test_a_worker_that_dies_fails_only_the_rank_that_killed_it() -> None:
         4: "analysed",
         5: "analysed",
     }
+
+
+def _dies_on_rank_two_as_sent(
+    trace: bytes | Handed, fixed_rank: int | None, name_rank: int | None, top_n: int, cpus: int | None
+) -> Computed:
+    """Says which bytes it got; its process is killed on rank 2's bytes as first sent."""
+    data = trace.take() if isinstance(trace, Handed) else trace
+    if fixed_rank == 2 and data == b"sent":
+        os.kill(os.getpid(), signal.SIGKILL)
+    return Computed(None, data.decode(), fixed_rank)
+
+
+def test_a_sent_trace_leaves_the_caller_and_is_read_again_after_its_worker_died() -> None:
+    """With a way to read it again, a task's bytes go to the worker inside the pickle and the calling process keeps
+    no copy of them (its memory holds no trace a worker has); a task whose worker died is run with its bytes read
+    again. Without one, the caller keeps its copy."""
+    tasks = [Task(i, b"sent", i, None, again=lambda: b"read again") for i in range(6)]
+    results = {i: c.error for i, c in compute_all(iter(tasks), work=_dies_on_rank_two_as_sent, top_n=5, workers=2)}
+    assert results[2] == "read again"
+    assert set(results.values()) <= {"sent", "read again"} and sorted(results) == list(range(6))
+    assert [t.trace for t in tasks] == [b""] * 6
+    kept = [Task(i, b"sent", i, None) for i in range(3)]
+    assert dict(compute_all(iter(kept), work=_whose, top_n=5, workers=2)).keys() == {0, 1, 2}
+    assert [t.trace for t in kept] == [b"sent"] * 3
+
+
+def test_a_trace_that_cannot_be_read_again_is_that_ranks_error() -> None:
+    def gone() -> bytes:
+        raise OSError("the file is gone")
+
+    tasks = [Task(i, b"sent", i, None, again=gone) for i in range(4)]
+    results = {i: c.error for i, c in compute_all(iter(tasks), work=_dies_on_rank_two_as_sent, top_n=5, workers=2)}
+    assert results[2] is not None and results[2].startswith("the trace could not be read again after its worker died")
+    assert "the file is gone" in results[2]
