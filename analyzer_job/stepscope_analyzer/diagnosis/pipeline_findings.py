@@ -230,6 +230,20 @@ def data_imbalance(
                       evidence=evidence)  # fmt: skip
 
 
+def _stage_measure(
+    ranks: list[RankReport], compute: dict[int, F64], gpu: bool
+) -> tuple[dict[int, F64], str, float, bool]:
+    """What the stages are compared by (values per rank, its name, the ratio, pairwise): GPU ranks by their compute
+    against STAGE_RATIO; CPU ranks by their op work against the same ratio, rank by rank, or without op work by their
+    compute against CPU_STAGE_RATIO."""
+    if gpu:
+        return compute, "compute", STAGE_RATIO, False
+    work = op_work({r.rank: r for r in ranks if r.rank in compute})
+    if work is not None:
+        return work, OP_WORK, STAGE_RATIO, True
+    return compute, "compute", CPU_STAGE_RATIO, False
+
+
 def pipeline_findings(
     layout: Layout | None,
     ranks: list[RankReport],
@@ -247,15 +261,19 @@ def pipeline_findings(
     compute = {s.rank: s.tested["compute"] for s in samples}
     wall = {s.rank: s.costs["compute"] for s in samples}
     gpu = all(r.device == "cuda" for r in ranks)
-    work = None if gpu else op_work({r.rank: r for r in ranks if r.rank in compute})
-    if gpu:
-        stages = stage_imbalance(layout, compute, step_us, microbatches, cfg, wall=wall)
-    elif work is not None:
-        stages = stage_imbalance(layout, work, step_us, microbatches, cfg, wall=wall, measure=OP_WORK, pairwise=True)
-    else:
-        stages = stage_imbalance(layout, compute, step_us, microbatches, cfg, threshold=CPU_STAGE_RATIO, wall=wall)
+    values, measure, threshold, pairwise = _stage_measure(ranks, compute, gpu)
     found = [
-        stages,
+        stage_imbalance(
+            layout,
+            values,
+            step_us,
+            microbatches,
+            cfg,
+            threshold=threshold,
+            wall=wall,
+            measure=measure,
+            pairwise=pairwise,
+        ),
         pipeline_bubble(layout, ranks, step_us, microbatches),
         None if slow else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
     ]
