@@ -224,3 +224,19 @@ def test_the_op_work_counts_every_call_not_only_the_listed_ones() -> None:
     total = {k: f.total_us for k, f in ranks.items() if f is not None}
     assert listed[1] / listed[0] < 1.3 and listed[3] / listed[2] < 1.3
     assert total[1] / total[0] > 1.75 and total[3] / total[2] > 1.75
+
+
+def test_a_rank_that_takes_cpu_from_its_peers_on_a_shared_node_is_named_by_its_work() -> None:
+    """Rank 3 on 1.5x the rows of four DDP ranks sharing two cores (their work stretched ~2x by waiting for a CPU):
+    its op calls at their least take 1.43x its peers', but the scheduler runs it first often enough that its peers
+    wait for it less than half its extra work (the wait check alone leaves it out). On a node whose CPU its ranks
+    oversubscribe the extra work costs the others CPU time (diagnosis.shared_cpu): rank 3, compute, its excess what
+    the replay saves, above the 5% floor."""
+    d = analyse("cpu-dp4-rank3-rows-1.5x-w240").diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(3, "compute")], d.verdict
+    slow = d.slow_ranks[0]
+    replayed = next(w for w in d.what_if if w.kind == "like_peers" and w.change == "rank 3 ran like its peers")
+    assert slow.excess_us == replayed.gain_us >= 0.05 * d.median_step_us
+    floors = next(e for e in slow.evidence if e.metric == "op calls at their least")
+    assert floors.value == pytest.approx(1.43, abs=0.01), floors.detail
+    assert f"+{slow.excess_us / 1000:,.1f} ms per step" in d.verdict

@@ -54,6 +54,8 @@ class RankSamples:
     """each sample's step number (ProfilerStep#N), where every step is numbered"""
     ops_outside: F64 | None = None
     """µs per step of tensor ops outside the step's work (RankReport.step_ops_outside_work), where measured"""
+    machine: str | None = None
+    """the node the rank ran on, else the host name its trace records (None: neither is known)"""
 
     def corrected(self, cost: str) -> bool:
         """Whether this cost's tested samples had CPU-contention stretches taken out (they differ from wall-clock)."""
@@ -144,8 +146,11 @@ def rank_samples(ranks: list[RankReport]) -> list[RankSamples]:
         numbers = tuple(r.steps.numbers) if per_step and len(r.steps.numbers) == step.size else ()
         ops = r.step_ops_outside_work
         ops_outside = np.asarray(ops, dtype=np.float64) if per_step and len(ops) == step.size else None
+        machine = r.node or (r.environment.hostname if r.environment else None)
         out.append(
-            RankSamples(r.rank, r.node, step, costs, tested, wait, phases, per_step, share, numbers, ops_outside)
+            RankSamples(
+                r.rank, r.node, step, costs, tested, wait, phases, per_step, share, numbers, ops_outside, machine
+            )
         )
     return out
 

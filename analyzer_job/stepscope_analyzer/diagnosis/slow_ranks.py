@@ -11,7 +11,10 @@ their collectives. A rank is slow when
 2. the other ranks wait for it: its wait inside collectives is below theirs, by at least `wait_share` of its
    excess for compute (host work that burns a shared CPU slows the others through contention instead, so for host
    time any positive lag will do: the causes table's wait_weight). In a job without collectives this check is moot.
-   With two ranks this decides which one slows the other.
+   With two ranks this decides which one slows the other. A rank the others do not wait for that much still counts
+   when its call floors prove extra work and it shares an oversubscribed CPU with other ranks of the job
+   (diagnosis.shared_cpu): it takes CPU time from them; what fixing it gains is then what the replay of the recorded
+   steps saves (diagnosis.dp_replay), which the user's floor applies to.
 On CPU ranks a compute excess the contention correction hid still counts when the rank's op calls at their least
 over the steps take floor_ratio times the other ranks' beyond the floors' noise, or stray from theirs far beyond the
 spread of its peers' own ratios (floor_test: contention does not raise a call's least time, more work per call
@@ -41,6 +44,7 @@ import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.dp_replay import dp_gain_of, dp_work
 from stepscope_analyzer.diagnosis.evidence import (
     cost_evidence,
     floor_evidence,
@@ -52,6 +56,7 @@ from stepscope_analyzer.diagnosis.evidence import (
 )
 from stepscope_analyzer.diagnosis.job_view import Flag, JobView, MeanRatio, job_view, wall_excess
 from stepscope_analyzer.diagnosis.rank_costs import COSTS
+from stepscope_analyzer.diagnosis.shared_cpu import busy_ranks
 from stepscope_analyzer.diagnosis.stall_flags import stall_flags
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD, Effect, effects
@@ -161,6 +166,12 @@ def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect],
             out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f, own_excess_us=own))
 
 
+def on_shared_cpu(view: JobView, rank: int, flags: list[Flag]) -> bool:
+    """The rank's call floors prove extra work and it shares an oversubscribed CPU with other ranks of the job
+    (diagnosis.shared_cpu): its extra work costs them CPU time, whether or not they wait for it at a collective."""
+    return any(f.floors is not None for f in flags) and rank in busy_ranks(view.samples.values())
+
+
 def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig) -> bool:
     """The other ranks wait for this one: by at least wait_share of its excess (weighted per cause), and at all."""
     if not view.has_collectives:
@@ -257,13 +268,17 @@ def find_slow_ranks(
     for rank, flags in sorted(stall_flags(view, cfg, flagged_costs(view, cfg)).items()):
         flags.sort(key=lambda f: -f.wall_excess_us)
         excess = sum(f.wall_excess_us for f in flags)
-        if not waited_for(view, rank, flags, cfg):
+        waited = waited_for(view, rank, flags, cfg)
+        if not waited and not on_shared_cpu(view, rank, flags):
             continue
         primary = flags[0]
         flagged_cause = _refine_cause(by_rank, rank, primary)
         cause = by_what_ran(by_rank, rank, flagged_cause, primary.wall_excess_us)
         lateness = view.lateness(rank)
         gain = min(excess, lateness) if view.has_collectives else excess
+        if not waited:  # on a shared CPU: what the replay saves (dp_replay), 0 where it cannot replay
+            job = dp_work(ranks, list(view.samples.values()))
+            gain = min(excess, dp_gain_of(job)([rank])) if job is not None else 0.0
         stall = next((f.stall for f in flags if f.stall is not None), None)
         step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
         gain = min(max(gain, 0.0), 0.9 * step)
