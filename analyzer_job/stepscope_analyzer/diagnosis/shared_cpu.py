@@ -6,9 +6,10 @@ it has. There the ranks do not only wait for one another at their collectives, t
 a rank whose call floors prove extra work (diagnosis.floor_test) slows the ranks beside it through the CPU they
 share, even where they hardly wait for it at a collective (the scheduler may run the busy rank first and stretch the
 others' work instead). diagnosis.slow_ranks therefore takes such a rank's extra work for a cost to the job without
-the wait check, and leaves the figure to the replay (diagnosis.dp_replay), which uses `shared_saving`: a step's
-work on a busy node is its CPU work times the node's stretch, and the stretch falls in proportion to the CPU demand
-taken off the node, never below 1 (no work runs faster than its CPU time).
+the wait check, and leaves the figure to the replay (diagnosis.dp_replay), which uses `shared_saving`: the CPUs of
+a busy node are shared among the work that wants them, so the CPU work a change takes off shortens every rank's
+stretched work there by the share of the node's stretched work it is, never below a rank's CPU work (nothing runs
+faster than its CPU time), and the step by at most the CPU work taken off.
 
 BUSY_DILATION is chosen, not fitted: work half as long again as its CPU time is waiting for a CPU a third of the
 time, more than the scheduling jitter of a node with CPUs to spare.
@@ -63,8 +64,8 @@ def shared_saving(
     busy: frozenset[int],
 ) -> float:
     """One step's saving with the `changed` ranks at `like` (the unchanged ranks' median work, wall-clock and CPU),
-    where on each busy node every rank's work is then stretched less, by the share of the node's CPU demand the
-    change takes off, and no less than its CPU work. At most the CPU work taken off: the step's CPU-bound part
+    where on each busy node every rank's work is then stretched less, by the share of the node's stretched work that
+    the CPU work taken off is, and no less than its CPU work. At most the CPU work taken off: the step's CPU-bound part
     cannot shrink by more than the work removed from it, whatever else the node runs (the demand of processes
     outside the job is unknown, and the share taken off is only the job's)."""
     like_wall, like_cpu = like
