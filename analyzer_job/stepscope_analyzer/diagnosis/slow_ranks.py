@@ -44,7 +44,7 @@ import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.dp_replay import dp_gain_of, dp_work
+from stepscope_analyzer.diagnosis.dp_replay import DpWork, dp_gain_of, dp_work
 from stepscope_analyzer.diagnosis.evidence import (
     cost_evidence,
     floor_evidence,
@@ -166,10 +166,11 @@ def _flag_floors(view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect],
             out.setdefault(rank, []).append(Flag("compute", e, excess, floors=f, own_excess_us=own))
 
 
-def on_shared_cpu(view: JobView, rank: int, flags: list[Flag]) -> bool:
-    """The rank's call floors prove extra work and it shares an oversubscribed CPU with other ranks of the job
-    (diagnosis.shared_cpu): its extra work costs them CPU time, whether or not they wait for it at a collective."""
-    return any(f.floors is not None for f in flags) and rank in busy_ranks(view.samples.values())
+def on_shared_cpu(rank: int, flags: list[Flag], busy: frozenset[int]) -> bool:
+    """The rank's call floors prove extra work and it shares an oversubscribed CPU with other ranks of the job (it is
+    in `busy`, diagnosis.shared_cpu.busy_ranks): its extra work costs them CPU time, whether or not they wait for it
+    at a collective."""
+    return rank in busy and any(f.floors is not None for f in flags)
 
 
 def waited_for(view: JobView, rank: int, flags: list[Flag], cfg: DiagnosisConfig) -> bool:
@@ -265,11 +266,13 @@ def find_slow_ranks(
     by_rank = {r.rank: r for r in ranks}
     tables: dict[Cause, dict[int, dict[tuple[str, str], float]]] = {}
     result: list[SlowRank] = []
+    busy = busy_ranks(view.samples.values())
+    job: tuple[DpWork | None] | None = None  # the replay's work table, built once where a shared-CPU rank needs it
     for rank, flags in sorted(stall_flags(view, cfg, flagged_costs(view, cfg)).items()):
         flags.sort(key=lambda f: -f.wall_excess_us)
         excess = sum(f.wall_excess_us for f in flags)
         waited = waited_for(view, rank, flags, cfg)
-        if not waited and not on_shared_cpu(view, rank, flags):
+        if not waited and not on_shared_cpu(rank, flags, busy):
             continue
         primary = flags[0]
         flagged_cause = _refine_cause(by_rank, rank, primary)
@@ -277,8 +280,8 @@ def find_slow_ranks(
         lateness = view.lateness(rank)
         gain = min(excess, lateness) if view.has_collectives else excess
         if not waited:  # on a shared CPU: what the replay saves (dp_replay), 0 where it cannot replay
-            job = dp_work(ranks, list(view.samples.values()))
-            gain = min(excess, dp_gain_of(job)([rank])) if job is not None else 0.0
+            job = job or (dp_work(ranks, list(view.samples.values())),)
+            gain = min(excess, dp_gain_of(job[0])([rank])) if job[0] is not None else 0.0
         stall = next((f.stall for f in flags if f.stall is not None), None)
         step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
         gain = min(max(gain, 0.0), 0.9 * step)
