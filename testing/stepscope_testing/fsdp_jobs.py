@@ -4,9 +4,11 @@ torch.profiler, with a planted slow worker and their truth.
 One `FsdpJob` is one real job of `world` processes (torch.multiprocessing spawn) over a DeviceMesh of one
 dimension ("dp_shard"): a small MLP over sequences whose every block, and the root, is `fully_shard`ed, so each
 block's forward and backward all-gathers its parameters and the backward reduce-scatters its gradients. Traces are
-written the way users record jobs (`tensorboard_trace_handler`). Faults: `none` (healthy) or `slow_worker` (rank
+written the way users record jobs (`tensorboard_trace_handler`). Faults: `none` (healthy), `slow_worker` (rank
 `slow_rank`'s blocks run over `amount` copies of their tokens and average them: the same weights, inputs and
-outputs, each call about `amount` times as long, as on a slower device). Run as a script:
+outputs, each call about `amount` times as long, as on a slower device) or `slow_host` (rank `slow_rank` prepares
+its batch in plain Python before the forward, `amount` ms of CPU time per step, outside any torch op: a host-side
+input cost). Run as a script:
 `python -m stepscope_testing.fsdp_jobs OUT ...`.
 """
 
@@ -23,7 +25,7 @@ from typing import Any
 
 from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
 
-FAULTS = ("none", "slow_worker")
+FAULTS = ("none", "slow_worker", "slow_host")
 WIDTH = 128
 
 
@@ -41,7 +43,8 @@ class FsdpJob:
     seed: int = 0
 
     def truth(self) -> dict[str, Any]:
-        slow = [{"rank": self.slow_rank, "cause": "compute"}] if self.fault == "slow_worker" else []
+        cause = {"slow_worker": "compute", "slow_host": "host"}.get(self.fault)
+        slow = [{"rank": self.slow_rank, "cause": cause}] if cause else []
         return {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
 
     def wire(self) -> dict[str, Any]:
@@ -79,6 +82,20 @@ def _model(job: FsdpJob, rank: int) -> Any:
     return Model()
 
 
+def _prepare_in_python(cpu_ms: float, seed: int) -> int:
+    """Token ids built from text in plain Python until `cpu_ms` of this thread's CPU time is spent: a fixed amount of
+    host work, however long waiting for a CPU stretches it."""
+    import time
+
+    end = time.thread_time() + cpu_ms / 1000
+    words = [f"w{(seed * 31 + i) % 997}" for i in range(64)]
+    ids = 0
+    while time.thread_time() < end:
+        for word in words:
+            ids = (ids * 131 + sum(ord(c) for c in word.upper())) % 1_000_003
+    return ids
+
+
 def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
     job = FsdpJob(**wire)
     os.environ.update({"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port), "RANK": str(rank)})
@@ -106,6 +123,8 @@ def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
     with prof:
         for _ in range(job.steps + 3):
             opt.zero_grad()
+            if job.fault == "slow_host" and rank == job.slow_rank:
+                _prepare_in_python(job.amount, job.seed)
             x = torch.randn(job.batch, job.tokens, WIDTH)
             loss = loss_fn(model(x), torch.randint(0, 10, (job.batch,)))
             loss.backward()

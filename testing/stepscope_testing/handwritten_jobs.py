@@ -10,6 +10,9 @@ One `HandJob` is one job of `pp` x `dp` processes (`pp` 1: data parallel under D
 - `split` (pipelines): the stages hold `layers` blocks each, as listed (badly split: stage_imbalance);
 - `rows` (data parallel): rank `slow_rank` trains on `amount` times the rows of the others per step (a compute
   straggler of `amount` - 1).
+Pipelines run one of three schedules (`schedule`): `1f1b` (one stage per rank), `gpipe` (every forward, then every
+backward) or `interleaved` (interleaved 1F1B: each rank holds VIRTUAL stages, rank p the stages p, p + pp, ..., its
+blocks split evenly among them; the last stage, which holds the head, is on the last rank).
 Run as a script: `python -m stepscope_testing.handwritten_jobs OUT --fault ... `.
 """
 
@@ -27,6 +30,9 @@ from typing import Any
 from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
 
 FAULTS = ("none", "twice", "split", "rows")
+SCHEDULES = ("1f1b", "gpipe", "interleaved")
+VIRTUAL = 2
+"""stages per rank under the interleaved schedule"""
 WIDTH = 96
 
 
@@ -48,6 +54,8 @@ class HandJob:
     dominate a step (a `rows` fault then adds about `amount` - 1 to the rank's work)"""
     seed: int = 7
     generator: str = field(default="handwritten_jobs")
+    schedule: str = "1f1b"
+    """pipelines: 1f1b, gpipe or interleaved (SCHEDULES)"""
 
     @property
     def world(self) -> int:
@@ -62,7 +70,8 @@ class HandJob:
         out: dict[str, Any] = {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
         if self.pp > 1:
             findings = ["stage_imbalance"] if self.fault == "split" else []
-            if (self.pp - 1) / (self.microbatches + self.pp - 1) >= 1 / 3:
+            chunks = VIRTUAL if self.schedule == "interleaved" else 1
+            if (self.pp - 1) / (chunks * self.microbatches + self.pp - 1) >= 1 / 3:
                 findings.append("pipeline_bubble")
             out |= {"findings": sorted(findings), "layout": {"stages": self.pp, "replicas": self.dp}}
         return out
@@ -126,30 +135,55 @@ def _data_parallel(job: HandJob, rank: int, out: str) -> None:
             prof.step()
 
 
+def _chunks(blocks: int, parts: int) -> list[int]:
+    """`blocks` split as evenly as `parts` stages can hold them, the first ones one more where they do not divide."""
+    return [blocks // parts + (1 if i < blocks % parts else 0) for i in range(parts)]
+
+
+def _schedule(job: HandJob, rank: int, stage: int, group: Any) -> tuple[Any, list[Any], bool, bool]:
+    """(schedule, the rank's modules, whether it feeds the inputs, whether it holds the loss) under job.schedule."""
+    import torch
+    from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe, ScheduleInterleaved1F1B
+
+    loss = torch.nn.CrossEntropyLoss()
+    last = stage == job.pp - 1
+    if job.schedule != "interleaved":
+        module = _model(job, rank, job.layers[stage], head=last)
+        pipe = PipelineStage(module, stage, job.pp, torch.device("cpu"), group=group)
+        kind = ScheduleGPipe if job.schedule == "gpipe" else Schedule1F1B
+        return kind(pipe, job.microbatches, loss_fn=loss), [module], stage == 0, last
+    total = job.pp * VIRTUAL
+    modules: list[Any] = []
+    stages: list[Any] = []
+    for chunk, blocks in enumerate(_chunks(job.layers[stage], VIRTUAL)):
+        index = chunk * job.pp + stage
+        module = _model(job, rank, blocks, head=index == total - 1)
+        modules.append(module)
+        stages.append(PipelineStage(module, index, total, torch.device("cpu"), group=group))
+    return ScheduleInterleaved1F1B(stages, job.microbatches, loss_fn=loss), modules, stage == 0, last
+
+
 def _pipeline(job: HandJob, rank: int, out: str) -> None:
     import torch
     import torch.distributed as dist
-    from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     replica, stage = divmod(rank, job.pp)
     pipes = [dist.new_group([job.rank_of(s, d) for s in range(job.pp)]) for d in range(job.dp)]
     reps = [dist.new_group([job.rank_of(s, d) for d in range(job.dp)]) for s in range(job.pp)]
-    last = stage == job.pp - 1
-    module = _model(job, rank, job.layers[stage], head=last)
-    pipe = PipelineStage(module, stage, job.pp, torch.device("cpu"), group=pipes[replica])
-    schedule = Schedule1F1B(pipe, job.microbatches, loss_fn=torch.nn.CrossEntropyLoss())
-    opt = torch.optim.AdamW(module.parameters(), lr=1e-3)
+    schedule, modules, first, last = _schedule(job, rank, stage, pipes[replica])
+    params = [p for m in modules for p in m.parameters()]
+    opt = torch.optim.AdamW(params, lr=1e-3)
     gen = torch.Generator().manual_seed(job.seed + replica)
     with _profiler(job, out) as prof:
         for _ in range(job.steps + 2):
             x = torch.randn(job.rows, job.width, generator=gen)
             y = torch.randint(0, 8, (job.rows,), generator=gen)
             opt.zero_grad(set_to_none=True)
-            if stage == 0:
-                schedule.step(x)
+            if first:
+                schedule.step(x, target=y) if last else schedule.step(x)
             else:
                 schedule.step(target=y) if last else schedule.step()
-            for p in module.parameters():  # the replicas' gradients, parameter by parameter
+            for p in params:  # the replicas' gradients, parameter by parameter
                 if p.grad is not None:
                     dist.all_reduce(p.grad, group=reps[stage])
                     p.grad /= job.dp
@@ -192,6 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=HandJob.rows, help="rows per step (per microbatch in a pipeline)")
     p.add_argument("--width", type=int, default=WIDTH)
     p.add_argument("--steps", type=int, default=HandJob.steps, help="steps recorded")
+    p.add_argument("--schedule", choices=SCHEDULES, default=HandJob.schedule, help="pipelines' schedule")
     a = p.parse_args(argv)
     if a.run:
         wire = json.loads(Path(a.run[0]).read_text())
@@ -210,6 +245,7 @@ def main(argv: list[str] | None = None) -> int:
         a.steps,
         rows=a.rows,
         width=a.width,
+        schedule=a.schedule,
     )
     run_job(job, Path(a.out))
     return 0

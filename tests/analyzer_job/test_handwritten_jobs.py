@@ -4,7 +4,8 @@ layers badly split between the stages; DDP jobs on shared cores, healthy or with
 the third set, recorded after the test of the order ranks arrive in (diagnosis.arrival_stragglers) was written, one of
 whose stragglers the permutation test of the replay's saving (diagnosis.gain_permutation) names; the fifth and sixth,
 recorded after the floors' peer spread (diagnosis.floor_test) was written; the seventh, pipelines whose layers are
-split unevenly, recorded after a change of the stage rule that it showed wrong."""
+split unevenly, recorded after a change of the stage rule that it showed wrong; the eighth, pipelines under the GPipe
+and interleaved 1F1B schedules."""
 
 from __future__ import annotations
 
@@ -16,6 +17,10 @@ from pathlib import Path
 import pytest
 
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.floor_test import floor_effects
+from stepscope_analyzer.diagnosis.layout import job_layout
+from stepscope_analyzer.diagnosis.pipeline_findings import more_calls, variation
+from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_contract.report import Report
 from stepscope_testing.local_analysis import analyse_folder
 
@@ -240,3 +245,84 @@ def test_a_rank_that_takes_cpu_from_its_peers_on_a_shared_node_is_named_by_its_w
     floors = next(e for e in slow.evidence if e.metric == "op calls at their least")
     assert floors.value == pytest.approx(1.43, abs=0.01), floors.detail
     assert f"+{slow.excess_us / 1000:,.1f} ms per step" in d.verdict
+
+
+EIGHTH_HEALTHY = [
+    "cpu-pp2dp2-gpipe-balanced",
+    "cpu-pp2dp2-interleaved-balanced",
+    "cpu-pp2dp2-interleaved-balanced-w256",
+]
+
+
+@pytest.mark.parametrize("name", EIGHTH_HEALTHY)
+def test_healthy_pipelines_of_the_eighth_set_have_no_finding(name: str) -> None:
+    """Healthy pp2 x dp2 jobs under GPipe and interleaved 1F1B (two stages per rank), quiet and beside busy loops."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu-pp2dp2-interleaved-balanced", "cpu-pp2dp2-interleaved-layers-2-6", "cpu-pp2dp2-gpipe-layers-2-6"]
+)
+def test_the_work_a_schedule_runs_while_its_sends_are_in_flight_is_compute(name: str) -> None:
+    """The pipeline schedules send activations and gradients asynchronously and compute the next microbatch while
+    they are in flight (gloo's send spans last from the isend to the end of its wait): every rank's compute per step
+    (forward, backward, optimizer) is at least its op calls at their least time, which it runs in."""
+    for r in analyse(name).ranks:
+        assert r.phases is not None and r.call_floors is not None
+        compute = r.phases.forward + r.phases.backward + r.phases.optimizer
+        assert compute >= r.call_floors.total_us, (r.rank, compute, r.call_floors.total_us)
+
+
+@pytest.mark.parametrize(
+    ("name", "ratio"),
+    [
+        ("cpu-pp2dp2-gpipe-layers-2-6", "2.87x"),
+        ("cpu-pp2dp2-interleaved-layers-2-6", "2.47x"),
+        ("cpu-pp2dp2-interleaved-layers-3-5-w256", "1.63x"),
+    ],
+)
+def test_layers_badly_split_are_a_stage_imbalance_under_gpipe_and_interleaved_1f1b(name: str, ratio: str) -> None:
+    """Stage 1 holding six blocks and the head against two (three against five at width 256), under GPipe and under
+    interleaved 1F1B, where each rank's blocks are split between two stages of the schedule: stage 1's ranks."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks, d.verdict
+    assert [f.cause.value for f in d.findings] == ["stage_imbalance"], d.verdict
+    assert d.findings[0].stage == 1 and d.findings[0].ranks == [1, 3]
+    assert f"does {ratio} the other stages' op work per step" in d.findings[0].summary
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"), [("cpu-pp2dp2-gpipe-rank2-twice", 2), ("cpu-pp2dp2-gpipe-rank3-twice-w256", 3)]
+)
+def test_a_replica_running_its_layers_twice_under_gpipe_is_named(name: str, rank: int) -> None:
+    truth = json.loads((JOBS / name / "truth.json").read_text())
+    d = analyse(name).diagnosis
+    assert (
+        [(s.rank, s.cause.value) for s in d.slow_ranks]
+        == [(rank, "compute")]
+        == [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
+    ), d.verdict
+    assert d.verdict.startswith(f"Rank {rank} slows the job"), d.verdict
+
+
+def test_a_replica_making_twice_the_calls_is_not_read_as_varying_data() -> None:
+    """Interleaved 1F1B at width 256 beside busy loops, rank 2 running its blocks twice: its op calls at their least
+    add up to 1.87x its peer's (twice the calls, each as long), but the floors of a rank's even and odd steps differ
+    by up to 1.2x, and 4x that is over the ratio: the rank is not named (a miss). That split-half noise is over the
+    data-imbalance bar, yet the inputs are fixed: rank 2 makes twice its peer's op calls in every step, which
+    varying inputs do not do, so the job's variation is not named the data's."""
+    report = analyse("cpu-pp2dp2-interleaved-rank2-twice-w256")
+    layout = job_layout(report.ranks)
+    cfg = DiagnosisConfig()
+    assert layout is not None and more_calls(report.ranks, layout, cfg.floor_ratio) == [2]
+    work = {r.rank: r.call_floors.total_us for r in report.ranks if r.call_floors is not None}
+    assert work[2] / work[0] > 1.8
+    floors = floor_effects([r for r in report.ranks if r.rank in (0, 2)])[2]
+    assert floors.call_ratio == pytest.approx(2.0, abs=0.05) and floors.per_call == pytest.approx(1.0, abs=0.05)
+    assert not floors.stands_out(cfg.floor_ratio, cfg.floor_noise_multiple, cfg.floor_peer_multiple)
+    compute = {s.rank: s.tested["compute"] for s in rank_samples(report.ranks)}
+    varies = variation(report.ranks, layout, compute, gpu=False)
+    assert varies.value >= varies.threshold  # the bar the data-imbalance finding would clear
+    d = report.diagnosis
+    assert not [f for f in d.findings if f.cause.value == "data_imbalance"], d.verdict

@@ -1,5 +1,6 @@
-"""The analyzer on a real FSDP2 job recorded with plain torch.profiler (fixtures/fsdp_jobs, see its README): the
-fast rank's wait inside FSDP2's collective regions is waiting, not backward work, and the slow worker is named."""
+"""The analyzer on real FSDP2 jobs recorded with plain torch.profiler (fixtures/fsdp_jobs, see its README): the
+fast rank's wait inside FSDP2's collective regions is waiting, not backward work, the slow worker is named, a rank
+that prepares its batch in plain Python is named for its host time, and a healthy job has no slow rank."""
 
 from __future__ import annotations
 
@@ -33,3 +34,15 @@ def test_four_fsdp2_ranks_wait_for_the_slow_one_in_their_all_gathers() -> None:
     waiters = d.slow_ranks[0].waiters
     assert {w.rank for w in waiters} == {0, 1, 3} and all(w.via.startswith("allgather in ") for w in waiters)
     assert all(w.waits_for[0].rank == 2 for w in d.waits if w.rank != 2)  # each waits for rank 2 most
+
+
+def test_a_rank_preparing_its_batch_in_python_is_a_host_straggler() -> None:
+    """4 ranks, rank 1 spending 40 ms of CPU time per step in plain Python before its forward, outside any op."""
+    d = analyse_folder(JOB.parent / "cpu-fsdp2-4r-slow-host-40ms").diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(1, Cause.HOST)], d.verdict
+    assert {w.rank for w in d.slow_ranks[0].waiters} == {0, 2, 3}
+
+
+def test_a_healthy_fsdp2_job_has_no_slow_rank() -> None:
+    d = analyse_folder(JOB.parent / "cpu-fsdp2-4r-balanced").diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict

@@ -25,6 +25,10 @@ Mask = npt.NDArray[np.bool_]
 COMM = re.compile(
     r"^(gloo:|c10d::|nccl:|record_param_comms$|FSDP::(all_gather|post_backward_reduce|root_post_backward_callback)\b)"
 )
+IN_FLIGHT = re.compile(r"^gloo:(send|recv)$")
+"""gloo's point-to-point work: its span on the calling thread runs from the isend/irecv to the end of its wait, so
+the thread's own ops inside it (a pipeline schedule computing the next microbatch while the last one's activations
+are sent) are that work, not a wait; only the span's time with no op of the thread running is waiting"""
 DATA = re.compile(
     r"^enumerate\(DataLoader\)|torch/utils/data/|"
     r"(?i:^(## ?)?(data_?load(ing|er)?|load_?(batch|data)|(next|get|fetch|wait_for)_?batch)\b)"

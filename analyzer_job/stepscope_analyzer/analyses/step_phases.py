@@ -4,7 +4,9 @@ One decomposition serves the report's phase bars and the diagnosis (its per-step
 gets exactly one phase, so the six add up to the step's duration.
 
 CPU traces follow the training thread (the thread of the ProfilerStep spans), by precedence:
-1. inside a collective op on that thread -> communication_wait;
+1. inside a collective op on that thread -> communication_wait (gloo's point-to-point sends and receives are not
+   such ops: their spans last from the isend or irecv to the end of its wait, and hold the thread's own work between,
+   phase_names.IN_FLIGHT; they count as in flight, rule 6);
 2. inside a data-loading region (the DataLoader's `__next__`, its Python frames) -> data_loading;
 3. inside the optimizer's `step`/`zero_grad` -> optimizer;
 4. backward ops (autograd's `evaluate_function`, DDP's reducer), the gaps between two consecutive backward ops,
@@ -36,7 +38,16 @@ import numpy.typing as npt
 from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.intervals import Set
 from stepscope_analyzer.analyses.kernel_types import KernelType
-from stepscope_analyzer.analyses.phase_names import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, STEP, name_mask
+from stepscope_analyzer.analyses.phase_names import (
+    BACKWARD,
+    COMM,
+    DATA,
+    FORWARD,
+    IN_FLIGHT,
+    OPTIMIZER,
+    STEP,
+    name_mask,
+)
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import StepPhases
 
@@ -142,7 +153,7 @@ def host_regions(ev: TraceColumns, steps: StepWindows) -> HostRegions:
     fwd_mask = np.zeros(len(ev), dtype=bool)
     fwd_mask[rows[is_fwd]] = True
     return HostRegions(
-        comm_main=_u(ev, comm & main),
+        comm_main=_u(ev, comm & main & ~name_mask(ev, IN_FLIGHT)),
         comm_any=comm_any,
         data=_u(ev, main & name_mask(ev, DATA)),
         optimizer=_u(ev, main & name_mask(ev, OPTIMIZER)),

@@ -20,7 +20,10 @@ without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
 - data imbalance: no rank is slow among its peers, but the ranks' work varies from step to step (GPU ranks: compute
   per step by DATA_CV, its coefficient of variation, median rank; CPU ranks: their op calls' least times between
   even and odd steps by DATA_FLOOR_NOISE, function `variation`): the inputs' sizes vary (unpacked sequences) and in
-  every step the replicas of a stage wait for whichever drew the longest inputs. What it costs: per step, the most
+  every step the replicas of a stage wait for whichever drew the longest inputs. Inputs of varying size change how
+  long a rank's op calls take, not how many it makes: where a rank makes floor_ratio times its peers' op calls per
+  step (floor_test.call_ratios: a layer run twice, more microbatches), its extra work is in every step, and the
+  variation is not named the data's. What it costs: per step, the most
   a stage's replica computes beyond the median replica in wall-clock time, averaged over the steps, the largest
   stage's.
 """
@@ -35,7 +38,7 @@ import numpy.typing as npt
 
 from stepscope_analyzer.diagnosis.causes import cause_row
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.floor_test import floor_effects
+from stepscope_analyzer.diagnosis.floor_test import call_ratios, floor_effects
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_analyzer.diagnosis.stats import median
@@ -230,6 +233,17 @@ def data_imbalance(
                       evidence=evidence)  # fmt: skip
 
 
+def more_calls(ranks: list[RankReport], layout: Layout, ratio: float) -> list[int]:
+    """The ranks that make `ratio` times or more the op calls per step of their peers (floor_test.call_ratios, CPU
+    ranks with call floors)."""
+    by_rank = {r.rank: r for r in ranks}
+    out = []
+    for peers in layout.peers(list(by_rank)):
+        calls = call_ratios([by_rank[r] for r in peers]) if len(peers) >= 2 else {}
+        out += [r for r, v in calls.items() if v >= ratio]
+    return sorted(out)
+
+
 def _stage_measure(
     ranks: list[RankReport], compute: dict[int, F64], gpu: bool
 ) -> tuple[dict[int, F64], str, float, bool]:
@@ -275,6 +289,8 @@ def pipeline_findings(
             pairwise=pairwise,
         ),
         pipeline_bubble(layout, ranks, step_us, microbatches),
-        None if slow else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
+        None
+        if slow or more_calls(ranks, layout, cfg.floor_ratio)
+        else data_imbalance(layout, wall, step_us, cfg, variation(ranks, layout, compute, gpu)),
     ]
     return sorted((f for f in found if f is not None), key=lambda f: -f.gain_us)

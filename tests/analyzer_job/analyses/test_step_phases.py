@@ -1,9 +1,12 @@
 """Step phases on real CPU traces (the committed 2-rank gloo pair): the six phases add up to each step, the rank
 that sleeps before its all_reduce shows it as host time outside the step's work (`other`, no annotation around it),
-named by where it happens, and the rank that waits for it shows `communication_wait`."""
+named by where it happens, and the rank that waits for it shows `communication_wait`; on a written trace, a
+pipeline's point-to-point send in flight while the thread computes (gloo's span from the isend to its wait's end)
+leaves that work its phase."""
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -52,3 +55,26 @@ def test_cpu_ranks_show_cpu_figures_and_no_gpu_ones(pair: tuple[RankReport, Rank
         assert r.captured_from_unix_s is not None and r.captured_to_unix_s is not None
         assert r.captured_to_unix_s > r.captured_from_unix_s
         assert r.job_fingerprint == "gloo/2/0:default_pg[2]"
+
+
+def _op(name: str, ts: float, dur: float, tid: int = 1, cat: str = "cpu_op") -> dict[str, object]:
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+
+
+def test_work_inside_a_point_to_point_send_in_flight_keeps_its_phase() -> None:
+    """One 10 ms step: an isend's gloo:send span (1-8 ms) holds the thread's forward op (1.5-4.5 ms) and a backward
+    op (5-7 ms), then its wait (7-8 ms); a blocking all_reduce call follows (8.5-9.5 ms). The work keeps its phase;
+    the span's time with no op running (1-1.5, 4.5-5 and 7-8 ms) and the all_reduce are communication_wait."""
+    events = [
+        _op("ProfilerStep#0", 0.0, 10_000.0, cat="user_annotation"),
+        _op("gloo:send", 1_000.0, 7_000.0, cat="user_annotation"),
+        _op("aten::linear", 1_500.0, 3_000.0),
+        _op("autograd::engine::evaluate_function: AddmmBackward0", 5_000.0, 2_000.0),
+        _op("c10d::allreduce_", 8_500.0, 1_000.0),
+        _op("ProfilerStep#1", 10_000.0, 1_000.0, cat="user_annotation"),
+    ]
+    report = summarize_trace(json.dumps({"traceEvents": events}).encode())
+    phases = report.step_phases[0]
+    assert phases.forward == pytest.approx(3_000.0) and phases.backward == pytest.approx(2_000.0)
+    assert phases.communication_wait == pytest.approx(3_000.0)
+    assert phases.other == pytest.approx(2_000.0)
