@@ -9,7 +9,9 @@ One `HandJob` is one job of `pp` x `dp` processes (`pp` 1: data parallel under D
 - `twice` (pipelines): rank `slow_rank` applies each of its blocks twice (its forward and backward about double);
 - `split` (pipelines): the stages hold `layers` blocks each, as listed (badly split: stage_imbalance);
 - `rows` (data parallel): rank `slow_rank` trains on `amount` times the rows of the others per step (a compute
-  straggler of `amount` - 1).
+  straggler of `amount` - 1);
+- `python`: rank `slow_rank` spends `amount` ms of CPU time per step in plain Python before its step's work (a host
+  straggler: no op runs meanwhile).
 Pipelines run one of three schedules (`schedule`): `1f1b` (one stage per rank), `gpipe` (every forward, then every
 backward) or `interleaved` (interleaved 1F1B: each rank holds VIRTUAL stages, rank p the stages p, p + pp, ..., its
 blocks split evenly among them; the last stage, which holds the head, is on the last rank).
@@ -29,7 +31,7 @@ from typing import Any
 
 from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
 
-FAULTS = ("none", "twice", "split", "rows")
+FAULTS = ("none", "twice", "split", "rows", "python")
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 VIRTUAL = 2
 """stages per rank under the interleaved schedule"""
@@ -66,7 +68,8 @@ class HandJob:
 
     def truth(self) -> dict[str, Any]:
         """What a correct diagnosis names: the slow rank and its cause, the pipeline's findings and layout."""
-        slow = [{"rank": self.slow_rank, "cause": "compute"}] if self.fault in ("twice", "rows") else []
+        cause = {"twice": "compute", "rows": "compute", "python": "host"}.get(self.fault)
+        slow = [{"rank": self.slow_rank, "cause": cause}] if cause else []
         out: dict[str, Any] = {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
         if self.pp > 1:
             findings = ["stage_imbalance"] if self.fault == "split" else []
@@ -106,6 +109,19 @@ def _model(job: HandJob, rank: int, blocks: int, head: bool) -> Any:
     return Blocks()
 
 
+def _host_work(job: HandJob, rank: int) -> None:
+    """`python`: the slow rank's plain-Python work, a fixed amount of this thread's CPU time (`amount` ms)."""
+    if job.fault != "python" or rank != job.slow_rank:
+        return
+    import time
+
+    until = time.thread_time() + job.amount / 1000
+    table: dict[int, int] = {}
+    while time.thread_time() < until:
+        for k in range(256):
+            table[k] = (table.get(k, 1) * 48271 + k) % 2_147_483_647
+
+
 def _profiler(job: HandJob, out: str) -> Any:
     import torch
 
@@ -128,6 +144,7 @@ def _data_parallel(job: HandJob, rank: int, out: str) -> None:
         for _ in range(job.steps + 2):
             x = torch.randn(rows, job.width, generator=gen)
             y = torch.randint(0, 8, (rows,), generator=gen)
+            _host_work(job, rank)
             opt.zero_grad(set_to_none=True)
             loss: Any = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
@@ -178,6 +195,7 @@ def _pipeline(job: HandJob, rank: int, out: str) -> None:
         for _ in range(job.steps + 2):
             x = torch.randn(job.rows, job.width, generator=gen)
             y = torch.randint(0, 8, (job.rows,), generator=gen)
+            _host_work(job, rank)
             opt.zero_grad(set_to_none=True)
             if first:
                 schedule.step(x, target=y) if last else schedule.step(x)

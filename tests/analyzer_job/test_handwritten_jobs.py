@@ -326,3 +326,39 @@ def test_a_replica_making_twice_the_calls_is_not_read_as_varying_data() -> None:
     assert varies.value >= varies.threshold  # the bar the data-imbalance finding would clear
     d = report.diagnosis
     assert not [f for f in d.findings if f.cause.value == "data_imbalance"], d.verdict
+
+
+def test_four_stages_healthy_badly_split_and_with_a_slow_replica() -> None:
+    """pp4 x dp2 under 1F1B with 4 microbatches (the schedule idles 3/7 of a step): healthy, the bubble alone; the
+    last stage holding five blocks and the head against two, a stage imbalance of its ranks beside the bubble; rank 6
+    (stage 2, replica 1) running its blocks twice, named among its peers."""
+    healthy = analyse("cpu-pp4dp2-balanced").diagnosis
+    assert not healthy.slow_ranks and [f.cause.value for f in healthy.findings] == ["pipeline_bubble"], healthy.verdict
+    split = analyse("cpu-pp4dp2-layers-2-2-2-5").diagnosis
+    assert not split.slow_ranks, split.verdict
+    assert sorted(f.cause.value for f in split.findings) == ["pipeline_bubble", "stage_imbalance"]
+    stage = next(f for f in split.findings if f.cause.value == "stage_imbalance")
+    assert stage.stage == 3 and stage.ranks == [3, 7], stage.summary
+    twice = analyse("cpu-pp4dp2-rank6-twice").diagnosis
+    assert [(s.rank, s.cause.value) for s in twice.slow_ranks] == [(6, "compute")], twice.verdict
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("cpu-dp4-rank2-python-25ms", 2),
+        ("cpu-pp2dp2-rank3-python-25ms", 3),
+        ("cpu-pp2dp2-interleaved-rank0-python-25ms", 0),
+    ],
+)
+def test_plain_python_work_on_one_rank_is_a_host_straggler_with_one_figure(name: str, rank: int) -> None:
+    """25 ms of CPU time per step in plain Python before the step's work, on one rank of a DDP job, a 1F1B pipeline
+    and an interleaved one: the rank is named for its host time, and the verdict's excess, the replayed gain and the
+    step without it are one figure."""
+    d = analyse(name).diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(rank, "host")], d.verdict
+    excess = d.slow_ranks[0].excess_us
+    replayed = next(w for w in d.what_if if w.change == f"rank {rank} ran like its peers")
+    assert excess == replayed.gain_us >= 0.05 * d.median_step_us
+    assert f"+{excess / 1000:,.1f} ms per step" in d.verdict
+    assert f"would take ~{replayed.step_us / 1000:,.1f} ms" in d.verdict
