@@ -57,7 +57,7 @@ def _pairs(items: list[dict[str, Any]]) -> set[tuple[int, str]]:
 
 
 def _shape_right(truth: dict[str, Any], d: dict[str, Any]) -> bool:
-    """Pipeline jobs: the findings and the layout are the truth's; other jobs: no findings."""
+    """Pipeline and tensor-parallel jobs: the findings and the layout are the truth's; other jobs: no findings."""
     found = sorted(str(f["cause"]) for f in d.get("findings", []))
     if "findings" not in truth:
         return not found
@@ -123,7 +123,11 @@ def _made(truth: dict[str, Any], generator: str) -> dict[str, str]:
         load = "loaded" if machine["load_before"] >= 2 * machine.get("cpus", 1) else "quiet"
     else:
         load = "derived"
-    layout = "pipeline" if "layout" in truth else ("expert" if "moe" in generator else "data-parallel")
+    shape = truth.get("layout")
+    if shape is None:
+        layout = "expert" if "moe" in generator else "data-parallel"
+    else:
+        layout = "tensor-parallel" if shape.get("stages", 1) < 2 and shape.get("tp", 1) > 1 else "pipeline"
     return {"generator": generator, "layout": layout, "load": load}
 
 

@@ -11,7 +11,13 @@ One `HandJob` is one job of `pp` x `dp` processes (`pp` 1: data parallel under D
 - `rows` (data parallel): rank `slow_rank` trains on `amount` times the rows of the others per step (a compute
   straggler of `amount` - 1);
 - `python`: rank `slow_rank` spends `amount` ms of CPU time per step in plain Python before its step's work (a host
-  straggler: no op runs meanwhile).
+  straggler: no op runs meanwhile);
+- `slow` (tensor parallel): rank `slow_rank` runs its share of every block's products (its shards, no collective)
+  `amount` more times in the forward and drops the results, as a slower device would take longer: its TP group
+  waits for it in every block's all-reduce (a TP straggler).
+With `tp` > 1 the job is `dp` x `tp` ranks (rank = replica * tp + position) over a DeviceMesh ("dp", "tp"): each
+block's first product column-wise and its second row-wise (DTensor's ColwiseParallel and RowwiseParallel), the
+replicas' gradients all-reduced over "dp".
 Pipelines run one of three schedules (`schedule`): `1f1b` (one stage per rank), `gpipe` (every forward, then every
 backward) or `interleaved` (interleaved 1F1B: each rank holds VIRTUAL stages, rank p the stages p, p + pp, ..., its
 blocks split evenly among them; the last stage, which holds the head, is on the last rank).
@@ -23,6 +29,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import datetime
+import functools
 import json
 import os
 from dataclasses import dataclass, field
@@ -31,7 +38,7 @@ from typing import Any
 
 from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
 
-FAULTS = ("none", "twice", "split", "rows", "python")
+FAULTS = ("none", "twice", "split", "rows", "python", "slow")
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 VIRTUAL = 2
 """stages per rank under the interleaved schedule"""
@@ -58,19 +65,23 @@ class HandJob:
     generator: str = field(default="handwritten_jobs")
     schedule: str = "1f1b"
     """pipelines: 1f1b, gpipe or interleaved (SCHEDULES)"""
+    tp: int = 1
 
     @property
     def world(self) -> int:
-        return self.pp * self.dp
+        return self.pp * self.dp * self.tp
 
     def rank_of(self, stage: int, replica: int) -> int:
         return replica * self.pp + stage
 
     def truth(self) -> dict[str, Any]:
         """What a correct diagnosis names: the slow rank and its cause, the pipeline's findings and layout."""
-        cause = {"twice": "compute", "rows": "compute", "python": "host"}.get(self.fault)
+        cause = {"twice": "compute", "rows": "compute", "python": "host", "slow": "compute"}.get(self.fault)
         slow = [{"rank": self.slow_rank, "cause": cause}] if cause else []
         out: dict[str, Any] = {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
+        if self.tp > 1:
+            tp_findings = ["tp_straggler"] if cause == "compute" else []  # a rank computing more than its TP group
+            out |= {"findings": tp_findings, "layout": {"stages": 1, "replicas": self.dp, "tp": self.tp}}
         if self.pp > 1:
             findings = ["stage_imbalance"] if self.fault == "split" else []
             chunks = VIRTUAL if self.schedule == "interleaved" else 1
@@ -122,6 +133,28 @@ def _host_work(job: HandJob, rank: int) -> None:
             table[k] = (table.get(k, 1) * 48271 + k) % 2_147_483_647
 
 
+def _batch(job: HandJob, rank: int, gen: Any, rows: int) -> tuple[Any, Any]:
+    """One step's inputs and labels, after the rank's host work (`python`)."""
+    import torch
+
+    x = torch.randn(rows, job.width, generator=gen)
+    y = torch.randint(0, 8, (rows,), generator=gen)
+    _host_work(job, rank)
+    return x, y
+
+
+def _average(params: list[Any], group: Any, replicas: int) -> None:
+    """The replicas' gradients averaged, parameter by parameter (a DTensor's own shard)."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import DTensor
+
+    for p in params:
+        if p.grad is not None:
+            local = p.grad.to_local() if isinstance(p.grad, DTensor) else p.grad
+            dist.all_reduce(local, group=group)
+            local /= replicas
+
+
 def _profiler(job: HandJob, out: str) -> Any:
     import torch
 
@@ -142,9 +175,7 @@ def _data_parallel(job: HandJob, rank: int, out: str) -> None:
     gen = torch.Generator().manual_seed(job.seed + rank)
     with _profiler(job, out) as prof:
         for _ in range(job.steps + 2):
-            x = torch.randn(rows, job.width, generator=gen)
-            y = torch.randint(0, 8, (rows,), generator=gen)
-            _host_work(job, rank)
+            x, y = _batch(job, rank, gen, rows)
             opt.zero_grad(set_to_none=True)
             loss: Any = torch.nn.functional.cross_entropy(model(x), y)
             loss.backward()
@@ -193,18 +224,55 @@ def _pipeline(job: HandJob, rank: int, out: str) -> None:
     gen = torch.Generator().manual_seed(job.seed + replica)
     with _profiler(job, out) as prof:
         for _ in range(job.steps + 2):
-            x = torch.randn(job.rows, job.width, generator=gen)
-            y = torch.randint(0, 8, (job.rows,), generator=gen)
-            _host_work(job, rank)
+            x, y = _batch(job, rank, gen, job.rows)
             opt.zero_grad(set_to_none=True)
             if first:
                 schedule.step(x, target=y) if last else schedule.step(x)
             else:
                 schedule.step(target=y) if last else schedule.step()
-            for p in params:  # the replicas' gradients, parameter by parameter
-                if p.grad is not None:
-                    dist.all_reduce(p.grad, group=reps[stage])
-                    p.grad /= job.dp
+            _average(params, reps[stage], job.dp)
+            opt.step()
+            prof.step()
+
+
+def _slower(mlp: Any, times: int, _module: Any, args: tuple[Any, ...]) -> None:
+    """`slow`: the rank's own share of the block's products (its shards, no collective) `times` more, results
+    dropped: the time a slower device would take."""
+    import torch
+    import torch.nn.functional as F
+
+    first, second = mlp[0], mlp[2]
+    with torch.no_grad():
+        for _ in range(times):
+            h = F.gelu(F.linear(args[0], first.weight.to_local(), first.bias.to_local()))
+            F.linear(h, second.weight.to_local())
+
+
+def _tensor_parallel(job: HandJob, rank: int, out: str) -> None:
+    import torch
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (job.dp, job.tp), mesh_dim_names=("dp", "tp"))
+    model = _model(job, rank, job.layers[0], head=True)
+    plan: dict[str, Any] = {}
+    for i in range(job.layers[0]):
+        plan |= {f"mlps.{i}.0": ColwiseParallel(), f"mlps.{i}.2": RowwiseParallel()}
+    parallelize_module(model, mesh["tp"], plan)
+    if job.fault == "slow" and rank == job.slow_rank:
+        for mlp in model.mlps:
+            mlp.register_forward_pre_hook(functools.partial(_slower, mlp, round(job.amount)))
+    dp_group = mesh["dp"].get_group()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    replica = rank // job.tp
+    gen = torch.Generator().manual_seed(job.seed + replica)
+    with _profiler(job, out) as prof:
+        for _ in range(job.steps + 2):
+            x, y = _batch(job, rank, gen, job.rows)
+            opt.zero_grad(set_to_none=True)
+            loss: Any = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            _average(list(model.parameters()), dp_group, job.dp)
             opt.step()
             prof.step()
 
@@ -218,7 +286,9 @@ def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(job.seed)
     dist.init_process_group("gloo", rank=rank, world_size=job.world, timeout=datetime.timedelta(seconds=600))
-    if job.pp > 1:
+    if job.tp > 1:
+        _tensor_parallel(job, rank, out)
+    elif job.pp > 1:
         _pipeline(job, rank, out)
     else:
         _data_parallel(job, rank, out)
@@ -244,11 +314,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rows", type=int, default=HandJob.rows, help="rows per step (per microbatch in a pipeline)")
     p.add_argument("--width", type=int, default=WIDTH)
     p.add_argument("--steps", type=int, default=HandJob.steps, help="steps recorded")
+    p.add_argument("--tp", type=int, default=HandJob.tp, help="tensor-parallel ranks per replica (pp 1)")
     p.add_argument("--schedule", choices=SCHEDULES, default=HandJob.schedule, help="pipelines' schedule")
     a = p.parse_args(argv)
     if a.run:
         wire = json.loads(Path(a.run[0]).read_text())
-        spawn_workers(_worker, wire["pp"] * wire["dp"], wire, Path(a.run[1]))
+        spawn_workers(_worker, wire["pp"] * wire["dp"] * wire.get("tp", 1), wire, Path(a.run[1]))
         return 0
     if not a.out:
         p.error("OUT is required")
@@ -264,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
         rows=a.rows,
         width=a.width,
         schedule=a.schedule,
+        tp=a.tp,
     )
     run_job(job, Path(a.out))
     return 0

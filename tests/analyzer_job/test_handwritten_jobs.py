@@ -362,3 +362,35 @@ def test_plain_python_work_on_one_rank_is_a_host_straggler_with_one_figure(name:
     assert excess == replayed.gain_us >= 0.05 * d.median_step_us
     assert f"+{excess / 1000:,.1f} ms per step" in d.verdict
     assert f"would take ~{replayed.step_us / 1000:,.1f} ms" in d.verdict
+
+
+TP_HEALTHY = ["cpu-dp2tp2-balanced", "cpu-dp2tp2-balanced-w256"]
+
+
+@pytest.mark.parametrize("name", TP_HEALTHY)
+def test_a_healthy_tensor_parallel_job_has_no_finding_and_equal_op_work(name: str) -> None:
+    """dp2 x tp2 over a DeviceMesh ("dp", "tp"), DTensor's ColwiseParallel and RowwiseParallel on every block: the
+    layout is read from the mesh's groups, and a rank's wait for its TP group inside the functional collectives
+    (`_c10d_functional::wait_tensor`, under the layer's own op) is communication, not its work: the four ranks'
+    op calls at their least agree within 10% (counting the waits, 1.55x apart in the quiet job)."""
+    report = analyse(name)
+    d = report.diagnosis
+    assert d.layout is not None and d.layout.summary.startswith("4 ranks = 2 replicas x 2 TP ranks"), d.layout
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+    work = [r.call_floors.total_us for r in report.ranks if r.call_floors is not None]
+    assert len(work) == 4 and max(work) / min(work) < 1.1, work
+
+
+def test_a_tensor_parallel_rank_computing_more_is_a_tp_straggler() -> None:
+    """Rank 1 running its share of every block's products 8 more times in the forward: named, compute, and a TP
+    straggler of its group (0,1)."""
+    d = analyse("cpu-dp2tp2-rank1-slow-8").diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(1, "compute")], d.verdict
+    [tp] = [f for f in d.findings if f.cause.value == "tp_straggler"]
+    assert tp.ranks == [0, 1] and tp.summary.startswith("rank 1 holds its tensor-parallel group"), tp.summary
+
+
+def test_plain_python_work_on_a_tensor_parallel_rank_is_a_host_straggler() -> None:
+    d = analyse("cpu-dp2tp2-rank3-python-25ms").diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(3, "host")], d.verdict
+    assert not [f for f in d.findings if f.cause.value == "tp_straggler"]

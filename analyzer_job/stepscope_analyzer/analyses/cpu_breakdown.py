@@ -3,7 +3,8 @@
 Definitions (all µs, over the window from the first ProfilerStep's start to the last one's end, or the whole trace
 span when there are no steps):
 - training threads: the threads that run ProfilerStep#N (else the thread with the most cpu_op time);
-- communication: events named ``gloo:*``, ``c10d::*``, ``nccl:*`` or ``record_param_comms`` on any thread;
+- communication: events named ``gloo:*``, ``c10d::*``, ``_c10d_functional::*``, ``nccl:*`` or
+  ``record_param_comms`` on any thread;
 - compute: cpu_op intervals on the training threads outside communication (union, so nesting counts once);
 - busy: union of everything on the training threads (ops, Python functions, annotations other than
   ProfilerStep) and of communication anywhere; idle = window - busy;
@@ -33,7 +34,7 @@ F64 = npt.NDArray[np.float64]
 Mask = npt.NDArray[np.bool_]
 Union = tuple[F64, F64]
 
-COMM_NAME = re.compile(r"^(gloo:|c10d::|nccl:|record_param_comms$)")
+COMM_NAME = re.compile(r"^(gloo:|c10d::|_?c10d_functional::|nccl:|record_param_comms$)")
 HOST_CATS = ("cpu_op", "python_function", "user_annotation", "cuda_runtime", "cuda_driver")
 
 

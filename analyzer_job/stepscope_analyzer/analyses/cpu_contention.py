@@ -39,10 +39,9 @@ MAX_WAIT_SHARE = 0.95
 
 
 def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.int64], F64]:
-    """cpu_ops of the training thread in time order, and each one's own time (its duration minus its children's)."""
-    rows = np.flatnonzero(
-        ev.cat_mask("cpu_op") & (ev.pid == steps.pid) & (ev.tid == steps.tid) & (ev.stream == -1) & ~name_mask(ev, COMM)
-    )
+    """cpu_ops of the training thread but collectives, in time order, and each one's own time (its duration minus
+    its children's, a collective among them: an op that waits inside it for a peer does not work meanwhile)."""
+    rows = np.flatnonzero(ev.cat_mask("cpu_op") & (ev.pid == steps.pid) & (ev.tid == steps.tid) & (ev.stream == -1))
     rows = rows[intervals.nesting_order(ev.ts[rows], ev.dur[rows])]
     ts = ev.ts[rows].tolist()
     dur = ev.dur[rows].tolist()
@@ -54,7 +53,8 @@ def _self_times(ev: TraceColumns, steps: StepWindows) -> tuple[npt.NDArray[np.in
         if stack:
             own[stack[-1]] -= d
         stack.append(i)
-    return rows, np.maximum(np.asarray(own, dtype=np.float64), 0.0)
+    work = ~name_mask(ev, COMM)[rows]
+    return rows[work], np.maximum(np.asarray(own, dtype=np.float64), 0.0)[work]
 
 
 @dataclass(frozen=True)

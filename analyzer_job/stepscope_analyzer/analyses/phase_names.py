@@ -3,7 +3,9 @@
 The markers come from PyTorch, not from user code: the DataLoader's `enumerate(DataLoader)#...__next__`
 region and its Python frames (`torch/utils/data/`), the optimizer's `Optimizer.step#...`/`Optimizer.zero_grad#...`
 regions, autograd's `autograd::engine::evaluate_function: ...` ops, DDP's reducer ops and its
-`DistributedDataParallel.forward` region (FSDP's likewise), collectives (`gloo:*`, `nccl:*`, `c10d::*`,
+`DistributedDataParallel.forward` region (FSDP's likewise), collectives (`gloo:*`, `nccl:*`, `c10d::*`, the
+functional collectives DTensor and compiled code call with their waits (`_c10d_functional::all_reduce`,
+`_c10d_functional::wait_tensor`),
 `record_param_comms`, and FSDP2's regions that issue and wait for its collectives: `FSDP::all_gather`,
 `FSDP::post_backward_reduce`, `FSDP::root_post_backward_callback`). Regions users commonly add with
 `record_function` (`## forward ##`, `## backward ##`, `## optimizer ##`, `## data_load ##`, ...) are read as the
@@ -23,7 +25,8 @@ from stepscope_analyzer.parse import TraceColumns
 Mask = npt.NDArray[np.bool_]
 
 COMM = re.compile(
-    r"^(gloo:|c10d::|nccl:|record_param_comms$|FSDP::(all_gather|post_backward_reduce|root_post_backward_callback)\b)"
+    r"^(gloo:|c10d::|_?c10d_functional::|nccl:|record_param_comms$|"
+    r"FSDP::(all_gather|post_backward_reduce|root_post_backward_callback)\b)"
 )
 IN_FLIGHT = re.compile(r"^gloo:(send|recv)$")
 """gloo's point-to-point work: its span on the calling thread runs from the isend/irecv to the end of its wait, so

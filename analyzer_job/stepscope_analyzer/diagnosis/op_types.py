@@ -23,7 +23,9 @@ from stepscope_contract.report import OpTypeTime, RankReport, SlowRank
 TYPES: tuple[tuple[str, re.Pattern[str]], ...] = (
     (
         "communication",
-        re.compile(r"(?i)^(nccl|gloo:|c10d::|record_param_comms)|all_?reduce|all_?gather|reduce_?scatter"),
+        re.compile(
+            r"(?i)^(nccl|gloo:|_?c10d(_functional)?::|record_param_comms)|all_?reduce|all_?gather|reduce_?scatter"
+        ),
     ),
     ("memory", re.compile(r"(?i)memcpy|memset|^aten::(copy_|_to_copy|to|zero_|fill_|empty|empty_strided|clone)$")),
     ("attention", re.compile(r"(?i)flash|fmha|attention|attn")),

@@ -2,7 +2,8 @@
 that sleeps before its all_reduce shows it as host time outside the step's work (`other`, no annotation around it),
 named by where it happens, and the rank that waits for it shows `communication_wait`; on a written trace, a
 pipeline's point-to-point send in flight while the thread computes (gloo's span from the isend to its wait's end)
-leaves that work its phase."""
+leaves that work its phase, and a tensor-parallel layer's wait for its group inside a functional collective is
+communication, not the layer's work."""
 
 from __future__ import annotations
 
@@ -78,3 +79,21 @@ def test_work_inside_a_point_to_point_send_in_flight_keeps_its_phase() -> None:
     assert phases.forward == pytest.approx(3_000.0) and phases.backward == pytest.approx(2_000.0)
     assert phases.communication_wait == pytest.approx(3_000.0)
     assert phases.other == pytest.approx(2_000.0)
+
+
+def test_a_functional_collective_s_wait_is_communication_not_its_layer_s_work() -> None:
+    """Five 10 ms steps, each a 3 ms `aten::linear` holding DTensor's `_c10d_functional::wait_tensor` (1.5 ms: the
+    rank waits for its tensor-parallel group) and nothing else: the wait is communication_wait, and the layer's op
+    at its least takes its own 1.5 ms, not the 3 ms it spans."""
+    events = []
+    for k in range(5):
+        at = k * 10_000.0
+        events += [
+            _op(f"ProfilerStep#{k}", at, 10_000.0, cat="user_annotation"),
+            _op("aten::linear", at + 1_000.0, 3_000.0),
+            _op("_c10d_functional::wait_tensor", at + 2_000.0, 1_500.0),
+        ]
+    report = summarize_trace(json.dumps({"traceEvents": events}).encode())
+    assert report.call_floors is not None and report.call_floors.total_us == pytest.approx(1_500.0)
+    for phases in report.step_phases:
+        assert phases.communication_wait == pytest.approx(1_500.0) and phases.forward + phases.other > 0
