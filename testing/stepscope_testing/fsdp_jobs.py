@@ -41,11 +41,18 @@ class FsdpJob:
     batch: int = 8
     tokens: int = 64
     seed: int = 0
+    tp: int = 1
+    """tensor-parallel ranks: a 2D mesh ("dp_shard", "tp"), each block's products ColwiseParallel and RowwiseParallel
+    over "tp" before fully_shard over "dp_shard" (the slow_worker fault's wider products cannot run under it)"""
 
     def truth(self) -> dict[str, Any]:
         cause = {"slow_worker": "compute", "slow_host": "host"}.get(self.fault)
         slow = [{"rank": self.slow_rank, "cause": cause}] if cause else []
-        return {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
+        out: dict[str, Any] = {"slow_ranks": slow, "kind": "balanced" if self.fault == "none" else self.fault}
+        if self.tp > 1:
+            findings = ["tp_straggler"] if cause == "compute" else []
+            out |= {"findings": findings, "layout": {"stages": 1, "replicas": self.world // self.tp, "tp": self.tp}}
+        return out
 
     def wire(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -108,9 +115,17 @@ def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
     torch.set_num_threads(1)
     torch.manual_seed(job.seed)
     dist.init_process_group("gloo", rank=rank, world_size=job.world, timeout=datetime.timedelta(seconds=600))
-    mesh = init_device_mesh("cpu", (job.world,), mesh_dim_names=("dp_shard",))
+    if job.tp > 1:
+        mesh2d = init_device_mesh("cpu", (job.world // job.tp, job.tp), mesh_dim_names=("dp_shard", "tp"))
+        mesh, tp_mesh = mesh2d["dp_shard"], mesh2d["tp"]
+    else:
+        mesh, tp_mesh = init_device_mesh("cpu", (job.world,), mesh_dim_names=("dp_shard",)), None
     model = _model(job, rank)
     for block in model.blocks:
+        if tp_mesh is not None:
+            from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+            parallelize_module(block, tp_mesh, {"mlp.0": ColwiseParallel(), "mlp.2": RowwiseParallel()})
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
     opt = torch.optim.SGD(model.parameters(), lr=0.001)
@@ -152,13 +167,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--fault", choices=FAULTS, default="none")
     p.add_argument("--slow-rank", type=int, default=-1)
     p.add_argument("--amount", type=float, default=0.0)
+    p.add_argument("--tp", type=int, default=1, help="tensor-parallel ranks (a 2D mesh with dp_shard)")
     a = p.parse_args(argv)
     if a.run:
         _spawn(Path(a.run[0]), Path(a.run[1]))
         return 0
     if not a.out:
         p.error("OUT is required")
-    run_job(FsdpJob(Path(a.out).name, a.world, a.fault, a.slow_rank, a.amount), Path(a.out))
+    if a.tp > 1 and a.fault == "slow_worker":
+        p.error("the slow_worker fault widens the products, which tensor parallelism cannot run")
+    run_job(FsdpJob(Path(a.out).name, a.world, a.fault, a.slow_rank, a.amount, tp=a.tp), Path(a.out))
     return 0
 
 

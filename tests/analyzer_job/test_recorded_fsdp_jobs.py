@@ -46,3 +46,13 @@ def test_a_rank_preparing_its_batch_in_python_is_a_host_straggler() -> None:
 def test_a_healthy_fsdp2_job_has_no_slow_rank() -> None:
     d = analyse_folder(JOB.parent / "cpu-fsdp2-4r-balanced").diagnosis
     assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+def test_fsdp2_with_tensor_parallelism_reads_its_2d_mesh_and_names_the_host_straggler() -> None:
+    """FSDP2 over "dp_shard" with DTensor TP over "tp" (2 x 2): the layout is the mesh's, a healthy job has no slow
+    rank, and rank 2's 40 ms of plain Python per step is named host, its TP waits not counted as anyone's work."""
+    healthy = analyse_folder(JOB.parent / "cpu-fsdp2-tp2-4r-balanced").diagnosis
+    assert healthy.layout is not None and healthy.layout.summary.startswith("4 ranks = 2 replicas x 2 TP ranks")
+    assert not healthy.slow_ranks and not healthy.findings, healthy.verdict
+    d = analyse_folder(JOB.parent / "cpu-fsdp2-tp2-4r-slow-host-40ms").diagnosis
+    assert [(s.rank, s.cause) for s in d.slow_ranks] == [(2, Cause.HOST)], d.verdict
