@@ -394,3 +394,18 @@ def test_plain_python_work_on_a_tensor_parallel_rank_is_a_host_straggler() -> No
     d = analyse("cpu-dp2tp2-rank3-python-25ms").diagnosis
     assert [(s.rank, s.cause.value) for s in d.slow_ranks] == [(3, "host")], d.verdict
     assert not [f for f in d.findings if f.cause.value == "tp_straggler"]
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"), [("cpu-pp2dp2-interleaved-rank1-twice", 1), ("cpu-dp2tp2-rank3-slow-2-w256", 3)]
+)
+def test_a_rank_that_stands_out_under_the_floor_is_said_not_named(name: str, rank: int) -> None:
+    """Rank 1 running its blocks twice under interleaved 1F1B, rank 3 of a TP group running its products twice more:
+    each one's compute stands out and its peers wait for it, but under 5% of the step. The verdict says so, with
+    what they wait; at a floor of 2% the rank is named, compute."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and d.verdict.startswith("No slow rank"), d.verdict
+    assert f"rank {rank}'s compute stands out against its peers' (+" in d.verdict, d.verdict
+    assert "ms per step, under the 5% floor" in d.verdict, d.verdict
+    lower = analyse(name, 2.0).diagnosis
+    assert [(s.rank, s.cause.value) for s in lower.slow_ranks] == [(rank, "compute")], lower.verdict

@@ -84,11 +84,13 @@ def replica_lateness(cohorts: list[list[RankReport]], layout: Layout) -> dict[in
     return {rank: most[layout.replica.get(rank, 0)] for rank in own}
 
 
-def find_slow_peers(ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layout | None) -> list[SlowRank]:
+def find_slow_peers(
+    ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layout | None, under_floor: list[str] | None = None
+) -> list[SlowRank]:
     """Slow ranks, each found against its peers only (every rank against every other without stages); the other
-    replicas' waiting for a rank is its replica's (replica_lateness)."""
+    replicas' waiting for a rank is its replica's (replica_lateness). `under_floor`: as slow_ranks.find_slow_ranks."""
     if layout is None or layout.stages < 2:
-        return find_slow_ranks(ranks, cfg)
+        return find_slow_ranks(ranks, cfg, under_floor=under_floor)
     by_rank = {r.rank: r for r in ranks}
     peer_cfg = dataclasses.replace(cfg, wait_share=min(cfg.wait_share, PEER_WAIT_SHARE))
     cohorts = [waiting_not_work([by_rank[r] for r in c]) for c in layout.peers(list(by_rank)) if len(c) >= 2]
@@ -96,7 +98,7 @@ def find_slow_peers(ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layou
     out: list[SlowRank] = []
     for cohort_ranks in cohorts:  # a stage without replicas has no peers: only the stage comparison speaks of it
         cohort = [r.rank for r in cohort_ranks]
-        for s in find_slow_ranks(cohort_ranks, peer_cfg, late):
+        for s in find_slow_ranks(cohort_ranks, peer_cfg, late, under_floor):
             out.append(s.model_copy(update={"evidence": [*s.evidence, _peer_evidence(layout, s.rank, cohort)]}))
     out.sort(key=lambda s: (-s.excess_us, s.rank))
     return out

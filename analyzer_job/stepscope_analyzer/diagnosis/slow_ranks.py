@@ -255,11 +255,26 @@ def _flag_evidence(flag: Flag, view: JobView, rank: int, gain: float | None) -> 
     return out
 
 
+def under_floor_words(rank: int, cost: str, excess: float, gain: float, *, waited: bool, floor: float) -> str:
+    """'rank 1's compute stands out against its peers' (+9.8 ms per step), but they wait for it 4.2 ms per step,
+    under the 5% floor'."""
+    how = "they wait for it" if waited else "the replay with it running like its peers saves"
+    return (
+        f"rank {rank}'s {cost} stands out against its peers' (+{excess / 1000:,.1f} ms per step), but {how} "
+        f"{gain / 1000:,.1f} ms per step, under the {floor:g}% floor"
+    )
+
+
 def find_slow_ranks(
-    ranks: list[RankReport], cfg: DiagnosisConfig, replica_lateness: dict[int, float] | None = None
+    ranks: list[RankReport],
+    cfg: DiagnosisConfig,
+    replica_lateness: dict[int, float] | None = None,
+    under_floor: list[str] | None = None,
 ) -> list[SlowRank]:
     """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job.
-    `replica_lateness`: among pipeline peers, how long the other replicas wait for each rank's replica."""
+    `replica_lateness`: among pipeline peers, how long the other replicas wait for each rank's replica;
+    `under_floor`, if given, receives a sentence for each rank whose cost stands out and whose peers wait for it, but
+    whose gain is under the user's floor, though not under the noise floor (under_floor_words)."""
     if len(ranks) < 2:
         return []
     view = job_view(ranks, replica_lateness)
@@ -285,8 +300,13 @@ def find_slow_ranks(
         stall = next((f.stall for f in flags if f.stall is not None), None)
         step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
         gain = min(max(gain, 0.0), 0.9 * step)
-        if gain < cfg.floor_us(step):
-            continue  # what fixing it would save is below the user's floor (the others hardly wait for it)
+        if gain < cfg.floor_us(step):  # what fixing it would save is below the user's floor
+            if under_floor is not None and gain >= cfg.noise_floor_percent / 100.0 * step:  # not noise
+                words = under_floor_words(
+                    rank, primary.cost, excess, gain, waited=waited, floor=cfg.min_slowdown_percent
+                )
+                under_floor.append(words)
+            continue
         phase = phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
         evidence = [e for f in flags for e in _flag_evidence(f, view, rank, gain if f is primary else None)]
         if phase is not None:
