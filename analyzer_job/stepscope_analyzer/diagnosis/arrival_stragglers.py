@@ -195,13 +195,13 @@ def waited_for(facts: JobFacts, alpha: float) -> list[Waited]:
     return out
 
 
-def arrival_stragglers(facts: JobFacts, settings: DiagnosisConfig) -> tuple[list[SlowRank], tuple[str, ...]]:
+def arrival_stragglers(facts: JobFacts, settings: DiagnosisConfig) -> tuple[list[SlowRank], dict[int, str]]:
     """The ranks their peers wait for step after step (see the module docstring), with the ranks that wait for
-    them; and those the tests name whose replayed gain is under the user's floor, in words."""
+    them; and those the tests name whose replayed gain is under the user's floor, in words, by rank."""
     tests = waited_for(facts, settings.consistency_alpha)
     if not tests:
-        return [], ()
+        return [], {}
     view = job_view(facts.ok)
-    found = [_slow_rank(view, facts, t, settings) for t in tests]
-    slow = [s for s in found if isinstance(s, SlowRank)]
-    return with_waiters(slow, facts.waits, STANDSTILL), tuple(s for s in found if isinstance(s, str))
+    found = [(t.rank, _slow_rank(view, facts, t, settings)) for t in tests]
+    slow = [s for _, s in found if isinstance(s, SlowRank)]
+    return with_waiters(slow, facts.waits, STANDSTILL), {r: s for r, s in found if isinstance(s, str)}

@@ -85,7 +85,7 @@ def replica_lateness(cohorts: list[list[RankReport]], layout: Layout) -> dict[in
 
 
 def find_slow_peers(
-    ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layout | None, under_floor: list[str] | None = None
+    ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layout | None, under_floor: dict[int, str] | None = None
 ) -> list[SlowRank]:
     """Slow ranks, each found against its peers only (every rank against every other without stages); the other
     replicas' waiting for a rank is its replica's (replica_lateness). `under_floor`: as slow_ranks.find_slow_ranks."""

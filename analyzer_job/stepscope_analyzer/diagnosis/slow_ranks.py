@@ -269,12 +269,12 @@ def find_slow_ranks(
     ranks: list[RankReport],
     cfg: DiagnosisConfig,
     replica_lateness: dict[int, float] | None = None,
-    under_floor: list[str] | None = None,
+    under_floor: dict[int, str] | None = None,
 ) -> list[SlowRank]:
     """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job.
     `replica_lateness`: among pipeline peers, how long the other replicas wait for each rank's replica;
-    `under_floor`, if given, receives a sentence for each rank whose cost stands out and whose peers wait for it, but
-    whose gain is under the user's floor, though not under the noise floor (under_floor_words)."""
+    `under_floor`, if given, receives by rank a sentence for each rank whose cost stands out and whose peers wait for
+    it, but whose gain is under the user's floor, though not under the noise floor (under_floor_words)."""
     if len(ranks) < 2:
         return []
     view = job_view(ranks, replica_lateness)
@@ -305,7 +305,7 @@ def find_slow_ranks(
                 words = under_floor_words(
                     rank, primary.cost, excess, gain, waited=waited, floor=cfg.min_slowdown_percent
                 )
-                under_floor.append(words)
+                under_floor[rank] = words
             continue
         phase = phase_of(view, rank, primary.cost, stall is not None) if cause_row(cause).phases else None
         evidence = [e for f in flags for e in _flag_evidence(f, view, rank, gain if f is primary else None)]
