@@ -2,12 +2,14 @@
 top changes, phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call the same function.
 
 The verdict's rule is verdict.py's. By default the steps' interval is that of the steps at equal op speed: the
-wall-clock shift less the per-call shift of the ops the candidate did not change (op_speed.py), the
-two intervals' half-widths added in quadrature, so two recordings of the same code on a machine whose speed moved
-between them compare equal. `wall_clock=True`, too few unchanged ops, or GPU ranks (whose unchanged kernels'
-per-call change is the code's or the device's, reported in a note) use the measured steps. Beside it, the added work
-(added_work.py): the self time of what the candidate added against the rest of its own step, which the machine's
-speed cannot explain away.
+candidate's steps with their work (op_share: the ranks' median share of the step outside input and collective
+waits) run at the baseline's op speed, by the per-call shift of the ops the candidate did not change (op_speed.py),
+the two intervals' half-widths added in quadrature, so two recordings of the same code on a machine whose speed
+moved between them compare equal; what the steps spend waiting for their input or a peer does not follow the
+machine's speed and is left as measured. `wall_clock=True`, too few unchanged ops, or GPU ranks (whose unchanged
+kernels' per-call change is the code's or the device's, reported in a note) use the measured steps. Beside it, the
+added work (added_work.py): the self time of what the candidate added against the rest of its own step, which the
+machine's speed cannot explain away.
 """
 
 from __future__ import annotations
@@ -41,8 +43,9 @@ METHOD = (
     "the median over the ranks of their k-th step), distribution-free Moses interval"
 )
 AT_EQUAL_SPEED = (
-    "; at equal op speed: less the weighted median of the unchanged ops' per-call log ratios (interval of a weighted "
-    "median), the half-widths added in quadrature"
+    "; at equal op speed: the candidate's work (its ranks' median share of the step outside input and collective "
+    "waits) divided by the weighted median of the unchanged ops' per-call ratios (interval of a weighted median), the "
+    "half-widths added in quadrature"
 )
 
 
@@ -151,15 +154,42 @@ def _speed_note(speed: OpSpeed | None, step_pct: float | None, adjusted: bool) -
     ]
 
 
-def at_equal_speed(shift: Shift, speed: OpSpeed) -> Shift:
-    """The steps' shift less the ops' per-call shift; each end widened by both intervals' half-widths in quadrature."""
-    estimate = shift.estimate - speed.log_ratio
+def _at_speed(log_shift: float, log_speed: float, share: float) -> float:
+    """The candidate's step (log ratio to the baseline's) with its work run at the baseline's op speed: only the
+    work's `share` of the step is divided by the speed ratio, the rest (waits for input or peers) is kept."""
+    return log_shift + math.log(max(1.0 - share + share * math.exp(-log_speed), 1e-12))
+
+
+def at_equal_speed(shift: Shift, speed: OpSpeed, share: float = 1.0) -> Shift:
+    """The steps' shift less what the ops' per-call shift explains of it: the candidate's work (`share` of its
+    step, op_share) at the baseline's op speed; each end widened by both intervals' half-widths in quadrature (the
+    speed's carried through the same adjustment)."""
+    estimate = _at_speed(shift.estimate, speed.log_ratio, share)
     low = high = None
     if shift.low is not None:
-        low = estimate - math.hypot(shift.estimate - shift.low, speed.log_high - speed.log_ratio)
+        low = estimate - math.hypot(
+            shift.estimate - shift.low, estimate - _at_speed(shift.estimate, speed.log_high, share)
+        )
     if shift.high is not None:
-        high = estimate + math.hypot(shift.high - shift.estimate, speed.log_ratio - speed.log_low)
+        high = estimate + math.hypot(
+            shift.high - shift.estimate, _at_speed(shift.estimate, speed.log_low, share) - estimate
+        )
     return Shift(estimate=estimate, low=low, high=high, pairs=shift.pairs)
+
+
+def op_share(report: Report) -> float:
+    """The share of a step that a machine's speed stretches: the median over the analysed ranks of the step's work
+    (forward, backward, optimizer and other host work, ops and Python alike) over the step, leaving out what the step
+    waits in (data_loading: the input pipeline, a sleep; communication_wait: a peer); 1 where no rank has phases."""
+    shares = []
+    for r in analysed_ranks(report):
+        p = r.phases
+        total = (
+            0.0 if p is None else p.data_loading + p.forward + p.backward + p.optimizer + p.communication_wait + p.other
+        )
+        if p is not None and math.isfinite(total) and total > 0:
+            shares.append((total - p.data_loading - p.communication_wait) / total)
+    return min(max(statistics.median(shares), 0.0), 1.0) if shares else 1.0
 
 
 def _scales(b: NameTimes, c: NameTimes, speed: OpSpeed | None) -> Scales:
@@ -253,7 +283,7 @@ def diff_reports(
     speed = unchanged_op_speed(b_names, c_names, cfg.confidence)
     shift = measured
     if measured is not None and speed is not None and not cfg.wall_clock and not speed.kernels:
-        shift = at_equal_speed(measured, speed)
+        shift = at_equal_speed(measured, speed, op_share(candidate))
     adjusted = shift is not measured
     used_speed = speed if adjusted else None
     added = added_work(b_names, c_names, c_steps.log_us, cfg.confidence)

@@ -11,7 +11,7 @@ from stepscope_analyzer.diff import DiffConfig, diff_reports
 from stepscope_analyzer.diff.name_deltas import name_times
 from stepscope_analyzer.diff.op_speed import unchanged_op_speed
 from stepscope_contract.diff import DiffVerdict
-from stepscope_contract.report import Report
+from stepscope_contract.report import Report, StepPhases
 
 pytestmark = pytest.mark.unit
 
@@ -80,6 +80,34 @@ def test_the_same_code_on_a_slower_machine_passes_at_equal_op_speed_and_fails_on
     assert wall.verdict is DiffVerdict.REGRESSED and not wall.at_equal_op_speed
     assert wall.regression_pct == pytest.approx(30.0) and "at equal op speed" not in wall.reason
     assert any("machine's speed differed" in n for n in wall.notes), wall.notes
+
+
+def waiting_job(op_speed: float, wait_us: float = 40_000.0) -> Report:
+    """Steps that mostly wait for their input: 10 ms of work at the baseline's speed, run `op_speed` times as long per
+    call, and `wait_us` in data loading that no machine speed moves (the ranks' phases say which is which)."""
+    ops_us = 10_000.0 * op_speed
+    ops = {n: (t * op_speed, c) for n, (t, c) in OPS.items()}
+    phases = StepPhases(data_loading=wait_us, forward=0.4 * ops_us, backward=0.5 * ops_us, other=0.1 * ops_us)
+    steps = [(ops_us + wait_us) * (1 + 0.01 * (k % 5)) for k in range(10)]
+    return report([rank(r, steps, functions=ops, phases=phases) for r in range(2)])
+
+
+@pytest.mark.parametrize("op_speed", [0.5, 2.0])
+def test_only_the_steps_op_time_follows_the_machines_speed(op_speed: float) -> None:
+    # the same code, its ops twice as fast (or slow) per call: the steps move by the work's share only (-10% / +20%)
+    d = diff_reports(waiting_job(1.0), waiting_job(op_speed), DiffConfig(max_regression_pct=15.0))
+    assert d.at_equal_op_speed and d.unchanged_ops_speed_pct == pytest.approx(100 * (op_speed - 1))
+    assert d.step_regression_pct == pytest.approx(-10.0 if op_speed < 1 else 20.0)
+    assert d.regression_pct == pytest.approx(0.0, abs=1e-6) and d.verdict is DiffVerdict.PASSED, d.reason
+
+
+def test_added_work_in_a_waiting_step_is_caught_at_equal_op_speed() -> None:
+    # 20 ms of work added to a 50 ms step whose 40 ms are waiting, the candidate's ops 20% faster per call
+    base = waiting_job(1.0)
+    faster = waiting_job(0.8, wait_us=40_000.0 + 20_000.0)  # the added work, not an op the two sides share
+    d = diff_reports(base, faster, DiffConfig(max_regression_pct=15.0))
+    assert d.step_regression_pct == pytest.approx(36.0)  # 68 ms against 50
+    assert d.regression_pct == pytest.approx(40.0) and d.verdict is DiffVerdict.REGRESSED, d.reason
 
 
 def test_added_work_on_a_faster_machine_is_caught_at_equal_op_speed() -> None:
