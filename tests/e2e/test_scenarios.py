@@ -17,14 +17,16 @@ from stepscope_contract.storage import TRACE_FILE
 pytestmark = [pytest.mark.e2e, pytest.mark.timeout(600)]
 BUCKET = "stepscope-demo"  # the e2e cluster's bucket (conftest.BUCKET)
 BALANCED = "ddp-balanced"
+OSS_BASE = f"oss://{BUCKET}/oss-sessions"
 
 
 @pytest.fixture(scope="module")
 def balanced(e2e: Env) -> Iterator[Env]:
     """One balanced 4-rank training, every rank past its rendezvous and stepping, for the last scenarios of the
     module, which profile a healthy job one session after another (as sessions of one long training are); the one
-    that kills a sidecar of it runs last."""
-    e2e.start_training(BALANCED, slow_rank=-1, input_bound=True)
+    that kills a sidecar of it runs last. Its sidecars may upload under two storage bases, the local bucket's and an
+    OSS one (OSS_BASE), as a platform that keeps sessions in either would configure them."""
+    e2e.start_training(BALANCED, slow_rank=-1, storage_base=f"s3://{BUCKET}/sessions,{OSS_BASE}", input_bound=True)
     pods = [p["metadata"]["name"] for p in e2e.ready_pods(BALANCED)]
     deadline = time.monotonic() + 180
     while not all(f"rank {i} step " in e2e.cluster.pod_log("default", pod, "trainer") for i, pod in enumerate(pods)):
@@ -80,42 +82,36 @@ def test_hung_rank_is_diagnosed_with_its_stack(e2e: Env) -> None:
     e2e.stop_training("ddp-hang")
 
 
-def test_oss_with_only_a_region_is_captured_analysed_and_deleted(e2e: Env) -> None:
+def test_oss_with_only_a_region_is_captured_analysed_and_deleted(balanced: Env) -> None:
     """oss://bucket/prefix and a region, no endpoint: the sidecars, the analyzer Job and the cleanup Job all derive
     the same endpoint (stepscope_storage; the local cluster points OSS regions at its S3 server)."""
-    base = f"oss://{BUCKET}/oss-sessions"
-    e2e.start_training("ddp-oss", slow_rank=-1, storage_base=base, input_bound=True)
-    try:
-        e2e.ready_pods("ddp-oss")
-        time.sleep(2)
-        storage = {
-            "uri": base,
-            "region": "cn-hangzhou",
-            "credentialsSecret": {"name": "stepscope-s3"},
-            "deleteOnSessionDelete": True,
-        }
-        e2e.apply_session("oss", "ddp-oss", storage=storage)
-        obj = e2e.wait_phase("oss")
-        status = obj["status"]
-        assert status["phase"] == "Succeeded", status  # captured and analysed
-        folder = status["artifactsUri"]
-        assert folder.startswith(f"{base}/default/oss-") and status["reportURL"] == f"{folder}/report/report.html"
-        traces = sorted(t["artifactUri"] for t in status["targets"])
-        assert traces == [f"{folder}/traces/rank{r}.pt.trace.json.gz" for r in range(4)], traces
-        assert e2e.cluster.s3 is not None
-        s3 = e2e.cluster.s3.client()
-        prefix = folder.removeprefix(f"oss://{BUCKET}/") + "/"
-        keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])}
-        assert {f"{prefix}traces/rank{r}.pt.trace.json.gz" for r in range(4)} <= keys, sorted(keys)
-        assert f"{prefix}report/report.json" in keys
-        e2e.cluster.api.delete("stepscope.dev/v1alpha1", "profilesessions", "default", "oss")
-        deadline = time.monotonic() + 120
-        while e2e.cluster.api.get("stepscope.dev/v1alpha1", "profilesessions", "default", "oss") is not None:
-            assert time.monotonic() < deadline, "the session was never released"
-            time.sleep(0.5)
-        assert s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("KeyCount", 0) == 0  # deleted
-    finally:
-        e2e.stop_training("ddp-oss")
+    e2e, base = balanced, OSS_BASE
+    storage = {
+        "uri": base,
+        "region": "cn-hangzhou",
+        "credentialsSecret": {"name": "stepscope-s3"},
+        "deleteOnSessionDelete": True,
+    }
+    e2e.apply_session("oss", BALANCED, storage=storage)
+    obj = e2e.wait_phase("oss")
+    status = obj["status"]
+    assert status["phase"] == "Succeeded", status  # captured and analysed
+    folder = status["artifactsUri"]
+    assert folder.startswith(f"{base}/default/oss-") and status["reportURL"] == f"{folder}/report/report.html"
+    traces = sorted(t["artifactUri"] for t in status["targets"])
+    assert traces == [f"{folder}/traces/rank{r}.pt.trace.json.gz" for r in range(4)], traces
+    assert e2e.cluster.s3 is not None
+    s3 = e2e.cluster.s3.client()
+    prefix = folder.removeprefix(f"oss://{BUCKET}/") + "/"
+    keys = {o["Key"] for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("Contents", [])}
+    assert {f"{prefix}traces/rank{r}.pt.trace.json.gz" for r in range(4)} <= keys, sorted(keys)
+    assert f"{prefix}report/report.json" in keys
+    e2e.cluster.api.delete("stepscope.dev/v1alpha1", "profilesessions", "default", "oss")
+    deadline = time.monotonic() + 120
+    while e2e.cluster.api.get("stepscope.dev/v1alpha1", "profilesessions", "default", "oss") is not None:
+        assert time.monotonic() < deadline, "the session was never released"
+        time.sleep(0.5)
+    assert s3.list_objects_v2(Bucket=BUCKET, Prefix=prefix).get("KeyCount", 0) == 0  # deleted
 
 
 def test_balanced_run_reports_no_slow_rank_and_kubectl_works(balanced: Env) -> None:
