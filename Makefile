@@ -70,10 +70,11 @@ tools: $(HELM) ## fetch the pinned helm binary into .tools/
 browser: ## headless Chromium for the report's browser test (Debian's chromium, apt-get when missing)
 	@sh tools/install_browser.sh || echo "make browser: no Chromium; the browser test will be skipped"
 
-# make test: two workers (most of the suite waits on real processes), then the tests that record real jobs and judge
+# make test: three workers on two cores (most of the suite waits on real processes: a third module runs in the gaps
+# of two waiting ones; bench figures in docs/performance.md), then the tests that record real jobs and judge
 # their timing (marker solo), alone; that phase collects only the modules that name the marker
 SOLO_MODULES = $(shell grep -rlE 'mark\.solo' tests --include='test_*.py')
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
 	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS)
 	$(PYTEST) -m solo $(SOLO_MODULES) $(PYTEST_ARGS)

@@ -40,8 +40,8 @@ def _tier(item: pytest.Item) -> int:
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Under pytest-xdist (`make test` hands out whole modules in collection order, --no-loadscope-reorder), the
-    modules of real clusters and processes go first and the many short unit modules last, so that the two workers
-    run out of work together instead of one starting a minute-long module while the other has finished. A module
+    modules of real clusters and processes go first and the many short unit modules last, so that the workers
+    run out of work together instead of one starting a minute-long module while the others have finished. A module
     keeps its tests together and in their order; modules of one tier keep their collection order."""
     if not os.environ.get("PYTEST_XDIST_WORKER"):
         return
