@@ -72,11 +72,16 @@ browser: ## headless Chromium for the report's browser test (Debian's chromium, 
 
 # make test: three workers on two cores (most of the suite waits on real processes: a third module runs in the gaps
 # of two waiting ones; bench figures in docs/performance.md), then the tests that record real jobs and judge
-# their timing (marker solo), alone; that phase collects only the modules that name the marker
+# their timing (marker solo), alone; that phase collects only the modules that name the marker. The typecheck (one
+# CPU-bound process, half a minute) runs beside the first phase, its output printed after it; either failing fails.
 SOLO_MODULES = $(shell grep -rlE 'mark\.solo' tests --include='test_*.py')
 TEST_WORKERS ?= 3
-test: venv bench-deps tools browser lint typecheck ## lint, typecheck and every test tier (unit, integration, e2e)
-	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS)
+test: venv bench-deps tools browser lint ## lint, typecheck and every test tier (unit, integration, e2e)
+	@mkdir -p .tools
+	@($(BIN)/mypy $(PACKAGES) > .tools/typecheck.log 2>&1; echo $$? > .tools/typecheck.rc) & \
+	$(PYTEST) -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not solo" $(PYTEST_ARGS); tests=$$?; \
+	wait; echo "$(BIN)/mypy (beside the tests)"; cat .tools/typecheck.log; \
+	test $$tests -eq 0 && test "$$(cat .tools/typecheck.rc)" -eq 0
 	$(PYTEST) -m solo $(SOLO_MODULES) $(PYTEST_ARGS)
 
 QUICK := tests/contract tests/storage tests/analyzer_job/parse tests/analyzer_job/analyses \
