@@ -2,7 +2,7 @@
 top changes, phases, per-rank step times). Pure: no I/O, so the CLI and the analyzer Job call the same function.
 
 The verdict's rule is verdict.py's. By default the steps' interval is that of the steps at equal op speed: the
-candidate's steps with their work (op_share: the ranks' median share of the step outside input and collective
+candidate's steps with their work (op_share: the ranks' mean share of the step outside input and collective
 waits) run at the baseline's op speed, by the per-call shift of the ops the candidate did not change (op_speed.py),
 the two intervals' half-widths added in quadrature, so two recordings of the same code on a machine whose speed
 moved between them compare equal; what the steps spend waiting for their input or a peer does not follow the
@@ -43,7 +43,7 @@ METHOD = (
     "the median over the ranks of their k-th step), distribution-free Moses interval"
 )
 AT_EQUAL_SPEED = (
-    "; at equal op speed: the candidate's work (its ranks' median share of the step outside input and collective "
+    "; at equal op speed: the candidate's work (its ranks' mean share of the step outside input and collective "
     "waits) divided by the weighted median of the unchanged ops' per-call ratios (interval of a weighted median), the "
     "half-widths added in quadrature"
 )
@@ -177,19 +177,14 @@ def at_equal_speed(shift: Shift, speed: OpSpeed, share: float = 1.0) -> Shift:
     return Shift(estimate=estimate, low=low, high=high, pairs=shift.pairs)
 
 
-def op_share(report: Report) -> float:
-    """The share of a step that a machine's speed stretches: the median over the analysed ranks of the step's work
-    (forward, backward, optimizer and other host work, ops and Python alike) over the step, leaving out what the step
-    waits in (data_loading: the input pipeline, a sleep; communication_wait: a peer); 1 where no rank has phases."""
-    shares = []
-    for r in analysed_ranks(report):
-        p = r.phases
-        total = (
-            0.0 if p is None else p.data_loading + p.forward + p.backward + p.optimizer + p.communication_wait + p.other
-        )
-        if p is not None and math.isfinite(total) and total > 0:
-            shares.append((total - p.data_loading - p.communication_wait) / total)
-    return min(max(statistics.median(shares), 0.0), 1.0) if shares else 1.0
+def op_share(phases: dict[str, float] | None) -> float:
+    """The share of a step that a machine's speed stretches, from the ranks' mean phases (phase_deltas.mean_phases):
+    the step's work (forward, backward, optimizer and other host work, ops and Python alike) over the step, leaving
+    out what it waits in (data_loading: the input pipeline, a sleep; communication_wait: a peer); 1 without phases."""
+    total = sum(phases.values()) if phases else 0.0
+    if phases is None or total <= 0:
+        return 1.0
+    return min(max((total - phases["data_loading"] - phases["communication_wait"]) / total, 0.0), 1.0)
 
 
 def _scales(b: NameTimes, c: NameTimes, speed: OpSpeed | None) -> Scales:
@@ -280,10 +275,11 @@ def diff_reports(
     counts = (len(b_steps.log_us), len(c_steps.log_us))
     measured = hodges_lehmann(b_steps.log_us, c_steps.log_us, cfg.confidence) if min(counts) > 0 else None
     b_names, c_names = name_times(baseline), name_times(candidate)
+    b_phases, c_phases = mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate))
     speed = unchanged_op_speed(b_names, c_names, cfg.confidence)
     shift = measured
     if measured is not None and speed is not None and not cfg.wall_clock and not speed.kernels:
-        shift = at_equal_speed(measured, speed, op_share(candidate))
+        shift = at_equal_speed(measured, speed, op_share(c_phases))
     adjusted = shift is not measured
     used_speed = speed if adjusted else None
     added = added_work(b_names, c_names, c_steps.log_us, cfg.confidence)
@@ -306,7 +302,7 @@ def diff_reports(
     unlisted = {id(c) for c in quiet}
     changes = [c for c in changes if id(c) not in unlisted]
     reason = decision.reason + _lead(changes, verdict, adjusted)
-    phases = phase_deltas(mean_phases(analysed_ranks(baseline)), mean_phases(analysed_ranks(candidate)))
+    phases = phase_deltas(b_phases, c_phases)
     return DiffResult(
         tool_version=tool_version(),
         generated_at=generated_at or datetime.now(UTC),
