@@ -4,9 +4,10 @@ session names the culprit rank and the collective the others wait in, with its l
 
 Each scenario starts its own job of tests/sidecar/train_faults.py, arms a capture on every rank (skipSteps so large
 that nothing is profiled; stepTimeoutSeconds 3), then makes rank 2 misbehave: stuck in data loading, another
-collective, or a killed process. A healthy job is dumped on demand and shows no wavefront. A rank that passes other
-sizes takes the same path as one that calls another collective: its diagnosis is checked on the recorded dumps of
-such a job (tests/analyzer_job/diagnosis/test_hangs.py, tests/analyzer_job/flight_recorder/)."""
+collective, or a killed process. The stuck job is first dumped on demand while every rank still trains: a healthy
+job's dumps show no wavefront. A rank that passes other sizes takes the same path as one that calls another
+collective: its diagnosis is checked on the recorded dumps of such a job (tests/analyzer_job/diagnosis/test_hangs.py,
+tests/analyzer_job/flight_recorder/)."""
 
 from __future__ import annotations
 
@@ -122,27 +123,23 @@ def _analyze(workdir: Path, endpoint: str, session: str) -> dict[str, Any]:
     return report
 
 
-def run(
-    fault: str, workdir: Path, hook_path: Path, sidecars: list[Sidecar], s3: tuple[str, Any], **options: Any
+def _capture(
+    name: str, workdir: Path, control: Path, sidecars: list[Sidecar], s3: tuple[str, Any], **options: Any
 ) -> Outcome:
+    """One capture `name` on every rank of the running job; unless it only dumps on demand, once every hook is
+    armed rank 2 is told to misbehave. Its session is analysed once every sidecar has ended it."""
     endpoint, client = s3
-    job, control = _start_job(workdir, hook_path, sidecars, fault)
-    name = f"fr-{fault}"
-    session = f"{NAMESPACE}/{name}-{FR_UID[:8]}"  # the only folder a team-a sidecar uploads a session to
-    try:
-        body = capture_body(f"cap-{fault}", f"s3://{BUCKET}/{PREFIX}/{session}", endpoint, **options)
-        body["session"] = {"namespace": NAMESPACE, "name": name, "uid": FR_UID}
-        for sc in sidecars:
-            code, status = sc.call("POST", "/v1/captures", body)
-            assert code == 202, status
-        if not options.get("dumpOnly"):
-            for i, sc in enumerate(sidecars):
-                wait_for(lambda sc=sc, i=i: _hook_phase(sc, i) == "armed", 30, f"rank {i} armed")
-            (control / "fault").write_text("")
-        finals = [sc.wait_terminal(f"cap-{fault}", 90) for sc in sidecars]
-    finally:
-        (control / "stop").write_text("")
-        job.stop_all()
+    session = f"{NAMESPACE}/fr-{name}-{FR_UID[:8]}"  # the only folder a team-a sidecar uploads a session to
+    body = capture_body(f"cap-{name}", f"s3://{BUCKET}/{PREFIX}/{session}", endpoint, **options)
+    body["session"] = {"namespace": NAMESPACE, "name": f"fr-{name}", "uid": FR_UID}
+    for sc in sidecars:
+        code, status = sc.call("POST", "/v1/captures", body)
+        assert code == 202, status
+    if not options.get("dumpOnly"):
+        for i, sc in enumerate(sidecars):
+            wait_for(lambda sc=sc, i=i: _hook_phase(sc, i) == "armed", 30, f"rank {i} armed")
+        (control / "fault").write_text("")
+    finals = [sc.wait_terminal(f"cap-{name}", 90) for sc in sidecars]
     manifests = []
     folder = parse_storage_uri(f"s3://{BUCKET}/{PREFIX}/{session}")
     for rank in range(WORLD):
@@ -154,6 +151,31 @@ def run(
     return Outcome(_analyze(workdir, endpoint, session), finals, manifests)
 
 
+def run(
+    fault: str,
+    workdir: Path,
+    hook_path: Path,
+    sidecars: list[Sidecar],
+    s3: tuple[str, Any],
+    *,
+    dumped_healthy: bool = False,
+    **options: Any,
+) -> list[Outcome]:
+    """A job of train_faults.py whose rank 2 misbehaves as `fault` says during a capture with `options`; with
+    `dumped_healthy`, its Flight Recorders are first dumped on demand while every rank still trains (that capture's
+    outcome first)."""
+    job, control = _start_job(workdir, hook_path, sidecars, fault)
+    outcomes = []
+    try:
+        if dumped_healthy:
+            outcomes.append(_capture("healthy", workdir, control, sidecars, s3, dumpOnly=True, timeoutSeconds=30))
+        outcomes.append(_capture(fault, workdir, control, sidecars, s3, **options))
+    finally:
+        (control / "stop").write_text("")
+        job.stop_all()
+    return outcomes
+
+
 @pytest.fixture(scope="module")
 def scenario(workdir: Path, hook_path: Path, sidecars: list[Sidecar], s3: tuple[str, Any]) -> Iterator[Any]:
     yield lambda fault, **options: run(fault, workdir, hook_path, sidecars, s3, **options)
@@ -162,8 +184,15 @@ def scenario(workdir: Path, hook_path: Path, sidecars: list[Sidecar], s3: tuple[
 HANG = {"skipSteps": 100_000, "steps": 5, "stepTimeoutSeconds": 3, "timeoutSeconds": 25}
 
 
-def test_a_rank_stuck_in_data_loading_is_named_with_the_collective_the_others_wait_in(scenario: Any) -> None:
-    out = scenario("stuck", **HANG)
+@pytest.fixture(scope="module")
+def stuck(scenario: Any) -> list[Outcome]:
+    """The job whose rank 2 gets stuck in data loading, dumped on demand while it was healthy, then captured."""
+    outcomes: list[Outcome] = scenario("stuck", dumped_healthy=True, **HANG)
+    return outcomes
+
+
+def test_a_rank_stuck_in_data_loading_is_named_with_the_collective_the_others_wait_in(stuck: list[Outcome]) -> None:
+    out = stuck[1]
     assert [f["state"] for f in out.finals] == ["hung"] * WORLD
     for manifest in out.manifests:
         assert manifest is not None
@@ -182,7 +211,8 @@ def test_a_rank_stuck_in_data_loading_is_named_with_the_collective_the_others_wa
 
 
 def test_a_rank_that_calls_another_collective_is_named_with_the_mismatch(scenario: Any) -> None:
-    d = scenario("collective", **HANG).diagnosis
+    [out] = scenario("collective", **HANG)
+    d = out.diagnosis
     assert [(s["rank"], s["cause"]) for s in d["slow_ranks"]] == [(2, "desync")]  # a cause of its own
     [mismatch] = d["flight_recorder"]["mismatches"]
     assert (mismatch["kind"], mismatch["ranks"]) == ("op", [2])
@@ -197,7 +227,7 @@ def test_a_rank_that_calls_another_collective_is_named_with_the_mismatch(scenari
 def test_a_rank_whose_process_died_is_named_with_the_collective_the_others_were_in(scenario: Any) -> None:
     # rank 2's sidecar waits out the capture deadline (a sidecar cannot see a process of another container die):
     # the shortest one the others' hang dumps (stepTimeoutSeconds 3) fit in with room to spare
-    out = scenario("die", **(HANG | {"timeoutSeconds": 15}))
+    [out] = scenario("die", **(HANG | {"timeoutSeconds": 15}))
     assert out.finals[2]["state"] == "failed"  # its hook never answered: the capture deadline passed
     assert out.manifests[2] is not None and not out.manifests[2]["files"]
     d = out.diagnosis
@@ -207,8 +237,8 @@ def test_a_rank_whose_process_died_is_named_with_the_collective_the_others_were_
     assert "rank 2 never reached it: it left neither stacks nor a Flight Recorder dump" in d["verdict"]
 
 
-def test_a_healthy_jobs_dumps_on_demand_show_no_wavefront(scenario: Any) -> None:
-    out = scenario("none", dumpOnly=True, timeoutSeconds=30)
+def test_a_healthy_jobs_dumps_on_demand_show_no_wavefront(stuck: list[Outcome]) -> None:
+    out = stuck[0]  # before rank 2 was told to get stuck
     assert [f["state"] for f in out.finals] == ["uploaded"] * WORLD
     fr = out.diagnosis["flight_recorder"]
     assert fr["ranks"] == [0, 1, 2, 3]

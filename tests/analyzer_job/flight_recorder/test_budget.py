@@ -22,6 +22,8 @@ from typing import Any
 
 import psutil
 import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 from fr_dumps import dump, entry
 
 from stepscope_analyzer import limits

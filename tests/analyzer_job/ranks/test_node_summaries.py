@@ -1,12 +1,13 @@
-"""Ranks summarised where they were recorded give the same report as a central analysis: for every scenario of the
-recorded corpus (fixtures/cpu_jobs and fixtures/gpu_jobs: balanced, stragglers, host stalls, GPU jobs, hangs), each
-rank's trace is summarised as its sidecar does (node_summaries.summarise_trace, beside the trace as summary.json),
-then the folder is analysed centrally with those summaries and again parsing every trace; report.json is the same
-but for the analysis' own time. A summary that is stale (another analyzer version or top-N), unreadable, another
-rank's, or refused (the node could not parse the trace) is not used: the trace is parsed and the rank gets its usual
-result or error (and, for a summary refused for what it holds, an error that says why). What the summaries hold
-beyond their free share draws on one budget per analysis. The command the sidecar runs writes the document, bound to
-its trace, or a refusal where it would be beyond its declared shape."""
+"""Ranks summarised where they were recorded give the same report as a central analysis: for one job of each kind in the
+recorded corpus (each fixture set's faults, schedules and layouts: balanced, stragglers, host stalls, pipelines,
+tensor parallelism, GPU jobs, hangs; KINDS), each rank's trace is summarised as its sidecar does
+(node_summaries.summarise_trace, beside the trace as summary.json), then the folder is analysed centrally with those
+summaries and again parsing every trace; report.json is the same but for the analysis' own time. A summary that is
+stale (another analyzer version or top-N), unreadable, another rank's, or refused (the node could not parse the
+trace) is not used: the trace is parsed and the rank gets its usual result or error (and, for a summary refused for
+what it holds, an error that says why). What the summaries hold beyond their free share draws on one budget per
+analysis. The command the sidecar runs writes the document, bound to its trace, or a refusal where it would be beyond
+its declared shape."""
 
 from __future__ import annotations
 
@@ -35,7 +36,20 @@ from stepscope_contract.wire import CaptureState
 pytestmark = pytest.mark.integration
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
-SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in FIXTURES.glob("*_jobs/*/truth.json"))
+
+
+def _kind(truth: Path) -> tuple[object, ...]:
+    """What a recorded job's traces hold, as far as summarising them goes: its fixture set, its fault, and its
+    schedule, tensor parallelism, stages and shape findings; jobs that differ only in size, load or seed share one."""
+    doc = json.loads(truth.read_text())
+    job, layout = doc.get("job") or {}, doc.get("layout") or {}
+    shape = (job.get("schedule"), job.get("tp"), layout.get("stages"), bool(doc.get("findings")))
+    return (truth.parent.parent.name, doc.get("kind"), *shape)
+
+
+KINDS = {_kind(t): t for t in sorted(FIXTURES.glob("*_jobs/*/truth.json"), reverse=True)}
+"""one job of each kind (the first by name): the other jobs of a kind take the same paths through the summaries"""
+SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in KINDS.values())
 ONE_PROCESS = {min(s for s in SCENARIOS if s.startswith(f"{kind}/")) for kind in {s.split("/")[0] for s in SCENARIOS}}
 """the first scenario of each fixture set, analysed once more in one process (no worker pool): the pool and the
 command's own process give the same report"""
