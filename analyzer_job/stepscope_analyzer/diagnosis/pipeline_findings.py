@@ -14,7 +14,8 @@ without CPU-contention stretches on CPU ranks, diagnosis.rank_costs):
   compute spread evenly) would save (M + S - 1) / M times the stage's excess over the stages' mean per step (M
   microbatches, S stages), at most the step's share of it (diagnosis.replay's what-if replaces this estimate
   where the steps can be replayed);
-- pipeline bubble: a 1F1B schedule idles each stage (S - 1) / (M + S - 1) of its step in warm-up and cool-down;
+- pipeline bubble: a GPipe or 1F1B schedule idles each stage (S - 1) / (M + S - 1) of its step in warm-up and
+  cool-down (the trace does not say which of the two ran; both idle as long);
   at BUBBLE_SHARE or more, and with the ranks measured blocked at least half that share of their step, it is
   named, with what twice the microbatches would leave;
 - data imbalance: no rank is slow among its peers, but the ranks' work varies from step to step (GPU ranks: compute
@@ -155,7 +156,7 @@ def pipeline_bubble(
     doubled = (s - 1) / (2 * m + s - 1)
     gain = step_us * (share - doubled)
     summary = (
-        f"pipeline bubble: {s} stages with {m} microbatches idle {share:.0%} of each step in the 1F1B schedule's "
+        f"pipeline bubble: {s} stages with {m} microbatches idle {share:.0%} of each step in the schedule's "
         f"warm-up and cool-down (the ranks are blocked {blocked:.0%} of their step)"
     )
     evidence = [
