@@ -451,7 +451,7 @@ def _in_pool(
             again = functools.partial(read_bounded, store, inp.trace_key, "max_trace_file_bytes")
             yield Task(index, trace, inp.rank, _rank_in_name(inp.name), again)
 
-    progress(f"analysing {len(chosen)} rank(s) in {workers} worker processes")
+    progress(f"analysing {len(chosen)} trace(s) in {workers} worker processes")
     phases.mark("pool requested")
     for index, computed in compute_all(tasks(), work=compute, top_n=top_n, workers=workers, while_waiting=wait):
         while finished:
