@@ -47,8 +47,10 @@ def _kind(truth: Path) -> tuple[object, ...]:
     return (truth.parent.parent.name, doc.get("kind"), *shape)
 
 
-KINDS = {_kind(t): t for t in sorted(FIXTURES.glob("*_jobs/*/truth.json"), reverse=True)}
+KINDS: dict[tuple[object, ...], Path] = {}
 """one job of each kind (the first by name): the other jobs of a kind take the same paths through the summaries"""
+for _truth in sorted(FIXTURES.glob("*_jobs/*/truth.json")):
+    KINDS.setdefault(_kind(_truth), _truth)
 SCENARIOS = sorted(str(t.parent.relative_to(FIXTURES)) for t in KINDS.values())
 ONE_PROCESS = {min(s for s in SCENARIOS if s.startswith(f"{kind}/")) for kind in {s.split("/")[0] for s in SCENARIOS}}
 """the first scenario of each fixture set, analysed once more in one process (no worker pool): the pool and the
