@@ -8,12 +8,14 @@ servers speaking the wire protocol) serving synthetic step telemetry (tests/oper
 - balanced telemetry fires nothing and the status shows what the operator saw;
 - pods whose sidecars serve no telemetry give TelemetryAvailable=False and a Warning, not a crash;
 - a stall fires a session whose hooks declare the hang at once (stepTimeoutSeconds at most the stall's seconds).
+- an evaluation that an API outage fails runs again within seconds of the outage's end, not a minute later.
 """
 
 from __future__ import annotations
 
 import subprocess
 import time
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -201,3 +203,23 @@ def test_a_stall_fires_a_session_that_declares_the_hang_at_once(api: EmulatorSer
         assert status["lastFiredReason"] == "no step on ranks 0-3 for 75 s (stall.seconds 60)"
         (session,) = sessions(api)
         assert session["spec"]["capture"]["stepTimeoutSeconds"] == 60
+
+
+def test_an_evaluation_that_fails_runs_again_within_seconds(api: EmulatorServer, operator: OperatorProcess) -> None:
+    """An API outage fails the evaluations due during it (every request answered 503); once it ends, the trigger is
+    evaluated again within seconds (runtime.config.retry_after), not after kopf's default minute of backoff."""
+    with SidecarFleet(SIDECAR_TOKEN, 4) as fleet:
+        serve(fleet, api, job(3))
+        api.apply(trigger("outage"))
+        wait_status(api, "outage", lambda s: "lastEvaluationTime" in s)
+        api.set_unavailable(True)
+        time.sleep(4)  # evaluations are due every second: the ones in the outage fail
+        api.set_unavailable(False)
+        ended = datetime.now(UTC)
+        status = wait_status(api, "outage", lambda s: _evaluated(s) > ended + timedelta(seconds=1), timeout=30)
+        assert status["observed"]["podsAnswered"] == 4, status
+    assert "Timer 'evaluate' failed with an exception" in operator.log()  # the outage did fail an evaluation
+
+
+def _evaluated(status: dict[str, Any]) -> datetime:
+    return datetime.fromisoformat(str(status["lastEvaluationTime"]).replace("Z", "+00:00"))

@@ -13,7 +13,7 @@ import kopf
 from stepscope_contract.constants import FINALIZER, GROUP, PLURAL, VERSION
 from stepscope_contract.session import Phase
 from stepscope_operator.runtime import metrics as prometheus_metrics
-from stepscope_operator.runtime.config import OperatorConfig
+from stepscope_operator.runtime.config import OperatorConfig, retry_after
 from stepscope_operator.runtime.kube import Kube
 from stepscope_operator.session import artifacts
 from stepscope_operator.session.analyzer_jobs import job_outcome
@@ -76,9 +76,7 @@ def _not_terminal(status: kopf.Status, **_: Any) -> bool:
     return status.get("phase") not in TERMINAL
 
 
-# A tick that fails (the API server or a sidecar unreachable for a while) is tried again after TICK_BACKOFF_SECONDS,
-# not kopf's default minute: a short outage delays a session by about its own length.
-TICK_BACKOFF_SECONDS = max(2.0, 5 * CONFIG.tick_seconds)
+TICK_BACKOFF_SECONDS = retry_after(CONFIG.tick_seconds)  # a failed tick runs again within seconds (config.retry_after)
 
 
 @kopf.timer(*RESOURCE, id="lifecycle", interval=CONFIG.tick_seconds, backoff=TICK_BACKOFF_SECONDS, when=_not_terminal)

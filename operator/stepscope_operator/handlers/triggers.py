@@ -1,5 +1,6 @@
 """kopf handlers of ProfileTriggers: a thin timer over `trigger_evaluation` (handler ids explicit). The timer runs
-every STEPSCOPE_TRIGGER_TICK_SECONDS; each trigger is evaluated at its own spec.evaluationIntervalSeconds."""
+every STEPSCOPE_TRIGGER_TICK_SECONDS; each trigger is evaluated at its own spec.evaluationIntervalSeconds. An
+evaluation that fails (the API server unreachable) runs again after config.retry_after, not kopf's default minute."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from typing import Any
 import kopf
 
 from stepscope_contract.constants import GROUP, TRIGGER_PLURAL, VERSION
-from stepscope_operator.runtime.config import OperatorConfig
+from stepscope_operator.runtime.config import OperatorConfig, retry_after
 from stepscope_operator.session.status import utcnow
 from stepscope_operator.triggers.evaluation import TriggerDeps, run
 from stepscope_operator.triggers.telemetry_client import TelemetryClient
@@ -35,7 +36,9 @@ async def cleanup(memo: kopf.Memo, **_: Any) -> None:
         await client.__aexit__()
 
 
-@kopf.timer(*RESOURCE, id="evaluate", interval=CONFIG.trigger_tick_seconds)
+@kopf.timer(
+    *RESOURCE, id="evaluate", interval=CONFIG.trigger_tick_seconds, backoff=retry_after(CONFIG.trigger_tick_seconds)
+)
 async def evaluate(body: kopf.Body, memo: kopf.Memo, patch: kopf.Patch, logger: kopf.Logger, **_: Any) -> None:
     deps = TriggerDeps(kube=memo.deps.kube, telemetry=memo.trigger_telemetry, config=memo.deps.config)
     outcome = await run(dict(body), deps, utcnow())

@@ -64,3 +64,10 @@ class OperatorConfig:
             extra_env=extra,
             storage=StorageDefaults.from_env(e),
         )
+
+
+def retry_after(tick_seconds: float) -> float:
+    """How long a timer whose tick failed (the API server or a sidecar unreachable for a while) waits before it runs
+    again: five of its ticks, at least 2 s, not kopf's default minute, so that a short outage delays the work it
+    drives (a session's lifecycle, a trigger's evaluations) by about its own length."""
+    return max(2.0, 5 * tick_seconds)
