@@ -10,7 +10,10 @@ with the hook on an H200 (tests/analyzer_job/fixtures/gpu_jobs, see its README; 
 scored the same way, as they are. Prints a table
 (scenario, truth, right?, the 1-minute load average of the machine when a real job was recorded, verdict) and the
 false-alarm rate over the balanced runs. The recorded CPU jobs kept in tests/analyzer_job/fixtures (cpu_jobs,
-fsdp_jobs, pipeline_jobs, handwritten_jobs) are scored with them.
+fsdp_jobs, pipeline_jobs, handwritten_jobs) are scored with them. Recorded jobs whose truth also holds what the
+planted fault costs the job, measured in the same run with the fault off and on in turn (planted_cost: the
+handwritten jobs' `--calibrate`), are listed again against that cost: named where the job pays the user's floor or
+more for it, not named where it pays less.
 
 Honest generalisation: `--split generator|layout|load` scores two parts of the jobs apart, by how they were made
 (the module that generated them; data-parallel, pipeline or expert layout; a quiet machine, one loaded to twice its
@@ -238,6 +241,41 @@ def split_report(cases: list[Case], key: str, fit_on: set[str], fit: str | None)
     _print_parts(f"fitted {param}={value:g}", part, held, cfg)
 
 
+def planted_report(cases: list[Case], cfg: DiagnosisConfig) -> None:
+    """The jobs whose recording also measured what the planted fault costs the job (truth.json's planted_cost, from
+    cycles of steps run with the fault off and on in turn: stepscope_testing.planted_cost), scored against that
+    cost where its interval is clear of the user's floor: a fault the job surely pays the floor or more for should
+    be named as the truth says; one it surely pays less for should not be named (the verdict may speak of it under
+    the floor), and no other rank either; one whose interval holds the floor is listed, not scored."""
+    calibrated = [c for c in cases if "planted_cost" in c.truth and c.truth["slow_ranks"]]
+    if not calibrated:
+        return
+    floor = cfg.min_slowdown_percent / 100.0
+    print(f"\nplanted faults whose cost the recording measured (cycles of the fault off and on; floor {floor:.0%}):")
+    above: list[bool] = []
+    under: list[bool] = []
+    for c in calibrated:
+        cost, d = c.truth["planted_cost"], diagnosis(c, cfg)
+        planted = {int(s["rank"]) for s in c.truth["slow_ranks"]}
+        named = {int(s["rank"]) for s in d.get("slow_ranks", [])}
+        if cost["low_share"] >= floor:
+            ok: bool | None = bool(right(c, d))
+            want = "named"
+            above.append(bool(ok))
+        elif cost["high_share"] < floor:
+            ok, want = not (named & planted) and not wrong_rank(c, d), "not named"
+            under.append(bool(ok))
+        else:
+            ok, want = None, "either"
+        mark = "-" if ok is None else ("right" if ok else "WRONG")
+        share = f"{cost['cost_share']:.1%}, {cost['low_share']:.1%} to {cost['high_share']:.1%}"
+        found = _text(_pairs(d.get("slow_ranks", [])))
+        print(f"  {c.name:<44} {cost['cost_us'] / 1000:6.1f} ms per step ({share}): "
+              f"{want:<9} {mark:<5}  found {found}")  # fmt: skip
+    print(f"  surely the floor or more: {sum(above)}/{len(above)} named; surely less: {sum(under)}/{len(under)} not "
+          f"named; {len(calibrated) - len(above) - len(under)} not told apart from the floor")  # fmt: skip
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cache", default=str(ROOT / ".corpus"), help="where generated scenarios are kept")
@@ -295,6 +333,7 @@ def main(argv: list[str] | None = None) -> int:
     wrong = [c.name for c in cases if wrong_rank(c, diagnosis(c, DiagnosisConfig()))]
     print(f"runs in which a rank the truth does not hold slow is named: {len(wrong)}/{len(scored)}"
           f"{': ' + ', '.join(wrong) if wrong else ''}")  # fmt: skip
+    planted_report(cases, DiagnosisConfig())
     if a.split:
         split_report(cases, a.split, set(a.fit_on.split(",")), a.fit)
     return 0 if all(r[3] for r in scored) else 1

@@ -21,6 +21,10 @@ replicas' gradients all-reduced over "dp".
 Pipelines run one of three schedules (`schedule`): `1f1b` (one stage per rank), `gpipe` (every forward, then every
 backward) or `interleaved` (interleaved 1F1B: each rank holds VIRTUAL stages, rank p the stages p, p + pp, ..., its
 blocks split evenly among them; the last stage, which holds the head, is on the last rank).
+With `calibrate` > 0 the job then runs that many cycles of unprofiled steps with the fault switched off and on in
+turn (stepscope_testing.planted_cost), and truth.json gets what the fault costs the job per step (`planted_cost`):
+the recorded steps are the same with or without it. `split` has no calibration (its layers cannot be moved
+between steps).
 Run as a script: `python -m stepscope_testing.handwritten_jobs OUT --fault ... `.
 """
 
@@ -32,17 +36,22 @@ import datetime
 import functools
 import json
 import os
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from stepscope_testing.spawned_jobs import run_spawned, spawn_workers
+from stepscope_testing.planted_cost import ORDER, armed
+from stepscope_testing.spawned_jobs import CALIBRATION, run_spawned, spawn_workers
 
 FAULTS = ("none", "twice", "split", "rows", "python", "slow")
 SCHEDULES = ("1f1b", "gpipe", "interleaved")
 VIRTUAL = 2
 """stages per rank under the interleaved schedule"""
 WIDTH = 96
+_FAULT_ON = [True]
+"""whether the planted fault acts in this process's current step (off in half of the calibration's steps)"""
 
 
 @dataclass(frozen=True)
@@ -66,6 +75,8 @@ class HandJob:
     schedule: str = "1f1b"
     """pipelines: 1f1b, gpipe or interleaved (SCHEDULES)"""
     tp: int = 1
+    calibrate: int = 0
+    """cycles of calibration steps after the recorded ones (module docstring); 0: none"""
 
     @property
     def world(self) -> int:
@@ -113,7 +124,7 @@ def _model(job: HandJob, rank: int, blocks: int, head: bool) -> Any:
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             for norm, mlp in zip(self.norms, self.mlps, strict=True):
-                for _ in range(repeat):
+                for _ in range(repeat if _FAULT_ON[0] else 1):
                     x = x + mlp(norm(x))
             return self.head(x) if self.head is not None else x
 
@@ -122,7 +133,7 @@ def _model(job: HandJob, rank: int, blocks: int, head: bool) -> Any:
 
 def _host_work(job: HandJob, rank: int) -> None:
     """`python`: the slow rank's plain-Python work, a fixed amount of this thread's CPU time (`amount` ms)."""
-    if job.fault != "python" or rank != job.slow_rank:
+    if job.fault != "python" or rank != job.slow_rank or not _FAULT_ON[0]:
         return
     import time
 
@@ -165,6 +176,27 @@ def _profiler(job: HandJob, out: str) -> Any:
     )
 
 
+def _train(job: HandJob, rank: int, out: str, step: Callable[[], None]) -> None:
+    """The recorded steps under the profiler, then the calibration's (rank 0 times them and leaves them beside the
+    job's folder, where run_spawned reads them)."""
+    with _profiler(job, out) as prof:
+        for _ in range(job.steps + 2):
+            step()
+            prof.step()
+    if job.calibrate <= 0 or job.fault in ("none", "split"):
+        return
+    times: list[float] = []
+    for i in range(-1, job.calibrate * len(ORDER)):  # one step first with the fault on, not timed
+        _FAULT_ON[0] = i < 0 or armed(i)
+        started = time.perf_counter()
+        step()
+        if i >= 0:
+            times.append((time.perf_counter() - started) * 1e6)
+    _FAULT_ON[0] = True
+    if rank == 0:
+        Path(out).parent.joinpath(CALIBRATION.format(name=Path(out).name)).write_text(json.dumps(times))
+
+
 def _data_parallel(job: HandJob, rank: int, out: str) -> None:
     import torch
     from torch.nn.parallel import DistributedDataParallel
@@ -173,14 +205,15 @@ def _data_parallel(job: HandJob, rank: int, out: str) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     rows = round(job.rows * job.amount) if job.fault == "rows" and rank == job.slow_rank else job.rows
     gen = torch.Generator().manual_seed(job.seed + rank)
-    with _profiler(job, out) as prof:
-        for _ in range(job.steps + 2):
-            x, y = _batch(job, rank, gen, rows)
-            opt.zero_grad(set_to_none=True)
-            loss: Any = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            opt.step()
-            prof.step()
+
+    def step() -> None:
+        x, y = _batch(job, rank, gen, rows if _FAULT_ON[0] else job.rows)
+        opt.zero_grad(set_to_none=True)
+        loss: Any = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+
+    _train(job, rank, out, step)
 
 
 def _chunks(blocks: int, parts: int) -> list[int]:
@@ -222,17 +255,18 @@ def _pipeline(job: HandJob, rank: int, out: str) -> None:
     params = [p for m in modules for p in m.parameters()]
     opt = torch.optim.AdamW(params, lr=1e-3)
     gen = torch.Generator().manual_seed(job.seed + replica)
-    with _profiler(job, out) as prof:
-        for _ in range(job.steps + 2):
-            x, y = _batch(job, rank, gen, job.rows)
-            opt.zero_grad(set_to_none=True)
-            if first:
-                schedule.step(x, target=y) if last else schedule.step(x)
-            else:
-                schedule.step(target=y) if last else schedule.step()
-            _average(params, reps[stage], job.dp)
-            opt.step()
-            prof.step()
+
+    def step() -> None:
+        x, y = _batch(job, rank, gen, job.rows)
+        opt.zero_grad(set_to_none=True)
+        if first:
+            schedule.step(x, target=y) if last else schedule.step(x)
+        else:
+            schedule.step(target=y) if last else schedule.step()
+        _average(params, reps[stage], job.dp)
+        opt.step()
+
+    _train(job, rank, out, step)
 
 
 def _slower(mlp: Any, times: int, _module: Any, args: tuple[Any, ...]) -> None:
@@ -241,6 +275,8 @@ def _slower(mlp: Any, times: int, _module: Any, args: tuple[Any, ...]) -> None:
     import torch
     import torch.nn.functional as F
 
+    if not _FAULT_ON[0]:
+        return
     first, second = mlp[0], mlp[2]
     with torch.no_grad():
         for _ in range(times):
@@ -266,15 +302,16 @@ def _tensor_parallel(job: HandJob, rank: int, out: str) -> None:
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     replica = rank // job.tp
     gen = torch.Generator().manual_seed(job.seed + replica)
-    with _profiler(job, out) as prof:
-        for _ in range(job.steps + 2):
-            x, y = _batch(job, rank, gen, job.rows)
-            opt.zero_grad(set_to_none=True)
-            loss: Any = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-            _average(list(model.parameters()), dp_group, job.dp)
-            opt.step()
-            prof.step()
+
+    def step() -> None:
+        x, y = _batch(job, rank, gen, job.rows)
+        opt.zero_grad(set_to_none=True)
+        loss: Any = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        _average(list(model.parameters()), dp_group, job.dp)
+        opt.step()
+
+    _train(job, rank, out, step)
 
 
 def _worker(rank: int, wire: dict[str, Any], port: int, out: str) -> None:
@@ -316,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--steps", type=int, default=HandJob.steps, help="steps recorded")
     p.add_argument("--tp", type=int, default=HandJob.tp, help="tensor-parallel ranks per replica (pp 1)")
     p.add_argument("--schedule", choices=SCHEDULES, default=HandJob.schedule, help="pipelines' schedule")
+    p.add_argument("--calibrate", type=int, default=0, help="cycles of steps that measure the fault's cost")
     a = p.parse_args(argv)
     if a.run:
         wire = json.loads(Path(a.run[0]).read_text())
@@ -336,6 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         width=a.width,
         schedule=a.schedule,
         tp=a.tp,
+        calibrate=a.calibrate,
     )
     run_job(job, Path(a.out))
     return 0

@@ -13,6 +13,10 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stepscope_testing.gloo_jobs import _free_port, wait_for_quiet
+from stepscope_testing.planted_cost import planted_cost
+
+CALIBRATION = ".{name}.calibration.json"
+"""beside a job's folder: the step times of its calibration (stepscope_testing.planted_cost), from its rank 0"""
 
 
 class SpawnedJob(Protocol):
@@ -44,7 +48,12 @@ def run_spawned(
     if proc.returncode != 0 and written < job.world:
         raise RuntimeError(f"job {job.name} failed with exit code {proc.returncode}")
     machine = {"cpus": os.cpu_count(), "load_before": round(load_before, 2), "load_after": round(os.getloadavg()[0], 2)}
-    (out / "truth.json").write_text(json.dumps({"job": job.wire(), **job.truth(), "machine": machine}, indent=1))
+    truth = {"job": job.wire(), **job.truth(), "machine": machine}
+    calibration = out.parent / CALIBRATION.format(name=out.name)
+    if calibration.exists():
+        truth["planted_cost"] = planted_cost(json.loads(calibration.read_text()))
+        calibration.unlink()
+    (out / "truth.json").write_text(json.dumps(truth, indent=1))
     return out
 
 

@@ -409,3 +409,43 @@ def test_a_rank_that_stands_out_under_the_floor_is_said_not_named(name: str, ran
     assert "ms per step, under the 5% floor" in d.verdict, d.verdict
     lower = analyse(name, 2.0).diagnosis
     assert [(s.rank, s.cause.value) for s in lower.slow_ranks] == [(rank, "compute")], lower.verdict
+
+
+CALIBRATED = sorted(p.parent.name for p in JOBS.glob("*-cal/truth.json"))
+"""the ninth set: recorded with `--calibrate 48`, each faulted job's truth holding what its fault costs the job"""
+
+
+def _planted_cost(name: str) -> dict[str, float] | None:
+    truth = json.loads((JOBS / name / "truth.json").read_text())
+    cost: dict[str, float] | None = truth.get("planted_cost")
+    return cost
+
+
+@pytest.mark.parametrize("name", CALIBRATED)
+def test_a_fault_is_named_when_the_job_surely_pays_the_floor_for_it_and_not_when_it_surely_does_not(
+    name: str,
+) -> None:
+    """The ninth set, chosen before any was recorded and kept whatever it diagnosed: where the calibration's
+    interval of what the fault costs the job (the fault off and on in turn, in the same run) is above the 5% floor,
+    the planted rank is named as the truth says; where it is below, no rank is; a healthy job names none. A job
+    whose interval holds the floor is only required to name no healthy rank."""
+    truth = json.loads((JOBS / name / "truth.json").read_text())
+    d = analyse(name).diagnosis
+    named = [(s.rank, s.cause.value) for s in d.slow_ranks]
+    planted = [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
+    cost = _planted_cost(name)
+    assert {r for r, _ in named} <= {r for r, _ in planted}, d.verdict
+    if not planted:
+        assert not named and d.verdict.startswith("No slow rank"), d.verdict
+    elif cost is not None and cost["low_share"] >= 0.05:
+        assert named == planted, d.verdict
+    elif cost is not None and cost["high_share"] < 0.05:
+        assert not named, d.verdict
+
+
+def test_the_ninth_set_holds_faults_on_both_sides_of_the_floor() -> None:
+    """The calibrations tell some faults apart from the floor on either side, so the test above checks both."""
+    costs = [c for c in map(_planted_cost, CALIBRATED) if c is not None]
+    assert len(CALIBRATED) == 10 and len(costs) == 8
+    assert sum(c["low_share"] >= 0.05 for c in costs) == 3
+    assert sum(c["high_share"] < 0.05 for c in costs) == 1
