@@ -135,8 +135,6 @@ def _host_work(job: HandJob, rank: int) -> None:
     """`python`: the slow rank's plain-Python work, a fixed amount of this thread's CPU time (`amount` ms)."""
     if job.fault != "python" or rank != job.slow_rank or not _FAULT_ON[0]:
         return
-    import time
-
     until = time.thread_time() + job.amount / 1000
     table: dict[int, int] = {}
     while time.thread_time() < until:
