@@ -40,10 +40,11 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 
 def _kind(truth: Path) -> tuple[object, ...]:
     """What a recorded job's traces hold, as far as summarising them goes: its fixture set, its fault, and its
-    schedule, tensor parallelism, stages and shape findings; jobs that differ only in size, load or seed share one."""
+    schedule, tensor parallelism, stages and shape findings; jobs that differ only in size, load or seed share one.
+    A job recorded before its generator had `schedule` and `tp` ran their defaults (1F1B, no tensor parallelism)."""
     doc = json.loads(truth.read_text())
     job, layout = doc.get("job") or {}, doc.get("layout") or {}
-    shape = (job.get("schedule"), job.get("tp"), layout.get("stages"), bool(doc.get("findings")))
+    shape = (job.get("schedule") or "1f1b", job.get("tp") or 1, layout.get("stages"), bool(doc.get("findings")))
     return (truth.parent.parent.name, doc.get("kind"), *shape)
 
 
