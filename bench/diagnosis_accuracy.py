@@ -49,6 +49,7 @@ from stepscope_analyzer.ranks.storage_io import LocalStore, location_of  # noqa:
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes  # noqa: E402
 from stepscope_testing import corpus as corpus_module  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
+from stepscope_testing.planted_cost import must_be_named  # noqa: E402
 
 FIXTURES = ROOT / "tests" / "analyzer_job" / "fixtures"
 RECORDED = [FIXTURES / name for name in ("gpu_jobs", "cpu_jobs", "fsdp_jobs", "pipeline_jobs", "handwritten_jobs")]
@@ -258,15 +259,15 @@ def planted_report(cases: list[Case], cfg: DiagnosisConfig) -> None:
         cost, d = c.truth["planted_cost"], diagnosis(c, cfg)
         planted = {int(s["rank"]) for s in c.truth["slow_ranks"]}
         named = {int(s["rank"]) for s in d.get("slow_ranks", [])}
-        if cost["low_share"] >= floor:
-            ok: bool | None = bool(right(c, d))
-            want = "named"
-            above.append(bool(ok))
-        elif cost["high_share"] < floor:
-            ok, want = not (named & planted) and not wrong_rank(c, d), "not named"
-            under.append(bool(ok))
-        else:
-            ok, want = None, "either"
+        expected = must_be_named(cost, floor)
+        ok: bool | None = None
+        if expected:
+            ok = right(c, d) is True
+            above.append(ok)
+        elif expected is False:
+            ok = not (named & planted) and not wrong_rank(c, d)
+            under.append(ok)
+        want = {True: "named", False: "not named", None: "either"}[expected]
         mark = "-" if ok is None else ("right" if ok else "WRONG")
         share = f"{cost['cost_share']:.1%}, {cost['low_share']:.1%} to {cost['high_share']:.1%}"
         found = _text(_pairs(d.get("slow_ranks", [])))

@@ -54,4 +54,15 @@ def planted_cost(steps_us: Sequence[float]) -> dict[str, Any]:
     }
 
 
-__all__ = ["ORDER", "armed", "planted_cost"]
+def must_be_named(cost: dict[str, Any], floor_share: float) -> bool | None:
+    """What a diagnosis should say of a fault with this calibration (`planted_cost`'s output) under a floor of
+    `floor_share` of the step: True (name it) where the whole interval is at or above the floor, False (do not) where
+    it is below, None where the interval holds the floor (either answer stands)."""
+    if cost["low_share"] >= floor_share:
+        return True
+    if cost["high_share"] < floor_share:
+        return False
+    return None
+
+
+__all__ = ["ORDER", "armed", "must_be_named", "planted_cost"]

@@ -23,6 +23,7 @@ from stepscope_analyzer.diagnosis.pipeline_findings import more_calls, variation
 from stepscope_analyzer.diagnosis.rank_costs import rank_samples
 from stepscope_contract.report import Report
 from stepscope_testing.local_analysis import analyse_folder
+from stepscope_testing.planted_cost import must_be_named
 
 pytestmark = pytest.mark.unit
 
@@ -413,12 +414,7 @@ def test_a_rank_that_stands_out_under_the_floor_is_said_not_named(name: str, ran
 
 CALIBRATED = sorted(p.parent.name for p in JOBS.glob("*-cal/truth.json"))
 """the ninth set: recorded with `--calibrate 48`, each faulted job's truth holding what its fault costs the job"""
-
-
-def _planted_cost(name: str) -> dict[str, float] | None:
-    truth = json.loads((JOBS / name / "truth.json").read_text())
-    cost: dict[str, float] | None = truth.get("planted_cost")
-    return cost
+FLOOR = DiagnosisConfig().min_slowdown_percent / 100.0
 
 
 @pytest.mark.parametrize("name", CALIBRATED)
@@ -433,19 +429,20 @@ def test_a_fault_is_named_when_the_job_surely_pays_the_floor_for_it_and_not_when
     d = analyse(name).diagnosis
     named = [(s.rank, s.cause.value) for s in d.slow_ranks]
     planted = [(s["rank"], s["cause"]) for s in truth["slow_ranks"]]
-    cost = _planted_cost(name)
+    expected = must_be_named(truth["planted_cost"], FLOOR) if "planted_cost" in truth else None
     assert {r for r, _ in named} <= {r for r, _ in planted}, d.verdict
     if not planted:
         assert not named and d.verdict.startswith("No slow rank"), d.verdict
-    elif cost is not None and cost["low_share"] >= 0.05:
+    elif expected:
         assert named == planted, d.verdict
-    elif cost is not None and cost["high_share"] < 0.05:
+    elif expected is False:
         assert not named, d.verdict
 
 
 def test_the_ninth_set_holds_faults_on_both_sides_of_the_floor() -> None:
     """The calibrations tell some faults apart from the floor on either side, so the test above checks both."""
-    costs = [c for c in map(_planted_cost, CALIBRATED) if c is not None]
-    assert len(CALIBRATED) == 10 and len(costs) == 8
-    assert sum(c["low_share"] >= 0.05 for c in costs) == 3
-    assert sum(c["high_share"] < 0.05 for c in costs) == 1
+    truths = [json.loads((JOBS / name / "truth.json").read_text()) for name in CALIBRATED]
+    verdicts = [must_be_named(t["planted_cost"], FLOOR) for t in truths if "planted_cost" in t]
+    assert len(CALIBRATED) == 10 and len(verdicts) == 8
+    assert verdicts.count(True) == 3
+    assert verdicts.count(False) == 1

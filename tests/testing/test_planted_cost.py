@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from stepscope_testing.planted_cost import ORDER, armed, planted_cost
+from stepscope_testing.planted_cost import ORDER, armed, must_be_named, planted_cost
 
 pytestmark = pytest.mark.unit
 
@@ -43,3 +43,12 @@ def test_a_fault_the_job_does_not_pay_for_costs_nothing() -> None:
 def test_less_than_a_cycle_is_refused() -> None:
     with pytest.raises(ValueError, match="at least one cycle"):
         planted_cost([100_000.0, 120_000.0])
+
+
+def test_a_fault_must_be_named_only_where_its_whole_interval_clears_the_floor() -> None:
+    def cost(low: float, high: float) -> dict[str, float]:
+        return {"low_share": low, "high_share": high}
+
+    assert must_be_named(cost(0.05, 0.09), 0.05) is True
+    assert must_be_named(cost(-0.01, 0.049), 0.05) is False
+    assert must_be_named(cost(0.03, 0.08), 0.05) is None
