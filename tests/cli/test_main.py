@@ -2,13 +2,14 @@
 defaults."""
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from stepscope_cli.main import PARSERS, SUBCOMMANDS, main, parser_of, usage, version
+from stepscope_cli.main import PARSERS, PYDANTIC_PLUGINS, SUBCOMMANDS, main, parser_of, usage, version
 
 pytestmark = pytest.mark.unit
 SCRIPT = Path(sys.executable).parent / "stepscope"
@@ -77,3 +78,17 @@ def test_help_after_other_arguments_and_a_usage_error_in_help_mode() -> None:
     """`--help` anywhere after the subcommand prints the help and exits 0, without the command running."""
     assert main(["wait", "some-session", "--timeout", "5", "--help"]) == 0
     assert main(["diff", "--help"]) == 0
+
+
+@pytest.mark.parametrize(("before", "after"), [(None, "__all__"), ("", ""), ("logfire", "logfire")])
+def test_a_subcommand_looks_for_no_pydantic_plugins_unless_told_to(
+    before: str | None, after: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Every subcommand turns pydantic's plugins off (looking for them reads every installed package's entry points
+    before the first model is built) unless PYDANTIC_DISABLE_PLUGINS is already set: an empty value keeps them on."""
+    if before is None:
+        monkeypatch.delenv(PYDANTIC_PLUGINS, raising=False)
+    else:
+        monkeypatch.setenv(PYDANTIC_PLUGINS, before)
+    assert main(["analyze", str(tmp_path / "missing")]) == 2
+    assert os.environ[PYDANTIC_PLUGINS] == after
