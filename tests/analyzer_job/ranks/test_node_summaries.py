@@ -32,6 +32,7 @@ from stepscope_contract.manifest import ArtifactFile, RankManifest
 from stepscope_contract.report import RankStatus
 from stepscope_contract.storage import MANIFEST_FILE, RANK_SUMMARY_FILE, TRACE_FILE, TRACE_SUFFIX, trace_name
 from stepscope_contract.wire import CaptureState
+from stepscope_testing.handwritten_jobs import HandJob
 
 pytestmark = pytest.mark.integration
 
@@ -41,10 +42,11 @@ FIXTURES = Path(__file__).parents[1] / "fixtures"
 def _kind(truth: Path) -> tuple[object, ...]:
     """What a recorded job's traces hold, as far as summarising them goes: its fixture set, its fault, and its
     schedule, tensor parallelism, stages and shape findings; jobs that differ only in size, load or seed share one.
-    A job recorded before its generator had `schedule` and `tp` ran their defaults (1F1B, no tensor parallelism)."""
+    A job recorded before its generator had `schedule` and `tp` ran their defaults (HandJob's)."""
     doc = json.loads(truth.read_text())
     job, layout = doc.get("job") or {}, doc.get("layout") or {}
-    shape = (job.get("schedule") or "1f1b", job.get("tp") or 1, layout.get("stages"), bool(doc.get("findings")))
+    schedule, tp = job.get("schedule") or HandJob.schedule, job.get("tp") or HandJob.tp
+    shape = (schedule, tp, layout.get("stages"), bool(doc.get("findings")))
     return (truth.parent.parent.name, doc.get("kind"), *shape)
 
 
