@@ -47,7 +47,7 @@ from stepscope_analyzer.diagnosis.gain_permutation import GainTest, gain_permuta
 from stepscope_analyzer.diagnosis.job_view import JobView, job_view, wall_excess
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.ranking import clears_noise, rank_what_if
-from stepscope_analyzer.diagnosis.slow_ranks import phase_evidence, phase_of
+from stepscope_analyzer.diagnosis.slow_ranks import phase_evidence, phase_of, strength
 from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_analyzer.diagnosis.waits import with_waiters
 from stepscope_contract.report import Evidence, SlowRank, WhatIf
@@ -58,6 +58,9 @@ TESTS = 2
 """the tests that may name a rank (the arrival order, the replay's saving): consistency_alpha is split over them"""
 OWN_SHARE = 0.5
 """the share of the replayed gain its own cost's excess must account for: most of it"""
+LEAN_WEIGHT = 0.1
+"""the weight in its confidence of how far its leaning cost stands beyond the noise (half the cost tests' weight:
+the test that named it is the waiting, not the cost)"""
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,13 @@ def _not_its_own(view: JobView, t: Waited, w: WhatIf, lean: tuple[str, Effect]) 
     )
 
 
+def _confidence(t: Waited, lean: Effect, cfg: DiagnosisConfig) -> float:
+    """How often the peers waited for it (the test's share of the steps and its p-value), and how far its leaning
+    cost stands beyond the noise (slow_ranks.strength: the cost tests' measure, at a weight of LEAN_WEIGHT)."""
+    tested = 0.15 * t.share + 0.2 * (1.0 - TESTS * t.p_value / cfg.consistency_alpha)
+    return round(min(0.99, 0.45 + tested + LEAN_WEIGHT * strength(lean, cfg)), 2)
+
+
 def _slow_rank(view: JobView, facts: JobFacts, t: Waited, cfg: DiagnosisConfig) -> SlowRank | str | None:
     """The rank named, or what it costs the job where that is under the user's floor (None: not named)."""
     lean = _leaning(view, t, cfg.noise_floor_percent / 100.0 * view.step_us)
@@ -161,7 +171,7 @@ def _slow_rank(view: JobView, facts: JobFacts, t: Waited, cfg: DiagnosisConfig) 
     return SlowRank(
         rank=t.rank,
         cause=row_for_cost(cost).cause,
-        confidence=round(0.45 + 0.15 * t.share + 0.2 * (1.0 - TESTS * t.p_value / cfg.consistency_alpha), 2),
+        confidence=_confidence(t, e, cfg),
         slowdown_pct=round(100.0 * gain / (view.step_us - gain), 1),
         excess_us=round(gain, 1),
         phase=phase_of(view, t.rank, cost) if cause_row(row_for_cost(cost).cause).phases else None,

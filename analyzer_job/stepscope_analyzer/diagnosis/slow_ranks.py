@@ -228,14 +228,19 @@ def _per_step(r: RankReport, attr: str) -> float:
     return float(getattr(r, attr)) / max(r.steps.count, 1)
 
 
+def strength(e: Effect, cfg: DiagnosisConfig) -> float:
+    """How far a cost's effect size is beyond the outlier threshold, from 0 (at it or under) to 1 (three times it):
+    a part of a slow rank's confidence."""
+    return min(1.0, max(0.0, (e.z - cfg.outlier_threshold) / (2 * cfg.outlier_threshold)))
+
+
 def _confidence(flag: Flag, lateness: float, excess: float, n_ranks: int, cfg: DiagnosisConfig) -> float:
     e = flag.effect
-    strength = min(1.0, max(0.0, (e.z - cfg.outlier_threshold) / (2 * cfg.outlier_threshold)))
     consistency = e.steps_above / e.steps if e.steps else 0.5
     corroboration = min(1.0, max(0.0, lateness / excess)) if excess > 0 else 0.5
     size = {1: 0.0, 2: 0.8, 3: 0.9}.get(n_ranks, 1.0)
     steps = 1.0 if e.steps >= 4 else 0.85
-    value = (0.45 + 0.2 * strength + 0.15 * consistency + 0.2 * corroboration) * size * steps
+    value = (0.45 + 0.2 * strength(e, cfg) + 0.15 * consistency + 0.2 * corroboration) * size * steps
     return round(min(0.99, max(0.05, value)), 2)
 
 

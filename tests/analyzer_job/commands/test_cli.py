@@ -80,6 +80,19 @@ def test_recorded_gloo_job_names_the_planted_slow_rank(
     _names_the_planted_slow_rank(GLOO_SESSIONS / cause, tmp_path / "out", analyze_cmd, slow_rank, cause)
 
 
+def test_a_host_straggler_named_through_the_replay_keeps_the_confidence_of_its_cost(
+    tmp_path: Path, analyze_cmd: list[str]
+) -> None:
+    """A live recording of the host cause (fixtures/gloo_sessions/host-4of5) in which rank 1's host time led its
+    peers' in 4 of 5 steps only: one step short of the cost test's sign test, so the permutation test of the
+    replay's saving names it. Its confidence counts how far its host time stands beyond the noise (z 26), as the
+    cost test's would."""
+    out = tmp_path / "out"
+    _names_the_planted_slow_rank(GLOO_SESSIONS / "host-4of5", out, analyze_cmd, 1, "host")
+    slow = _report(out).diagnosis.slow_ranks[0]
+    assert slow.evidence[0].metric == "heaviest in the replay" and slow.effect_z is not None and slow.effect_z > 20
+
+
 def test_plain_folder_of_traces(tmp_path: Path, gloo_traces: list[bytes], analyze_cmd: list[str]) -> None:
     folder = tmp_path / "traces"
     folder.mkdir()
