@@ -12,11 +12,14 @@ import os
 import sys
 from collections.abc import Callable
 
+from stepscope_contract.plugin_lookup import skip_when_disabled
+
 EXIT_FAILED = 2  # the command could not do its work (as `stepscope wait` and `stepscope check` use 2)
 PYDANTIC_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
 """set to "__all__" for every subcommand unless already set (an empty value keeps plugins on): stepscope's models
 use no pydantic plugin, and looking for them (every installed package's entry points read) costs the first model
-built 13 ms, in `stepscope analyze` before its first rank begins"""
+built 13 ms, in `stepscope analyze` before its first rank begins; with plugins off, pydantic's loader module (and the
+importlib.metadata it imports) is not loaded either (plugin_lookup)"""
 
 # subcommand -> (module, function, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -60,12 +63,9 @@ PARSERS: dict[str, tuple[str, str]] = {
 
 
 def version() -> str:
-    import importlib.metadata  # only here: it costs every command's start-up (stepscope analyze's first rank waits)
+    from stepscope_contract.version import VERSION
 
-    try:
-        return importlib.metadata.version("stepscope")
-    except importlib.metadata.PackageNotFoundError:
-        return "unknown"
+    return VERSION
 
 
 def usage() -> str:
@@ -120,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         return _help(name, rest)
     module_name, func_name, _ = SUBCOMMANDS[name]
     os.environ.setdefault(PYDANTIC_PLUGINS, "__all__")
+    skip_when_disabled()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

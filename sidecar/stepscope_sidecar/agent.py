@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
+from stepscope_contract.version import VERSION
 from stepscope_contract.wire import AgentStatus, CaptureRequest, CaptureStatus
 from stepscope_sidecar import capture_records as records
 from stepscope_sidecar.agent_metrics import Metrics
 from stepscope_sidecar.capture import AgentConfig, CaptureRun
 from stepscope_sidecar.hookfiles import HookDir
 
-VERSION = "0.1.0"
 HISTORY = 32
 
 

@@ -31,7 +31,7 @@ PRELOAD = (
     "stepscope_analyzer.parse",
     "stepscope_analyzer.analyses",
     "stepscope_analyzer.ranks.trace_work",  # the work the pool sends (by name) and the pool's own types
-    "numpy.ma",  # numpy.median imports it on its first call: once here rather than in every worker
+    "numpy.ma",  # numpy.median and numpy.unique import it on their first call: once here rather than in every worker
 )
 
 

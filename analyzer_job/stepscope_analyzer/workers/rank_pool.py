@@ -25,6 +25,7 @@ are still analysed.
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Callable, Generator, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -124,12 +125,12 @@ def _alone(task: Task, top_n: int, work: Work) -> Computed:
 
 
 def _pool_run(
-    source: Iterator[Task], top_n: int, workers: int, work: Work, while_waiting: Callable[[], object] | None
+    source: Iterator[Task], top_n: int, workers: int, work: Work, beside: _Beside | None
 ) -> Generator[tuple[int, Computed], None, tuple[list[Task], bool]]:
     """Run tasks from `source` in one pool (at most RANKS_PER_WORKER per worker) until the batch is done or a worker
     dies. Returns the suspects (the tasks in the pool when a worker died, else []) and whether `source` ran out.
     The workers are forked before the first task is read, so none of them starts with a stored trace in its heap.
-    `while_waiting` is called once, after the first tasks are handed to the pool."""
+    `beside` is started once the first tasks are handed to the pool."""
     pending: dict[Future[Computed], Task] = {}
     suspects: list[Task] = []
     handed = 0
@@ -149,9 +150,9 @@ def _pool_run(
                     break
             if not pending:
                 break
-            if while_waiting is not None:
-                while_waiting()
-                while_waiting = None
+            if beside is not None:
+                beside.start()
+                beside = None
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 task = pending.pop(future)
@@ -174,21 +175,56 @@ def compute_all(
 ) -> Iterator[tuple[int, Computed]]:
     """(task index, result) as they finish; tasks are pulled lazily, at most one per worker and
     IN_FLIGHT_SPARE more.
-    `while_waiting`, if given, is called (at most once) as soon as the workers have their first tasks: work of the
-    caller's that no result waits for (`stepscope analyze` imports its reduce step there). The calling process
-    keeps its mmap threshold fixed from here on (workers.heap): the stored traces it reads and hands on
-    leave its heap when let go."""
+    `while_waiting`, if given, runs (at most once) on a thread of its own as soon as the workers have their first
+    tasks: work of the caller's that no result waits for (`stepscope analyze` imports its reduce step there), while
+    this thread goes on handing out the next tasks as results come (run inline, it would keep a worker that finished
+    waiting for its next trace until it ends). It is joined before any later fork (a fresh pool, a rank run alone)
+    and before this returns, which raises its exception if it failed. The calling process keeps its mmap threshold
+    fixed from here on (workers.heap): the stored traces it reads and hands on leave its heap when let go."""
     heap.return_large_frees()  # the workers forked after this set their own (heap.for_worker)
     source = iter(tasks)
-    first = True
-    while True:
-        run = _pool_run(source, top_n, workers, work, while_waiting if first else None)
-        suspects, ran_out = yield from run
-        first = False
-        for task in suspects:
-            yield task.index, _alone(task, top_n, work)
-        if ran_out:
-            return
+    beside = _Beside(while_waiting) if while_waiting is not None else None
+    try:
+        first = True
+        while True:
+            run = _pool_run(source, top_n, workers, work, beside if first else None)
+            suspects, ran_out = yield from run
+            first = False
+            if beside is not None:
+                beside.join()  # forking.py: no other thread of the caller's runs at a fork
+            for task in suspects:
+                yield task.index, _alone(task, top_n, work)
+            if ran_out:
+                return
+    finally:
+        if beside is not None:
+            beside.join()
+
+
+class _Beside:
+    """The caller's `while_waiting`, on a thread of its own; `join` waits for it and raises what it raised."""
+
+    def __init__(self, func: Callable[[], object]) -> None:
+        self._func = func
+        self._thread: threading.Thread | None = None
+        self._error: BaseException | None = None
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._run, name="stepscope-while-waiting", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._func()
+        except BaseException as exc:
+            self._error = exc
+
+    def join(self) -> None:
+        if self._thread is not None:
+            self._thread.join()
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
 
 
 __all__ = ["Computed", "Handed", "Task", "Work", "compute_all"]

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -93,10 +94,11 @@ def test_streamed_outcomes_are_the_collected_ones(
 
 
 def test_while_waiting_runs_once_after_the_first_tasks_are_handed_out(gloo_traces: list[bytes]) -> None:
-    """`stepscope analyze` imports its reduce step there: the workers must already hold traces, no result may
-    have been waited for yet, and it runs once however many tasks follow."""
+    """`stepscope analyze` imports its reduce step there: the workers must already hold traces when it starts, and
+    it runs once however many tasks follow, done by the time the results are."""
     pulled: list[int] = []
-    seen: list[tuple[int, int]] = []  # (tasks pulled, results yielded) at each call
+    seen: list[int] = []  # tasks pulled when it started
+    done: list[int] = []
     results: list[int] = []
 
     def source() -> Iterator[Task]:
@@ -105,16 +107,56 @@ def test_while_waiting_runs_once_after_the_first_tasks_are_handed_out(gloo_trace
             yield Task(i, gloo_traces[i % len(gloo_traces)], i, None)
 
     def hook() -> None:
-        seen.append((len(pulled), len(results)))
+        seen.append(len(pulled))
+        done.append(1)
 
     for index, computed in compute_all(source(), work=compute, top_n=5, workers=2, while_waiting=hook):
         assert computed.error is None
         results.append(index)
     assert sorted(results) == list(range(5))
-    assert len(seen) == 1
-    pulled_then, results_then = seen[0]
-    assert pulled_then >= 2  # both workers had a trace (one each, IN_FLIGHT_SPARE more at most)
-    assert results_then == 0
+    assert len(seen) == 1 and done == [1]
+    assert seen[0] >= 2  # both workers had a trace (one each, IN_FLIGHT_SPARE more at most)
+
+
+def test_while_waiting_runs_beside_the_results_not_before_them(gloo_traces: list[bytes]) -> None:
+    """The results keep coming (and the next tasks keep going out) while it runs: a hook that waits for the first
+    result sees it, which it never could if the results waited for the hook."""
+    first_result = threading.Event()
+    saw: list[bool] = []
+
+    def hook() -> None:
+        saw.append(first_result.wait(timeout=60))
+
+    results = []
+    for index, computed in compute_all(
+        (Task(i, gloo_traces[i % len(gloo_traces)], i, None) for i in range(4)),
+        work=compute,
+        top_n=5,
+        workers=2,
+        while_waiting=hook,
+    ):
+        assert computed.error is None
+        results.append(index)
+        first_result.set()
+    assert sorted(results) == list(range(4))
+    assert saw == [True]
+
+
+def test_a_failing_while_waiting_is_raised_once_the_results_are_in(gloo_traces: list[bytes]) -> None:
+    def hook() -> None:
+        raise ModuleNotFoundError("no module named 'the_reduce_step'")
+
+    results = []
+    with pytest.raises(ModuleNotFoundError, match="the_reduce_step"):
+        for index, _ in compute_all(
+            (Task(i, gloo_traces[i % len(gloo_traces)], i, None) for i in range(3)),
+            work=compute,
+            top_n=5,
+            workers=2,
+            while_waiting=hook,
+        ):
+            results.append(index)
+    assert sorted(results) == [0, 1, 2]
 
 
 @pytest.mark.parametrize(("workers", "calls"), [(2, 1), (1, 0)])
