@@ -244,7 +244,7 @@ class AnalysisSpec(CamelModel):
         default=3.5, description="robust z-score (median/MAD) above which a rank is an outlier"
     )
     min_slowdown_percent: Annotated[float, Field(ge=0.0, le=1000.0)] = Field(
-        default=5.0, description="differences below this share of the median are never reported"
+        default=4.0, description="differences below this share of the median are never reported"
     )
     shards: Annotated[int, Field(ge=0, le=256)] = Field(
         default=0, description="Indexed Job parallelism for the per-rank map step; 0 chooses by rank count"

@@ -38,7 +38,7 @@ def analyze_parser() -> argparse.ArgumentParser:
         type=float,
         default=None,
         help="the user's floor: excesses below this share of a step are never reported (noise is measured anyway; "
-        "unset: the session's spec.analysis in a session folder, else 5)",
+        "unset: the session's spec.analysis in a session folder, else 4)",
     )
     p.add_argument(
         "--allow-partial",

@@ -126,7 +126,7 @@ def _evidence(view: JobView, facts: JobFacts, t: Waited, lean: tuple[str, Effect
 
 
 def _under_floor(t: Waited, w: WhatIf, step_us: float, cfg: DiagnosisConfig) -> str:
-    """'rank 3 arrives last ... but running like its peers gains 9.6 ms per step (2.4%), under the 5% floor'."""
+    """'rank 3 arrives last ... but running like its peers gains 9.6 ms per step (2.4%), under the 4% floor'."""
     return (
         f"rank {t.rank} {t.words}, but the replay with it running like its peers gains {w.gain_us / 1000:,.1f} ms "
         f"per step ({100.0 * w.gain_us / step_us:.1f}% of the step), under the {cfg.min_slowdown_percent:g}% floor"

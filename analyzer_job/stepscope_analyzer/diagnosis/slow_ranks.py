@@ -63,6 +63,12 @@ from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD, Ef
 from stepscope_analyzer.diagnosis.what_ran import OPS_SHARE, by_what_ran, ops_evidence
 from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
 
+OWN_SHARE = 1.0 / 3.0
+"""a rank flagged on its cost without CPU-contention stretches is named only where that excess is at least this
+share of what the others wait for it (its gain): on shared cores the rest is its wait for a CPU, not its work. Every
+straggler of the recorded corpus named this way keeps 0.45 or more of its gain as its own work (a TP rank's 25 ms of
+Python work, whose wall-clock excess doubles on its loaded cores, is the least); a rank kept waiting for a CPU a
+fifth to two fifths of each step that computes 1-3% more keeps about a tenth"""
 TAKE_OVER_SHARE = 0.5
 """a GPU rank's flagged excess is another cause (the causes table's `takes_over`) when that cause's device time
 exceeds the other ranks' by more than this share of it"""
@@ -262,11 +268,30 @@ def _flag_evidence(flag: Flag, view: JobView, rank: int, gain: float | None) -> 
 
 def under_floor_words(rank: int, cost: str, excess: float, gain: float, *, waited: bool, floor: float) -> str:
     """'rank 1's compute stands out against its peers' (+9.8 ms per step), but they wait for it 4.2 ms per step,
-    under the 5% floor'."""
+    under the 4% floor'."""
     how = "they wait for it" if waited else "the replay with it running like its peers saves"
     return (
         f"rank {rank}'s {cost} stands out against its peers' (+{excess / 1000:,.1f} ms per step), but {how} "
         f"{gain / 1000:,.1f} ms per step, under the {floor:g}% floor"
+    )
+
+
+def _own_excess(view: JobView, rank: int, flag: Flag) -> float | None:
+    """The excess of the rank's own work that its flag measured without CPU-contention stretches, where the flag is
+    the cost test's on corrected samples (None otherwise: the floors, the others' waiting or the stalls decided, or
+    the samples were not corrected)."""
+    if flag.floors is not None or flag.late is not None or flag.stall is not None:
+        return None
+    return flag.effect.excess_us if view.samples[rank].corrected(flag.cost) else None
+
+
+def not_its_own_words(rank: int, cost: str, gain: float, own: float) -> str:
+    """'the others wait for rank 2 34.3 ms per step, but its own compute without CPU-contention stretches exceeds
+    its peers' by 2.9 ms per step, less than a third of that: the rest is time it waited for a CPU'."""
+    return (
+        f"the others wait for rank {rank} {gain / 1000:,.1f} ms per step, but its own {cost} without CPU-contention "
+        f"stretches exceeds its peers' by {own / 1000:,.1f} ms per step, less than a third of that: the rest is time "
+        "it waited for a CPU"
     )
 
 
@@ -305,6 +330,11 @@ def find_slow_ranks(
         stall = next((f.stall for f in flags if f.stall is not None), None)
         step = view.mean_step_us if stall is not None else view.step_us  # stalls are in the mean step only
         gain = min(max(gain, 0.0), 0.9 * step)
+        own = _own_excess(view, rank, primary)
+        if own is not None and own < OWN_SHARE * gain:  # what the others wait for is mostly its wait for a CPU
+            if under_floor is not None:
+                under_floor[rank] = not_its_own_words(rank, primary.cost, gain, own)
+            continue
         if gain < cfg.floor_us(step):  # what fixing it would save is below the user's floor
             if under_floor is not None and gain >= cfg.noise_floor_percent / 100.0 * step:  # not noise
                 words = under_floor_words(

@@ -140,7 +140,7 @@ def test_a_rank_kept_waiting_for_a_cpu_is_not_named_for_its_wait(seed: int, wait
 
 
 def test_small_difference_below_the_floor_is_not_reported() -> None:
-    ranks = synthetic_job(slow_rank=3, cause=Cause.COMPUTE, extra_us=3_500, noise=0.002)  # ~4.5% of a step
+    ranks = synthetic_job(slow_rank=3, cause=Cause.COMPUTE, extra_us=2_500, noise=0.002)  # ~3.2% of a step
     assert diagnose(ranks).slow_ranks == []
     strict = DiagnosisConfig.from_spec(AnalysisSpec(min_slowdown_percent=1.0))
     assert [s.rank for s in diagnose(ranks, config=strict).slow_ranks] == [3]
