@@ -105,15 +105,23 @@ def latenesses(ranks: list[RankReport]) -> dict[int, float]:
     return {r: others[r] - w for r, w in waits.items()}
 
 
-def job_view(ranks: list[RankReport], replica_lateness: dict[int, float] | None = None) -> JobView:
+def median_step_us(ranks: list[RankReport]) -> float:
+    """The job's median step: every rank's recorded steps pooled (JobView.step_us of all the ranks)."""
+    return float(np.median(np.concatenate([s.step_us for s in rank_samples(ranks)])))
+
+
+def job_view(
+    ranks: list[RankReport], replica_lateness: dict[int, float] | None = None, step_us: float | None = None
+) -> JobView:
     """The view of `ranks`; `replica_lateness`: among pipeline peers, how long the other replicas wait for each
-    rank's replica (diagnosis.peers)."""
+    rank's replica (diagnosis.peers); `step_us`: the job's median step where `ranks` are some of its ranks (a
+    pipeline stage's peers), the step the user's floor and the verdict speak of (default: that of `ranks`)."""
     samples = {s.rank: s for s in rank_samples(ranks)}
     pooled = np.concatenate([s.step_us for s in samples.values()])
     waits, others = _waits(samples)
     wall = {cost: _mine_and_theirs({r: float(np.median(s.costs[cost])) for r, s in samples.items()}) for cost in COSTS}
     blocked = any(float(np.max(s.phases["communication_wait"])) > 0 for s in samples.values())
-    median_step, mean_step = float(np.median(pooled)), float(np.mean(pooled))
+    median_step, mean_step = float(np.median(pooled)) if step_us is None else step_us, float(np.mean(pooled))
     floors = floor_effects(ranks)
     return JobView(samples, median_step, waits, others, wall, blocked, wait_is_measured(ranks), mean_step, floors,
                    dict(replica_lateness or {}))  # fmt: skip

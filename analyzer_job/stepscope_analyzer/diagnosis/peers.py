@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.job_view import latenesses
+from stepscope_analyzer.diagnosis.job_view import latenesses, median_step_us
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
 from stepscope_contract.report import Evidence, RankReport, SlowRank, StepPhases
@@ -95,10 +95,11 @@ def find_slow_peers(
     peer_cfg = dataclasses.replace(cfg, wait_share=min(cfg.wait_share, PEER_WAIT_SHARE))
     cohorts = [waiting_not_work([by_rank[r] for r in c]) for c in layout.peers(list(by_rank)) if len(c) >= 2]
     late = replica_lateness(cohorts, layout)
+    step = median_step_us(ranks)  # the user's floor is a share of the job's step, whichever peers are compared
     out: list[SlowRank] = []
     for cohort_ranks in cohorts:  # a stage without replicas has no peers: only the stage comparison speaks of it
         cohort = [r.rank for r in cohort_ranks]
-        for s in find_slow_ranks(cohort_ranks, peer_cfg, late, under_floor):
+        for s in find_slow_ranks(cohort_ranks, peer_cfg, late, under_floor, step_us=step):
             out.append(s.model_copy(update={"evidence": [*s.evidence, _peer_evidence(layout, s.rank, cohort)]}))
     out.sort(key=lambda s: (-s.excess_us, s.rank))
     return out

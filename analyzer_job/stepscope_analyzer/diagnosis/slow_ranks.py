@@ -300,14 +300,16 @@ def find_slow_ranks(
     cfg: DiagnosisConfig,
     replica_lateness: dict[int, float] | None = None,
     under_floor: dict[int, str] | None = None,
+    step_us: float | None = None,
 ) -> list[SlowRank]:
     """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job.
     `replica_lateness`: among pipeline peers, how long the other replicas wait for each rank's replica;
     `under_floor`, if given, receives by rank a sentence for each rank whose cost stands out and whose peers wait for
-    it, but whose gain is under the user's floor, though not under the noise floor (under_floor_words)."""
+    it, but whose gain is under the user's floor, though not under the noise floor (under_floor_words). `step_us`:
+    the job's median step where `ranks` are some of its ranks (job_view)"""
     if len(ranks) < 2:
         return []
-    view = job_view(ranks, replica_lateness)
+    view = job_view(ranks, replica_lateness, step_us)
     by_rank = {r.rank: r for r in ranks}
     tables: dict[Cause, dict[int, dict[tuple[str, str], float]]] = {}
     result: list[SlowRank] = []
