@@ -8,7 +8,7 @@ import os
 import signal
 import threading
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +118,12 @@ def test_while_waiting_runs_once_after_the_first_tasks_are_handed_out(gloo_trace
     assert seen[0] >= 2  # both workers had a trace (one each, IN_FLIGHT_SPARE more at most)
 
 
+def _beside(traces: list[bytes], count: int, hook: Callable[[], None]) -> Iterator[tuple[int, Computed]]:
+    """`count` tasks of the recorded traces in a pool of two workers, `hook` as its while_waiting."""
+    tasks = (Task(i, traces[i % len(traces)], i, None) for i in range(count))
+    return compute_all(tasks, work=compute, top_n=5, workers=2, while_waiting=hook)
+
+
 def test_while_waiting_runs_beside_the_results_not_before_them(gloo_traces: list[bytes]) -> None:
     """The results keep coming (and the next tasks keep going out) while it runs: a hook that waits for the first
     result sees it, which it never could if the results waited for the hook."""
@@ -128,13 +134,7 @@ def test_while_waiting_runs_beside_the_results_not_before_them(gloo_traces: list
         saw.append(first_result.wait(timeout=60))
 
     results = []
-    for index, computed in compute_all(
-        (Task(i, gloo_traces[i % len(gloo_traces)], i, None) for i in range(4)),
-        work=compute,
-        top_n=5,
-        workers=2,
-        while_waiting=hook,
-    ):
+    for index, computed in _beside(gloo_traces, 4, hook):
         assert computed.error is None
         results.append(index)
         first_result.set()
@@ -148,13 +148,7 @@ def test_a_failing_while_waiting_is_raised_once_the_results_are_in(gloo_traces: 
 
     results = []
     with pytest.raises(ModuleNotFoundError, match="the_reduce_step"):
-        for index, _ in compute_all(
-            (Task(i, gloo_traces[i % len(gloo_traces)], i, None) for i in range(3)),
-            work=compute,
-            top_n=5,
-            workers=2,
-            while_waiting=hook,
-        ):
+        for index, _ in _beside(gloo_traces, 3, hook):
             results.append(index)
     assert sorted(results) == [0, 1, 2]
 
