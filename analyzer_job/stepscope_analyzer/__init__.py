@@ -2,7 +2,7 @@
 
 import os
 
-from stepscope_contract.plugin_lookup import skip_when_disabled
+from stepscope_contract.plugin_lookup import plugins_off_by_default
 
 # numpy's OpenBLAS starts a thread per CPU that spins between calls (3-4% of a rank's CPU in perf on the 54 MB
 # trace); the analyzer has no matrix work, so one thread, unless the environment says otherwise. Set before any
@@ -10,10 +10,8 @@ from stepscope_contract.plugin_lookup import skip_when_disabled
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 # pydantic reads the entry points of every installed distribution, looking for plugins, when it builds its first
-# model (on the command's start-up path, before the first rank starts); the analyzer uses none. With plugins off, the
-# loader's module (and the importlib.metadata it imports) is not loaded either (contract.plugin_lookup).
-os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
-skip_when_disabled()
+# model (on the command's start-up path, before the first rank starts); the analyzer uses none.
+plugins_off_by_default()
 
 
 def tool_version() -> str:

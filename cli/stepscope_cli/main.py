@@ -12,14 +12,12 @@ import os
 import sys
 from collections.abc import Callable
 
-from stepscope_contract.plugin_lookup import skip_when_disabled
+from stepscope_contract.plugin_lookup import VARIABLE, plugins_off_by_default
 
 EXIT_FAILED = 2  # the command could not do its work (as `stepscope wait` and `stepscope check` use 2)
-PYDANTIC_PLUGINS = "PYDANTIC_DISABLE_PLUGINS"
-"""set to "__all__" for every subcommand unless already set (an empty value keeps plugins on): stepscope's models
-use no pydantic plugin, and looking for them (every installed package's entry points read) costs the first model
-built 13 ms, in `stepscope analyze` before its first rank begins; with plugins off, pydantic's loader module (and the
-importlib.metadata it imports) is not loaded either (plugin_lookup)"""
+PYDANTIC_PLUGINS = VARIABLE
+"""turned off for every subcommand unless already set (contract.plugin_lookup.plugins_off_by_default): looking for
+pydantic plugins costs the first model built 13 ms, in `stepscope analyze` before its first rank begins"""
 
 # subcommand -> (module, function, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str, str]] = {
@@ -119,8 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     if any(a in ("-h", "--help") for a in rest):
         return _help(name, rest)
     module_name, func_name, _ = SUBCOMMANDS[name]
-    os.environ.setdefault(PYDANTIC_PLUGINS, "__all__")
-    skip_when_disabled()
+    plugins_off_by_default()
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:

@@ -13,6 +13,7 @@ import sys
 import types
 
 LOADER = "pydantic.plugin._loader"
+VARIABLE = "PYDANTIC_DISABLE_PLUGINS"
 DISABLED = ("__all__", "1", "true")
 """the values of PYDANTIC_DISABLE_PLUGINS with which pydantic's get_plugins returns no plugin at all"""
 
@@ -24,7 +25,7 @@ def _no_plugins() -> tuple[()]:
 def skip_when_disabled() -> bool:
     """Stand in for pydantic's plugin loader when PYDANTIC_DISABLE_PLUGINS disables every plugin and the loader is not
     imported yet; whether the stand-in is in place."""
-    if os.environ.get("PYDANTIC_DISABLE_PLUGINS") not in DISABLED:
+    if os.environ.get(VARIABLE) not in DISABLED:
         return False
     if LOADER not in sys.modules:
         stand_in = types.ModuleType(LOADER, "pydantic's plugin loader with every plugin disabled: no plugins")
@@ -33,4 +34,13 @@ def skip_when_disabled() -> bool:
     return getattr(sys.modules[LOADER], "get_plugins", None) is _no_plugins
 
 
-__all__ = ["DISABLED", "LOADER", "skip_when_disabled"]
+def plugins_off_by_default() -> bool:
+    """stepscope's models use no pydantic plugin: PYDANTIC_DISABLE_PLUGINS is set to "__all__" unless already set
+    (an empty value keeps plugins on), and the loader stood in for where they are off (skip_when_disabled). Looking
+    for plugins reads every installed package's entry points when the first model is built. Whether the stand-in
+    is in place."""
+    os.environ.setdefault(VARIABLE, "__all__")
+    return skip_when_disabled()
+
+
+__all__ = ["DISABLED", "LOADER", "VARIABLE", "plugins_off_by_default", "skip_when_disabled"]

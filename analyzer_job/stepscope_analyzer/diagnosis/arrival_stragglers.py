@@ -47,7 +47,7 @@ from stepscope_analyzer.diagnosis.gain_permutation import GainTest, gain_permuta
 from stepscope_analyzer.diagnosis.job_view import JobView, job_view, wall_excess
 from stepscope_analyzer.diagnosis.layout import Layout
 from stepscope_analyzer.diagnosis.ranking import clears_noise, rank_what_if
-from stepscope_analyzer.diagnosis.slow_ranks import phase_evidence, phase_of, strength
+from stepscope_analyzer.diagnosis.slow_ranks import not_its_own, phase_evidence, phase_of, strength
 from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_analyzer.diagnosis.waits import with_waiters
 from stepscope_contract.report import Evidence, SlowRank, WhatIf
@@ -137,13 +137,10 @@ def _not_its_own(view: JobView, t: Waited, w: WhatIf, lean: tuple[str, Effect]) 
     """'rank 2 is the one ..., and the replay ... gains 11.0 ms per step, but its own compute ... exceeds its peers'
     by 1.1 ms per step, less than half of that: the rest is time it waited for a CPU'."""
     cost, e = lean
-    corrected = view.samples[t.rank].corrected(cost)
-    own = f"its own {cost} without CPU-contention stretches" if corrected else f"its own {cost} in its median step"
-    rest = "time it waited for a CPU" if corrected else f"not its {cost} in most steps"
+    clause = not_its_own(cost, e.excess_us, corrected=view.samples[t.rank].corrected(cost), share="half")
     return (
         f"rank {t.rank} {t.words}, and the replay with it running like its peers gains {w.gain_us / 1000:,.1f} ms "
-        f"per step, but {own} exceeds its peers' by {e.excess_us / 1000:,.1f} ms per step, less than half of that: "
-        f"the rest is {rest}"
+        f"per step, but {clause}"
     )
 
 

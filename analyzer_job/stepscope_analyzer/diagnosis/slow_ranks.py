@@ -68,7 +68,8 @@ OWN_SHARE = 1.0 / 6.0
 share of what the others wait for it (its gain): on shared cores the rest is its wait for a CPU, not its work. A
 rank kept waiting for a CPU a fifth to two fifths of each step that computes 1-3% more keeps at most 0.11 of its
 gain as its own work; a live host straggler among four gloo ranks on two cores loaded five times over keeps 0.28
-(13.4 of 47.7 ms); every straggler of the recorded corpus named this way keeps 0.45 or more"""
+(13.4 of 47.7 ms); every straggler of the recorded corpus named this way keeps 0.45 or more. (A rank named by the
+waiting alone, whose cost did not stand out, must account for half: arrival_stragglers.OWN_SHARE.)"""
 TAKE_OVER_SHARE = 0.5
 """a GPU rank's flagged excess is another cause (the causes table's `takes_over`) when that cause's device time
 exceeds the other ranks' by more than this share of it"""
@@ -285,14 +286,20 @@ def _own_excess(view: JobView, rank: int, flag: Flag) -> float | None:
     return flag.effect.excess_us if view.samples[rank].corrected(flag.cost) else None
 
 
+def not_its_own(cost: str, own_us: float, *, corrected: bool, share: str) -> str:
+    """'its own compute without CPU-contention stretches exceeds its peers' by 1.1 ms per step, less than half of
+    that: the rest is time it waited for a CPU' (`share`: the words of the share, after what the others wait)."""
+    own = f"its own {cost} without CPU-contention stretches" if corrected else f"its own {cost} in its median step"
+    rest = "time it waited for a CPU" if corrected else f"not its {cost} in most steps"
+    excess = f"{own_us / 1000:,.1f} ms per step"
+    return f"{own} exceeds its peers' by {excess}, less than {share} of that: the rest is {rest}"
+
+
 def not_its_own_words(rank: int, cost: str, gain: float, own: float) -> str:
     """'the others wait for rank 2 34.3 ms per step, but its own compute without CPU-contention stretches exceeds
     its peers' by 2.9 ms per step, less than a sixth of that: the rest is time it waited for a CPU'."""
-    return (
-        f"the others wait for rank {rank} {gain / 1000:,.1f} ms per step, but its own {cost} without CPU-contention "
-        f"stretches exceeds its peers' by {own / 1000:,.1f} ms per step, less than a sixth of that: the rest is time "
-        "it waited for a CPU"
-    )
+    clause = not_its_own(cost, own, corrected=True, share="a sixth")
+    return f"the others wait for rank {rank} {gain / 1000:,.1f} ms per step, but {clause}"
 
 
 def find_slow_ranks(
