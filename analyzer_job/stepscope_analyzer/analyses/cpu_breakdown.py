@@ -27,6 +27,7 @@ import numpy.typing as npt
 
 from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.gpu_breakdown import CONSECUTIVE_KERNEL_DELAY_US
+from stepscope_analyzer.analyses.sorted_values import distinct
 from stepscope_analyzer.analyses.steps import step_rows
 from stepscope_analyzer.parse import TraceColumns
 
@@ -68,8 +69,8 @@ def _clip(u: Union, lo: float, hi: float) -> Union:
 
 def training_threads(ev: TraceColumns, steps: npt.NDArray[np.int64]) -> Mask:
     if steps.size:
-        tids = np.unique(ev.tid[steps])
-        pids = np.unique(ev.pid[steps])
+        tids = distinct(ev.tid[steps])
+        pids = distinct(ev.pid[steps])
         mask: Mask = np.isin(ev.tid, tids) & np.isin(ev.pid, pids)
         return mask
     cpu_op = ev.cat_mask("cpu_op")
@@ -151,7 +152,7 @@ def _subtract(a: Union, b: Union) -> Union:
     if a[0].size == 0 or b[0].size == 0:
         return a
     points = np.concatenate((a[0], a[1], b[0], b[1]))
-    points = np.unique(points)
+    points = distinct(points)
     mids = (points[:-1] + points[1:]) / 2
     in_a = _inside(a, mids)
     in_b = _inside(b, mids)

@@ -15,6 +15,7 @@ import numpy.typing as npt
 from stepscope_analyzer.analyses import intervals
 from stepscope_analyzer.analyses.intervals import Set
 from stepscope_analyzer.analyses.phase_names import BACKWARD, COMM, DATA, FORWARD, OPTIMIZER, STEP, name_mask
+from stepscope_analyzer.analyses.sorted_values import distinct, median
 from stepscope_analyzer.analyses.step_phases import PhaseSets, StepWindows
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import Bottleneck
@@ -41,11 +42,11 @@ def _enclosing(ev: TraceColumns, main: npt.NDArray[np.bool_], mid: F64) -> list[
     rows = np.flatnonzero(main & ev.cat_mask("user_annotation") & ~markers & ~name_mask(ev, COMM))
     out: list[str | None] = [None] * mid.size
     best = np.full(mid.size, np.inf)
-    for nid in np.unique(ev.name_id[rows]).tolist():
+    for nid in distinct(ev.name_id[rows]).tolist():
         sel = rows[ev.name_id[rows] == nid]
         u = intervals.merge(ev.ts[sel], ev.ts[sel] + ev.dur[sel])
         hit = intervals.inside(u, mid)
-        span = float(np.median(ev.dur[sel]))
+        span = median(ev.dur[sel])
         for i in np.flatnonzero(hit & (span < best)).tolist():
             out[i] = ev.names[nid]
             best[i] = span

@@ -8,6 +8,8 @@ from enum import IntEnum
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses.sorted_values import distinct
+
 _COMM = re.compile(r"^nccl.*Kernel")
 _MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _OTHER = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
@@ -32,7 +34,7 @@ def kernel_type(name: str) -> KernelType:
 
 def kernel_types_of(names: list[str], name_ids: npt.NDArray[np.int32]) -> npt.NDArray[np.int8]:
     """Kernel type of each row, classifying every distinct name once."""
-    used = np.unique(name_ids)
+    used = distinct(name_ids)
     table = np.full(len(names), KernelType.OTHER, dtype=np.int8)
     for nid in used.tolist():
         table[nid] = kernel_type(names[nid])

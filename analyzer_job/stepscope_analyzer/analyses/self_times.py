@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from stepscope_analyzer.analyses import interval_kernels, intervals
+from stepscope_analyzer.analyses.sorted_values import distinct
 
 F64 = npt.NDArray[np.float64]
 I64 = npt.NDArray[np.int64]
@@ -36,7 +37,7 @@ def self_durations(pid: I64, tid: I64, ts: F64, dur: F64, rows: npt.NDArray[np.i
     sub = rows[keep]
     key = pid[sub] * 0x1_0000_0000
     key += tid[sub]
-    thread = np.searchsorted(np.unique(key), key)  # each event's thread, numbered 0..
+    thread = np.searchsorted(distinct(key), key)  # each event's thread, numbered 0..
     del key
     s = ts[sub]
     del sub

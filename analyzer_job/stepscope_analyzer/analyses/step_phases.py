@@ -48,6 +48,7 @@ from stepscope_analyzer.analyses.phase_names import (
     STEP,
     name_mask,
 )
+from stepscope_analyzer.analyses.sorted_values import distinct
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import StepPhases
 
@@ -251,7 +252,7 @@ def _launch_phase(ev: TraceColumns, steps: StepWindows, ts: F64, tid: I64) -> np
     phase = np.full(ts.size, PHASES.index("other"), dtype=np.int8)
     backward = host & name_mask(ev, BACKWARD)
     bwd_any = np.zeros(ts.size, dtype=bool)
-    for t in np.unique(ev.tid[backward]).tolist():
+    for t in distinct(ev.tid[backward]).tolist():
         sel = tid == t
         if sel.any():
             bwd_any[sel] = intervals.inside(_u(ev, backward & (ev.tid == t)), ts[sel])

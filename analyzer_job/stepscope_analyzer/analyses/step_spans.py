@@ -15,6 +15,7 @@ import numpy.typing as npt
 
 from stepscope_analyzer.analyses import interval_kernels
 from stepscope_analyzer.analyses.phase_names import COMM, STEP, name_mask
+from stepscope_analyzer.analyses.sorted_values import distinct
 from stepscope_analyzer.analyses.step_phases import HOST_CATS, PHASES, PhaseSets, StepWindows
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import PhaseSpan
@@ -137,7 +138,7 @@ class _Labels:
         region &= ~name_mask(ev, STEP)
         regions = np.flatnonzero(region)
         self.ev = ev
-        ids = np.unique(ev.name_id[comm])  # the names once each, not every row's
+        ids = distinct(ev.name_id[comm])  # the names once each, not every row's
         c10d = [i for i in ids.tolist() if ev.names[i].startswith("c10d::")]
         self.comm = comm[~np.isin(ev.name_id[comm], c10d)] if c10d else comm
         self.regions = regions

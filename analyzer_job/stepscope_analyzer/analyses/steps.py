@@ -7,6 +7,7 @@ import re
 import numpy as np
 import numpy.typing as npt
 
+from stepscope_analyzer.analyses.sorted_values import median
 from stepscope_analyzer.parse import TraceColumns
 from stepscope_contract.report import StepStats
 
@@ -51,14 +52,14 @@ def stats_of(dur: npt.NDArray[np.float64], numbers: list[int] | None = None) -> 
     """Step statistics of the given step durations (µs, in recorded order) and their step numbers."""
     if dur.size == 0:
         return StepStats()
-    median = float(np.median(dur))
+    mid = median(dur)
     return StepStats(
         count=int(dur.size),
-        median_us=median,
+        median_us=mid,
         mean_us=float(dur.mean()),
         min_us=float(dur.min()),
         max_us=float(dur.max()),
-        spread_pct=0.0 if median <= 0 else 100.0 * float(dur.max() - dur.min()) / median,
+        spread_pct=0.0 if mid <= 0 else 100.0 * float(dur.max() - dur.min()) / mid,
         durations_us=[float(d) for d in dur],
         numbers=numbers if numbers is not None and len(numbers) == dur.size else [],
     )

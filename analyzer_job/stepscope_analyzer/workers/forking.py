@@ -31,8 +31,9 @@ PRELOAD = (
     "stepscope_analyzer.parse",
     "stepscope_analyzer.analyses",
     "stepscope_analyzer.ranks.trace_work",  # the work the pool sends (by name) and the pool's own types
-    "numpy.ma",  # numpy.median and numpy.unique import it on their first call: once here rather than in every worker
 )
+"""numpy.ma is not among them: a rank's analysis never imports it (analyses.sorted_values); the reduce step's
+import loads it beside the workers."""
 
 
 def context() -> BaseContext:
