@@ -31,10 +31,11 @@ FINISH = "stepscope_analyzer.commands.analyze_finish"
 
 
 def _import_finish() -> None:
-    """The finishing half, and the report's validators (built on first use: contract.deferred), loaded while the
-    workers parse the first ranks."""
+    """The finishing half, the report's validators (built on first use: contract.deferred) and numpy.ma (which the
+    diagnosis' first numpy.median imports; the ranks never do), loaded while the workers parse the first ranks."""
     with paused():
         importlib.import_module(FINISH)
+        importlib.import_module("numpy.ma")
         from stepscope_contract.deferred import build_now
         from stepscope_contract.report import Report
 

@@ -141,6 +141,35 @@ def test_the_analyze_command_hands_out_ranks_before_it_loads_the_reduce_step() -
     assert out.splitlines() == ["[]", "['stepscope_analyzer.analyses', 'stepscope_analyzer.diagnosis.status_summary']"]
 
 
+def test_the_finishing_half_imports_nothing_heavy_once_the_ranks_are_in(tmp_path: Path) -> None:
+    """What the reduce, the diagnosis and the report load on first use (numpy.ma, which numpy.median imports on its
+    first call, among them) is imported beside the workers: once the last rank is in, the finish only computes."""
+    fixture = Path(__file__).resolve().parents[1] / "fixtures" / "gloo_2rank_rank0.pt.trace.json.gz"
+    for rank in range(3):
+        shutil.copy(fixture, tmp_path / f"rank{rank}.pt.trace.json.gz")
+    out = _run(
+        f"""
+        import contextlib, io, sys
+        import stepscope_analyzer.commands.analyze_finish as finishing
+        from stepscope_analyzer.commands.cli import analyze_main
+        run_finish, loaded = finishing.finish, []
+        def finish(*args, **kwargs):
+            before = set(sys.modules)
+            code = run_finish(*args, **kwargs)
+            loaded.extend(sorted(set(sys.modules) - before))
+            return code
+        finishing.finish = finish
+        if __name__ == "__main__":
+            with contextlib.redirect_stdout(io.StringIO()):
+                code = analyze_main([{str(tmp_path)!r}, "-o", {str(tmp_path / "out")!r}])
+            heavy = ("numpy", "pydantic", "jinja2", "markupsafe", "stepscope_analyzer")
+            print(code, "numpy.ma" in sys.modules, [m for m in loaded if m.split(".")[0] in heavy])
+        """,
+        "2",
+    )
+    assert out == "0 True []"
+
+
 @pytest.mark.parametrize(("ranks", "pool"), [(2, False), (3, True)])
 def test_the_workers_are_prepared_only_for_a_job_that_uses_them(tmp_path: Path, ranks: int, pool: bool) -> None:
     """Nothing is prepared before the traces are found; for two traces nothing at all (each is parsed in the
