@@ -17,11 +17,16 @@ from pathlib import Path
 import pytest
 
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
+from stepscope_analyzer.diagnosis.facts import job_facts
 from stepscope_analyzer.diagnosis.floor_test import floor_effects
 from stepscope_analyzer.diagnosis.layout import job_layout
 from stepscope_analyzer.diagnosis.pipeline_findings import more_calls, variation
 from stepscope_analyzer.diagnosis.rank_costs import rank_samples
-from stepscope_contract.report import Report
+from stepscope_analyzer.diagnosis.ranking import rank_what_if
+from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_analyzer.ranks.pipeline import discover, summarize_all
+from stepscope_analyzer.ranks.storage_io import LocalStore, location_of
+from stepscope_contract.report import Report, WhatIf
 from stepscope_testing.local_analysis import analyse_folder
 from stepscope_testing.planted_cost import must_be_named
 
@@ -159,6 +164,58 @@ def test_the_rank_the_replay_saves_the_most_for_beyond_chance_is_named() -> None
         assert diagnosis.verdict.startswith("Rank 2 slows the job"), diagnosis.verdict
 
 
+WITHIN_THE_NOISE = [
+    "cpu-dp4-rank0-rows-1.25x-w176",
+    "cpu-dp4-rank0-rows-1.25x-w232",
+    "cpu-dp4-rank1-rows-1.25x-w320",
+    "cpu-dp4-rank2-rows-1.25x-w272-8steps",
+]
+"""a rank on 1.25x the rows among four DDP ranks on two cores, whose corrected compute is above its peers' in every
+step but within the job's noise (effect size 1.1-1.8), whose floors do not stand out (1.14-1.28x) and whose peers'
+waits are chance by both tests: only the replay of the recorded steps says what it costs (slow_ranks._flag_replayed)"""
+
+
+@pytest.mark.parametrize("name", WITHIN_THE_NOISE)
+def test_a_rank_above_its_peers_in_every_step_is_named_by_the_replayed_saving_clear_of_its_noise(name: str) -> None:
+    """Named, compute, with the replay's saving (three standard errors clear of nothing, the user's floor or more)
+    as its excess, its corrected compute's test as its evidence."""
+    recorded = json.loads((JOBS / name / "truth.json").read_text())
+    truth = [(s["rank"], s["cause"]) for s in recorded["slow_ranks"]]
+    d = analyse(name).diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == truth, d.verdict
+    slow = d.slow_ranks[0]
+    assert slow.effect_z is not None and slow.effect_z < DiagnosisConfig().outlier_threshold
+    replayed = next(w for w in d.what_if if w.change == f"rank {slow.rank} ran like its peers")
+    assert slow.excess_us == replayed.gain_us >= FLOOR * d.median_step_us
+    assert replayed.gain_high_us is not None and replayed.gain_us >= 3 * (replayed.gain_high_us - replayed.gain_us) / 2
+    compute = next(e for e in slow.evidence if e.metric.startswith("compute per step"))
+    steps = recorded["job"]["steps"]
+    assert f"higher than the other ranks in {steps} of {steps} steps" in compute.detail, compute.detail
+
+
+def test_without_the_replay_or_with_its_saving_in_the_noise_the_rank_is_not_named() -> None:
+    """In that data-parallel job (no layout: the detector hands the replay to find_slow_ranks) the same rank is not
+    named without the replay (the cost tests alone: within the noise), nor where the replay's saving is the same but
+    its noise interval three times as wide."""
+    store = LocalStore()
+    layout = discover(store, location_of(str(JOBS / "cpu-dp4-rank1-rows-1.25x-w320")))
+    facts = job_facts([o.summary for o in summarize_all(store, layout) if o.skipped is None])
+    cfg = DiagnosisConfig()
+    assert facts.layout is None
+    replayed = functools.partial(rank_what_if, facts)
+    assert [s.rank for s in find_slow_ranks(facts.ok, cfg, replayed=replayed)] == [1]
+    assert find_slow_ranks(facts.ok, cfg) == []
+
+    def wider(rank: int) -> WhatIf | None:
+        w = replayed(rank)
+        if w is None or w.gain_high_us is None:
+            return w
+        half = 3 * (w.gain_high_us - w.gain_us)
+        return w.model_copy(update={"gain_low_us": w.gain_us - half, "gain_high_us": w.gain_us + half})
+
+    assert find_slow_ranks(facts.ok, cfg, replayed=wider) == []
+
+
 @pytest.mark.parametrize(
     "name", ["cpu-dp4-balanced-w224", "cpu-dp4-balanced-w288", "cpu-dp4-balanced-w160", "cpu-dp4-balanced-w224-8steps"]
 )
@@ -186,8 +243,10 @@ def test_healthy_jobs_of_the_fifth_and_sixth_sets_have_no_slow_rank(name: str) -
 def test_a_rank_whose_floors_stray_far_beyond_its_peers_is_named() -> None:
     """Rank 1 on 1.25x the rows (fifth set, quiet machine, width 208): its op calls at their least take 1.22x the
     others', whose own ratios stay within 5% of 1, while the floors of a rank's even and odd steps differ by 8%
-    (4x that is over the ratio, as is floor_ratio): only the peers' spread tells the extra work from noise. The
-    others wait for it, and the replay with it running like its peers gains over 5% of the step."""
+    (4x that is over the ratio, as is floor_ratio): of the floors' tests, only the peers' spread tells the extra
+    work from noise. The others wait for it, and the replay with it running like its peers gains over 5% of the step,
+    clear of its noise: without the peers' spread that test names it (its corrected compute above its peers' in every
+    step); with neither, no test does."""
     name = "cpu-dp4-rank1-rows-1.25x-w208"
     truth = [(s["rank"], s["cause"]) for s in json.loads((JOBS / name / "truth.json").read_text())["slow_ranks"]]
     d = analyse(name).diagnosis
@@ -196,7 +255,12 @@ def test_a_rank_whose_floors_stray_far_beyond_its_peers_is_named() -> None:
     assert floors.value == pytest.approx(1.22, abs=0.01) and "ratios stay within 5% of 1" in floors.detail
     replayed = next(w for w in d.what_if if w.change == "rank 1 ran like its peers")
     assert d.slow_ranks[0].excess_us == replayed.gain_us >= 0.05 * d.median_step_us
-    without = analyse_folder(JOBS / name, DiagnosisConfig(floor_peer_multiple=math.inf)).diagnosis
+    replay = analyse_folder(JOBS / name, DiagnosisConfig(floor_peer_multiple=math.inf)).diagnosis
+    assert [(s.rank, s.cause.value) for s in replay.slow_ranks] == truth
+    assert not any(e.metric == "op calls at their least" for e in replay.slow_ranks[0].evidence)
+    assert replay.slow_ranks[0].excess_us == replayed.gain_us
+    neither = DiagnosisConfig(floor_peer_multiple=math.inf, replayed_gain_z=math.inf)
+    without = analyse_folder(JOBS / name, neither).diagnosis
     assert not without.slow_ranks and without.verdict.startswith("No slow rank"), without.verdict
 
 

@@ -16,7 +16,7 @@ pipeline stage (a slower stage is the stage's finding, not a rank's). A rank is 
 - its compute or host time without CPU-contention stretches exceeds its peers' median, and in most steps (the cost
   with the larger excess is its cause);
 - the replay of the recorded steps with it running like its peers (ranking.rank_what_if) gains time that clears
-  its noise (ranking.clears_noise) and reaches the user's floor. That gain is its excess. A rank whose gain clears
+  its noise (replayed_gain.clears_noise) and reaches the user's floor. That gain is its excess. A rank whose gain clears
   its noise but not the floor is not named; the verdict says what it costs the job (Found.under_floor);
 - that gain is mostly its own: its leaning cost's excess over its peers' (without CPU-contention stretches) is at
   least OWN_SHARE of it. The replay re-times wall-clock work: on shared cores a rank the scheduler kept waiting for
@@ -46,7 +46,8 @@ from stepscope_analyzer.diagnosis.facts import JobFacts
 from stepscope_analyzer.diagnosis.gain_permutation import GainTest, gain_permutation_tests
 from stepscope_analyzer.diagnosis.job_view import JobView, job_view, wall_excess
 from stepscope_analyzer.diagnosis.layout import Layout
-from stepscope_analyzer.diagnosis.ranking import clears_noise, rank_what_if
+from stepscope_analyzer.diagnosis.ranking import rank_what_if
+from stepscope_analyzer.diagnosis.replayed_gain import clears_noise
 from stepscope_analyzer.diagnosis.slow_ranks import not_its_own, phase_evidence, phase_of, strength
 from stepscope_analyzer.diagnosis.straggler_test import Effect, effects
 from stepscope_analyzer.diagnosis.waits import with_waiters

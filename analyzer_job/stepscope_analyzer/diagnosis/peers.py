@@ -24,7 +24,7 @@ import dataclasses
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
 from stepscope_analyzer.diagnosis.job_view import latenesses, median_step_us
 from stepscope_analyzer.diagnosis.layout import Layout
-from stepscope_analyzer.diagnosis.slow_ranks import find_slow_ranks
+from stepscope_analyzer.diagnosis.slow_ranks import Replayed, find_slow_ranks
 from stepscope_contract.report import Evidence, RankReport, SlowRank, StepPhases
 
 
@@ -85,12 +85,17 @@ def replica_lateness(cohorts: list[list[RankReport]], layout: Layout) -> dict[in
 
 
 def find_slow_peers(
-    ranks: list[RankReport], cfg: DiagnosisConfig, layout: Layout | None, under_floor: dict[int, str] | None = None
+    ranks: list[RankReport],
+    cfg: DiagnosisConfig,
+    layout: Layout | None,
+    under_floor: dict[int, str] | None = None,
+    replayed: Replayed | None = None,
 ) -> list[SlowRank]:
     """Slow ranks, each found against its peers only (every rank against every other without stages); the other
-    replicas' waiting for a rank is its replica's (replica_lateness). `under_floor`: as slow_ranks.find_slow_ranks."""
+    replicas' waiting for a rank is its replica's (replica_lateness). `under_floor`, `replayed`: as
+    slow_ranks.find_slow_ranks (the replay's test asks every rank of a job without stages)."""
     if layout is None or layout.stages < 2:
-        return find_slow_ranks(ranks, cfg, under_floor=under_floor)
+        return find_slow_ranks(ranks, cfg, under_floor=under_floor, replayed=replayed)
     by_rank = {r.rank: r for r in ranks}
     peer_cfg = dataclasses.replace(cfg, wait_share=min(cfg.wait_share, PEER_WAIT_SHARE))
     cohorts = [waiting_not_work([by_rank[r] for r in c]) for c in layout.peers(list(by_rank)) if len(c) >= 2]

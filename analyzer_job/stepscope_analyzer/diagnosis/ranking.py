@@ -18,7 +18,7 @@ from stepscope_analyzer.diagnosis.gain_shares import gain_shares
 from stepscope_analyzer.diagnosis.job_numbers import StepNumbers, step_numbers
 from stepscope_analyzer.diagnosis.replay import REPLAYED as REPLAYED_WHAT_IF
 from stepscope_analyzer.diagnosis.replay import pipeline_gain_of, what_ifs, with_replayed_gains
-from stepscope_analyzer.diagnosis.replayed_gain import replay_base, with_replayed_gain
+from stepscope_analyzer.diagnosis.replayed_gain import clears_noise, replay_base, with_replayed_gain
 from stepscope_analyzer.diagnosis.shape_verdict import with_finding_numbers
 from stepscope_contract.report import Cause, JobFinding, SlowRank, WhatIf
 
@@ -105,13 +105,6 @@ def _one_slow_rank(f: JobFinding, excess: dict[int, float]) -> int | None:
         return None
     mine = [r for r in f.ranks if r in excess]
     return mine[0] if len(mine) == 1 else None
-
-
-def clears_noise(w: WhatIf, z: float) -> bool:
-    """A replayed gain clears its noise: it is positive and at least `z` standard errors of the mean saving over
-    the steps (the what-if's interval is two either side)."""
-    se = max(w.gain_high_us - w.gain_us, 0.0) / 2.0 if w.gain_high_us is not None else 0.0
-    return w.gain_us > 0 and w.gain_us >= z * se
 
 
 def _not_cleared(

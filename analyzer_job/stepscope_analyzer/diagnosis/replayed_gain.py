@@ -17,6 +17,13 @@ from stepscope_analyzer.diagnosis.job_numbers import StepNumbers
 from stepscope_contract.report import WhatIf
 
 
+def clears_noise(w: WhatIf, z: float) -> bool:
+    """A replayed gain clears its noise: it is positive and at least `z` standard errors of the mean saving over
+    the steps (the what-if's interval is two either side)."""
+    se = max(w.gain_high_us - w.gain_us, 0.0) / 2.0 if w.gain_high_us is not None else 0.0
+    return w.gain_us > 0 and w.gain_us >= z * se
+
+
 def replay_base(numbers: StepNumbers) -> float:
     """The step the what-ifs are replayed from: the mean step when a slow rank stalls, the median otherwise."""
     return numbers.mean_step_us if numbers.from_mean else numbers.median_step_us

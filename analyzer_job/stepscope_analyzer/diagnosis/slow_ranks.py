@@ -22,6 +22,12 @@ does), its contention-corrected compute is above theirs in most steps, and its e
 less the same over its work ratio) reaches the user's floor. The wait check then weighs the extra work itself (the
 same share of its contention-corrected compute): on shared cores its wall-clock excess also holds the time it waited
 for a CPU while the others computed, which they do not wait for.
+In a data-parallel job of four ranks or more (the replay re-times it: diagnosis.dp_replay), a compute excess the
+effect-size test finds within the job's noise still counts when the rank's contention-corrected compute exceeds its
+peers' in every step or enough of them (the sign test at consistency_alpha) by the user's floor, and the replay of
+the recorded steps with it running like its peers saves the user's floor or more, replayed_gain_z standard errors
+clear of nothing: on shared cores the replay counts the CPU time its extra work takes from the ranks beside it,
+which no wait at a collective shows. The replayed saving is then its excess.
 Where inputs vary in size from step to step, every rank's compute spreads so widely that neither test sees a rank
 doing twice the work; in a job of four ranks or more, such a rank's compute still counts when the other ranks wait
 for it at least late_share of the step (averaged over the steps) and its compute averages late_compute_ratio times
@@ -40,6 +46,8 @@ the same floor and wait checks apply, and the slow rank lists the steps it stall
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from stepscope_analyzer.diagnosis.causes import CAUSES, cause_row, row_for_cost
@@ -56,12 +64,13 @@ from stepscope_analyzer.diagnosis.evidence import (
 )
 from stepscope_analyzer.diagnosis.job_view import Flag, JobView, MeanRatio, job_view, wall_excess
 from stepscope_analyzer.diagnosis.rank_costs import COSTS
+from stepscope_analyzer.diagnosis.replayed_gain import clears_noise
 from stepscope_analyzer.diagnosis.shared_cpu import busy_ranks
 from stepscope_analyzer.diagnosis.stall_flags import stall_flags
 from stepscope_analyzer.diagnosis.stats import median
 from stepscope_analyzer.diagnosis.straggler_test import MIN_RANKS_FOR_SPREAD, Effect, effects
 from stepscope_analyzer.diagnosis.what_ran import OPS_SHARE, by_what_ran, ops_evidence
-from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank
+from stepscope_contract.report import Cause, Evidence, RankReport, SlowRank, WhatIf
 
 OWN_SHARE = 1.0 / 6.0
 """a rank flagged on its cost without CPU-contention stretches is named only where that excess is at least this
@@ -70,13 +79,16 @@ rank kept waiting for a CPU a fifth to two fifths of each step that computes 1-3
 gain as its own work; a live host straggler among four gloo ranks on two cores loaded five times over keeps 0.28
 (13.4 of 47.7 ms); every straggler of the recorded corpus named this way keeps 0.45 or more. (A rank named by the
 waiting alone, whose cost did not stand out, must account for half: arrival_stragglers.OWN_SHARE.)"""
+Replayed = Callable[[int], WhatIf | None]
+"""a rank -> the what-if of it running like its peers, as the ranking replays it (None: not replayed)"""
 TAKE_OVER_SHARE = 0.5
 """a GPU rank's flagged excess is another cause (the causes table's `takes_over`) when that cause's device time
 exceeds the other ranks' by more than this share of it"""
 
 
-def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
-    """Per rank, the own costs that stand out (noise-aware, consistent, above the floor)."""
+def flagged_costs(view: JobView, cfg: DiagnosisConfig, replayed: Replayed | None = None) -> dict[int, list[Flag]]:
+    """Per rank, the own costs that stand out (noise-aware, consistent, above the floor); `replayed`, in a job the
+    data-parallel replay re-times, what the replay gains with a rank running like its peers (_flag_replayed)."""
     floor = cfg.floor_us(view.step_us)
     noise_floor = cfg.noise_floor_percent / 100.0 * view.step_us
     out: dict[int, list[Flag]] = {}
@@ -104,8 +116,32 @@ def flagged_costs(view: JobView, cfg: DiagnosisConfig) -> dict[int, list[Flag]]:
                 out.setdefault(e.rank, []).append(Flag(cost, e, wall))
     _flag_floors(view, cfg, tested_compute, out)
     _flag_late(view, cfg, wall_compute, out)
+    if replayed is not None:
+        _flag_replayed(view, cfg, tested_compute, replayed, out)
     _flag_ops_outside(view, cfg, wall_host, out)
     return out
+
+
+def _flag_replayed(
+    view: JobView, cfg: DiagnosisConfig, tested: dict[int, Effect], replayed: Replayed, out: dict[int, list[Flag]]
+) -> None:
+    """In a job of four ranks or more (a median of the others to stand out from), ranks whose compute did not stand
+    out beyond the job's noise, but whose contention-corrected compute exceeds the others' consistently over the
+    steps (the sign test) by the user's floor, and for which the replay of the recorded steps with the rank running
+    like its peers saves the user's floor or more, replayed_gain_z standard errors clear of nothing. The flag
+    carries the corrected test, and the replayed saving as its excess: what the job pays for it, CPU taken from the
+    ranks beside it on shared cores included, which their waits at the collectives do not show."""
+    if not view.has_collectives or len(view.samples) < MIN_RANKS_FOR_SPREAD:
+        return
+    floor = cfg.floor_us(view.step_us)
+    for rank, e in tested.items():
+        if any(x.cost == "compute" for x in out.get(rank, [])):
+            continue
+        if not (e.excess_us >= floor and e.consistent(cfg.consistency_alpha)):
+            continue
+        w = replayed(rank)
+        if w is not None and w.gain_us >= floor and clears_noise(w, cfg.replayed_gain_z):
+            out.setdefault(rank, []).append(Flag("compute", e, w.gain_us))
 
 
 def _flag_ops_outside(view: JobView, cfg: DiagnosisConfig, wall: dict[int, Effect], out: dict[int, list[Flag]]) -> None:
@@ -307,13 +343,15 @@ def find_slow_ranks(
     cfg: DiagnosisConfig,
     replica_lateness: dict[int, float] | None = None,
     under_floor: dict[int, str] | None = None,
+    *,
     step_us: float | None = None,
+    replayed: Replayed | None = None,
 ) -> list[SlowRank]:
     """Slow ranks among the analysed ones, the one costing the job most first; empty for a balanced job.
     `replica_lateness`: among pipeline peers, how long the other replicas wait for each rank's replica;
     `under_floor`, if given, receives by rank a sentence for each rank whose cost stands out and whose peers wait for
     it, but whose gain is under the user's floor, though not under the noise floor (under_floor_words). `step_us`:
-    the job's median step where `ranks` are some of its ranks (job_view)"""
+    the job's median step where `ranks` are some of its ranks (job_view). `replayed`: as flagged_costs"""
     if len(ranks) < 2:
         return []
     view = job_view(ranks, replica_lateness, step_us)
@@ -322,7 +360,7 @@ def find_slow_ranks(
     result: list[SlowRank] = []
     busy = busy_ranks(view.samples.values())
     job: tuple[DpWork | None] | None = None  # the replay's work table, built once where a shared-CPU rank needs it
-    for rank, flags in sorted(stall_flags(view, cfg, flagged_costs(view, cfg)).items()):
+    for rank, flags in sorted(stall_flags(view, cfg, flagged_costs(view, cfg, replayed)).items()):
         flags.sort(key=lambda f: -f.wall_excess_us)
         excess = sum(f.wall_excess_us for f in flags)
         waited = waited_for(view, rank, flags, cfg)

@@ -7,7 +7,7 @@ import pytest
 
 from stepscope_analyzer.diagnosis import diagnose
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig
-from stepscope_analyzer.diagnosis.ranking import clears_noise
+from stepscope_analyzer.diagnosis.replayed_gain import clears_noise
 from stepscope_analyzer.diagnosis.status_summary import build_status_summary
 from stepscope_analyzer.report.build import build_report
 from stepscope_analyzer.report.gain import gain_sentence, step_duration
