@@ -216,6 +216,42 @@ def test_without_the_replay_or_with_its_saving_in_the_noise_the_rank_is_not_name
     assert find_slow_ranks(facts.ok, cfg, replayed=wider) == []
 
 
+ELEVENTH_HEALTHY = [f"cpu-dp4-balanced-{w}" for w in ("w216", "w248", "w280-8steps", "w312")]
+ELEVENTH_NAMED = [
+    "cpu-dp4-rank2-rows-1.25x-w216",
+    "cpu-dp4-rank3-rows-1.25x-w280-8steps",
+    "cpu-dp4-rank2-rows-1.25x-w312",
+]
+ELEVENTH_UNDER_THE_FLOOR = {"cpu-dp4-rank0-rows-1.25x-w248": 0, "cpu-dp4-rank1-rows-1.25x-w216": 1}
+
+
+@pytest.mark.parametrize("name", ELEVENTH_HEALTHY)
+def test_healthy_jobs_of_the_eleventh_set_have_no_slow_rank(name: str) -> None:
+    """The eleventh set, recorded after the replay's test was written and kept whatever it diagnosed: four healthy
+    DDP jobs at widths not recorded before, quiet and beside two busy loops."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks and not d.findings and d.verdict.startswith("No slow rank"), d.verdict
+
+
+@pytest.mark.parametrize("name", ELEVENTH_NAMED)
+def test_ranks_on_more_rows_in_the_eleventh_set_are_named(name: str) -> None:
+    truth = [(s["rank"], s["cause"]) for s in json.loads((JOBS / name / "truth.json").read_text())["slow_ranks"]]
+    d = analyse(name).diagnosis
+    assert [(s.rank, s.cause.value) for s in d.slow_ranks] == truth, d.verdict
+    assert d.slow_ranks[0].excess_us >= FLOOR * d.median_step_us
+
+
+@pytest.mark.parametrize(("name", "rank"), sorted(ELEVENTH_UNDER_THE_FLOOR.items()))
+def test_ranks_the_replay_prices_under_the_floor_in_the_eleventh_set_are_said_not_named(name: str, rank: int) -> None:
+    """Their compute stands out, but the replay with them running like their peers saves less than the floor: the
+    verdict says so, with that saving."""
+    d = analyse(name).diagnosis
+    assert not d.slow_ranks, d.verdict
+    said = f"rank {rank}'s compute stands out against its peers'"
+    assert said in d.verdict and "the replay with it running like its peers saves" in d.verdict, d.verdict
+    assert "under the 4% floor" in d.verdict, d.verdict
+
+
 @pytest.mark.parametrize(
     "name", ["cpu-dp4-balanced-w224", "cpu-dp4-balanced-w288", "cpu-dp4-balanced-w160", "cpu-dp4-balanced-w224-8steps"]
 )
