@@ -18,6 +18,7 @@ BENCHES: list[list[str]] = [
     ["session_scale.py"],
     ["report_browser.py"],
     ["diagnosis_accuracy.py"],
+    ["null_false_alarms.py"],
     ["wait_matching.py"],
     ["trigger_soak.py"],
     ["gate_accuracy.py"],
