@@ -64,8 +64,8 @@ class DiagnosisConfig:
     recorded steps with it running like its peers saves the user's floor or more, at least this many standard errors
     of the mean saving (diagnosis.slow_ranks). Set on simulated balanced jobs, none of the recorded corpus: over
     1,080 synthetic ones (4, 8 and 16 ranks, 5-8 steps, 5-15% noise per step) that test alone names a rank in 14 at
-    2, 10 at 2.5 and 3 at 3, every one among four ranks; through the whole diagnosis, 3 adds 2 false alarms to the 13
-    the other tests draw there"""
+    2, 10 at 2.5 and 3 at 3, every one among four ranks; through the whole diagnosis (bench/null_false_alarms.py),
+    3 adds 2 false alarms to the 13 the other tests draw there (2.5: 5, 2: 8)"""
     noise_floor_percent: float = 0.5
     """the noise assumed is at least this share of the median step (timer and scheduling resolution)"""
     max_evidence: int = 6
