@@ -48,6 +48,7 @@ from stepscope_analyzer.ranks.pipeline import discover, summarize_all  # noqa: E
 from stepscope_analyzer.ranks.storage_io import LocalStore, location_of  # noqa: E402
 from stepscope_analyzer.reduce.reduction import flight_recorder_dumps, reduce_outcomes  # noqa: E402
 from stepscope_testing import corpus as corpus_module  # noqa: E402
+from stepscope_testing.config_grid import config_grid  # noqa: E402
 from stepscope_testing.corpus import Scenario, corpus  # noqa: E402
 from stepscope_testing.planted_cost import must_be_named  # noqa: E402
 
@@ -229,17 +230,15 @@ def split_report(cases: list[Case], key: str, fit_on: set[str], fit: str | None)
     _print_parts("defaults", part, held, base)
     if not fit:
         return
-    param, _, grid = fit.partition("=")
+    param = fit.partition("=")[0]
     default = float(getattr(base, param))
     scores = []
-    for value in (float(v) for v in grid.split(",")):
-        fields: dict[str, Any] = {param: value}
-        cfg = dataclasses.replace(base, **fields)
+    for label, value, cfg in config_grid(fit):
         acc = _accuracy(part, cfg)
-        scores.append((acc.right - acc.wrong_ranks, -abs(value - default), value, cfg))
-        _print_parts(f"{param}={value:g}", part, held, cfg)
-    *_, value, cfg = max(scores, key=lambda s: (s[0], s[1]))
-    _print_parts(f"fitted {param}={value:g}", part, held, cfg)
+        scores.append((acc.right - acc.wrong_ranks, -abs(value - default), label, cfg))
+        _print_parts(label, part, held, cfg)
+    *_, label, cfg = max(scores, key=lambda s: (s[0], s[1]))
+    _print_parts(f"fitted {label}", part, held, cfg)
 
 
 def planted_report(cases: list[Case], cfg: DiagnosisConfig) -> None:

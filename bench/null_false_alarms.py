@@ -13,7 +13,6 @@ PARAM=v1,v2,...` (any DiagnosisConfig field; `inf` turns a test off).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import itertools
 import sys
 from pathlib import Path
@@ -23,6 +22,7 @@ sys.path.insert(0, str(ROOT / "testing"))
 
 from stepscope_analyzer.diagnosis import diagnose  # noqa: E402
 from stepscope_analyzer.diagnosis.config import DiagnosisConfig  # noqa: E402
+from stepscope_testing.config_grid import config_grid  # noqa: E402
 from stepscope_testing.synthetic import JobShape, synthetic_job  # noqa: E402
 
 WORLDS = (4, 8, 16)
@@ -32,21 +32,13 @@ SEED_BASE = 1000
 """seeds SEED_BASE.. (the unit tests draw from 0..)"""
 
 
-def configs(fit: str | None) -> list[tuple[str, DiagnosisConfig]]:
-    out = [("defaults", DiagnosisConfig())]
-    if fit:
-        name, values = fit.split("=", 1)
-        for value in values.split(","):
-            out.append((f"{name}={value}", dataclasses.replace(DiagnosisConfig(), **{name: float(value)})))
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--jobs", type=int, default=40, help="seeds per shape")
     parser.add_argument("--fit", help="PARAM=v1,v2,...: a DiagnosisConfig field's values to compare")
     args = parser.parse_args()
-    settings = configs(args.fit)
+    settings = [("defaults", DiagnosisConfig())]
+    settings += [(label, cfg) for label, _, cfg in config_grid(args.fit)] if args.fit else []
     totals = dict.fromkeys((label for label, _ in settings), 0)
     count = 0
     print(f"{'ranks':>5} {'steps':>5} {'noise':>5}  " + "  ".join(f"{label:>20}" for label, _ in settings))
